@@ -24,6 +24,8 @@ RENAMED = {
     "antique_qrels/LICENSE_capreolus": "LICENSE",
     "nrp_webis/monot5_rankings/ndcg_by_ranker.csv": "indexing/results/ndcg.csv",
     "nrp_webis/monot5_rankings/monoT5_scores.csv": "indexing/results/monoT5_scores.csv",
+    "llmbar/llmbar_adversarial.json": "data/llmbar/data-adversarial.json",
+    "llmbar/llmbar_natural.json": "data/llmbar/data-natural.json",
 }
 
 
@@ -40,7 +42,8 @@ def repo_path(rel: str, row: dict[str, str]) -> str | None:
     if prefix == "summac_subsets/":
         return f"data/{tail}"
     if prefix == "trec_dl_qrels/":
-        return None  # spread over qrels/ and topics/ in the source repository
+        # the pinned commit keeps qrels.* under qrels/ and topics.* under topics/
+        return f"{'qrels' if tail.startswith('qrels.') else 'topics'}/{tail}"
     if not prefix.endswith("/"):
         return inner
     return inner + tail if inner.endswith("/") else None

@@ -1,0 +1,55 @@
+"""Deterministic train / dev / test splits that never put one group (query) in two splits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from judgetune.datasets._schema import Example
+
+DEFAULT_FRACTIONS = {"train": 0.6, "dev": 0.2, "test": 0.2}
+
+
+def split_by_group(examples: list[Example], fractions: Mapping[str, float] = DEFAULT_FRACTIONS, *,
+                   seed: int = 0) -> dict[str, list[Example]]:
+    """Shuffle the groups with ``seed`` and deal them into splits of about ``fractions`` of the items.
+
+    Groups are assigned whole, in shuffled order, each to the split furthest below its target
+    share, so the result depends only on the set of examples and the seed (not on input order).
+    Ungrouped examples count as groups of one.
+    """
+    if not examples:
+        raise ValueError("cannot split an empty list of examples")
+    total = sum(fractions.values())
+    if any(f < 0 for f in fractions.values()) or total <= 0:
+        raise ValueError(f"fractions must be non-negative with a positive sum, got {dict(fractions)}")
+    members: dict[str, list[Example]] = {}
+    for example in sorted(examples, key=lambda e: e.id):
+        members.setdefault(example.group_key, []).append(example)
+    keys = sorted(members)
+    order = np.random.default_rng(seed).permutation(len(keys))
+    targets = {name: f / total * len(examples) for name, f in fractions.items()}
+    splits: dict[str, list[Example]] = {name: [] for name in fractions}
+    for index in order:
+        group = members[keys[index]]
+        name = max(splits, key=lambda n: (targets[n] - len(splits[n])) / max(targets[n], 1e-9)
+                   if targets[n] > 0 else float("-inf"))
+        splits[name].extend(group)
+    return splits
+
+
+def split_examples(examples: list[Example], *, seed: int = 0,
+                   dev_fraction_of_train: float = 0.25) -> dict[str, list[Example]]:
+    """train / dev / test: the source's official splits where every example names one in
+    ``meta['split']`` (dev carved from train by group when the source has none), else a seeded
+    60/20/20 split by group."""
+    official = {e.meta.get("split") for e in examples}
+    if None in official or not official <= {"train", "dev", "test"} or "train" not in official:
+        return split_by_group(examples, seed=seed)
+    splits = {name: [e for e in examples if e.meta["split"] == name] for name in ("train", "dev", "test")}
+    if not splits["dev"]:
+        carved = split_by_group(splits["train"], {"train": 1 - dev_fraction_of_train,
+                                                  "dev": dev_fraction_of_train}, seed=seed)
+        splits["train"], splits["dev"] = carved["train"], carved["dev"]
+    return splits
