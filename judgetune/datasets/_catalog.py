@@ -10,7 +10,7 @@ from pathlib import Path
 
 from judgetune.datasets import _sources as src
 from judgetune.datasets._fetch import fetch_files, manifest_entries, missing_files
-from judgetune.datasets._schema import Example, Scale
+from judgetune.datasets._schema import Example, Scale, format_number
 from judgetune.errors import DataNotFoundError, JudgetuneError
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ def summary(name: str, examples: list[Example]) -> dict:
     groups = {e.group for e in examples if e.group is not None}
     splits = Counter(e.meta["split"] for e in examples if "split" in e.meta)
     if source.scale.values is not None:
-        histogram = {str(k): v for k, v in sorted(Counter(labeled).items())}
+        histogram = {format_number(k): v for k, v in sorted(Counter(labeled).items())}
     else:  # continuous scale: one bin per integer step, the top bin closed
         edges = list(range(int(source.scale.low), int(source.scale.high) + 1))
         histogram = {f"{a}-{b}": sum(a <= x < b or (b == edges[-1] and x == b) for x in labeled)

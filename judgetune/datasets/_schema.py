@@ -27,15 +27,16 @@ class Scale:
 
     def expected(self) -> str:
         if self.values is not None:
-            return "one of " + ", ".join(_fmt(v) for v in self.values)
-        return f"a number in [{_fmt(self.low)}, {_fmt(self.high)}]"
+            return "one of " + ", ".join(format_number(v) for v in self.values)
+        return f"a number in [{format_number(self.low)}, {format_number(self.high)}]"
 
     def to_dict(self) -> dict[str, Any]:
         return {"low": self.low, "high": self.high, "values": list(self.values) if self.values else None,
                 "description": self.description}
 
 
-def _fmt(value: float) -> str:
+def format_number(value: float) -> str:
+    """1.0 -> "1", 0.5 -> "0.5"."""
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
