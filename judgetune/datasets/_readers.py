@@ -143,8 +143,8 @@ def example_from_record(record: dict[str, Any], *, where: str, default_id: str, 
     ident = _identifier(record, "id", bad)
     group = _identifier(record, "group", bad)
     answer = record.get("answer")
-    if not isinstance(answer, str) or not answer.strip():
-        bad("answer", "non-empty text", answer)
+    if not isinstance(answer, str):  # "" is a real answer (RAGChecker has empty responses); absent is not
+        bad("answer", "text", answer)
     question = _text(record, "question", bad)
     answer_b = _text(record, "answer_b", bad)
     label = _number(record, "label", bad)

@@ -1,0 +1,30 @@
+"""Shared fixtures: the catalog data, copied once per session from the shared mirror."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from judgetune import datasets
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Path:
+    """The read-only copy of the catalog data: $JUDGETUNE_DATA_MIRROR or ../shared/data beside the checkout."""
+    path = Path(os.environ.get("JUDGETUNE_DATA_MIRROR", REPO.parent / "shared" / "data"))
+    if not (path / "PROVENANCE.tsv").is_file():
+        pytest.fail(f"catalog mirror not found at {path}; set JUDGETUNE_DATA_MIRROR")
+    return path
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
+    """A data folder with every catalog source fetched (checksummed) from the mirror."""
+    root = tmp_path_factory.mktemp("datasets")
+    for name in datasets.CATALOG:
+        datasets.fetch(name, root=root, mirror=mirror)
+    return root

@@ -1,0 +1,151 @@
+"""Every error path of the JSONL / CSV / TSV readers, and the happy paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from judgetune.datasets import Example, Reference, Scale, read_examples, write_examples
+from judgetune.errors import DataValidationError
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def jsonl(path: Path, *rows) -> Path:
+    return write(path, "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+
+
+def problems(path: Path, **kwargs) -> list[str]:
+    with pytest.raises(DataValidationError) as info:
+        read_examples(path, **kwargs)
+    return info.value.problems
+
+
+def test_jsonl_round_trip(tmp_path):
+    examples = [
+        Example(id="a", answer="x", question="q", references=(Reference("r1", 3.0), Reference("r2")),
+                context=("c1", "c2"), label=2.5, group="g1", meta={"k": [1, 2]}),
+        Example(id="b", answer="y", answer_b="z", preference=-1.0, group="g1"),
+    ]
+    path = tmp_path / "data.jsonl"
+    write_examples(path, examples)
+    back = read_examples(path)
+    assert back == examples
+    assert back[0].meta == {"k": [1, 2]}
+
+
+def test_csv_and_tsv_rows(tmp_path):
+    csv_path = write(tmp_path / "d.csv", 'id,question,answer,reference,label,group\n'
+                                         '1,"q, with comma",a1,r1,4.5,g\n2,q2,"multi\nline",r2,0,g\n')
+    rows = read_examples(csv_path, scale=Scale(0, 5))
+    assert [e.id for e in rows] == ["1", "2"]
+    assert rows[0].question == "q, with comma" and rows[0].references == (Reference("r1"),)
+    assert rows[1].answer == "multi\nline" and rows[1].label == 0.0
+    tsv_path = write(tmp_path / "d.tsv", "answer\tlabel\nhello\t3\n\nworld\t1\n")
+    rows = read_examples(tsv_path)
+    assert [(e.id, e.answer, e.label) for e in rows] == [("d:2", "hello", 3.0), ("d:4", "world", 1.0)]
+
+
+def test_every_bad_row_reported_at_once_with_file_line_field(tmp_path):
+    path = jsonl(tmp_path / "bad.jsonl",
+                 {"id": "1", "answer": "ok", "label": 1},
+                 {"id": "2", "question": "no answer", "label": 1},
+                 "{not json",
+                 {"id": "4", "answer": "x", "label": "high"},
+                 {"id": "5", "answer": "x"},
+                 {"id": "6", "answer": "x", "label": 9},
+                 [1, 2],
+                 {"id": "8", "answer": "x", "label": 1, "lable": 2},
+                 {"id": "1", "answer": "dup", "label": 1},
+                 {"id": "10", "answer": "x", "label": True},
+                 {"id": "11", "answer": "x", "label": float("nan")})
+    found = problems(path, scale=Scale(0, 5))
+    assert found == [
+        f"{path}:2: answer: expected text, found nothing",
+        f"{path}:3: row: expected a JSON object, found invalid JSON (Expecting property name enclosed in double "
+        "quotes at column 2)",
+        f"{path}:4: label: expected a number, found 'high'",
+        f"{path}:5: label: expected the human label (a number), found nothing",
+        f"{path}:6: label: expected a number in [0, 5], found 9.0",
+        f"{path}:7: row: expected a JSON object, found a JSON array",
+        f"{path}:8: lable: expected a known field (id, question, answer, references, reference, context, answer_b, "
+        "preference, label, group, meta); put extra data under 'meta', found 2",
+        f"{path}:9: id: expected a unique id, found '1' already used on line 1",
+        f"{path}:10: label: expected a number, found true",
+        f"{path}:11: label: expected a finite number, found NaN",
+    ]
+
+
+def test_discrete_scale_and_field_types(tmp_path):
+    path = jsonl(tmp_path / "t.jsonl",
+                 {"answer": "x", "label": 2.5, "group": ["g"]},
+                 {"answer": "x", "label": 1, "references": [{"text": "r", "grade": "A"}], "context": [1]},
+                 {"answer": "x", "label": 1, "references": "r", "meta": "m", "question": 3},
+                 {"answer": "x", "label": 1, "id": True},
+                 {"answer": "x", "answer_b": "y"},
+                 {"answer": "x", "preference": 1})
+    found = problems(path, scale=Scale(1, 4, (1, 2, 3, 4)))
+    assert found == [
+        f"{path}:1: group: expected a non-empty string or integer, found [\"g\"]",
+        f"{path}:1: label: expected one of 1, 2, 3, 4, found 2.5",
+        f"{path}:2: references[0].grade: expected a finite number or null, found 'A'",
+        f"{path}:2: context: expected text or a list of texts, found [1]",
+        f"{path}:3: question: expected text, found 3",
+        f"{path}:3: references: expected a list of texts or {{text, grade}} objects, found 'r'",
+        f"{path}:3: meta: expected a JSON object, found 'm'",
+        f"{path}:4: id: expected a non-empty string or integer, found true",
+        f"{path}:5: preference: expected the human label (a number), found nothing",
+        f"{path}:6: answer_b: expected text (a row with a preference compares answer with answer_b), found nothing",
+        f"{path}:6: label: expected the human label (a number), found nothing",
+    ]
+
+
+def test_empty_answer_is_an_answer_in_jsonl(tmp_path):
+    path = jsonl(tmp_path / "e.jsonl", {"answer": "", "answer_b": "something", "preference": 2})
+    assert read_examples(path)[0].answer == ""
+
+
+def test_labels_optional_when_scoring_new_data(tmp_path):
+    path = jsonl(tmp_path / "new.jsonl", {"id": 7, "answer": "x"}, {"answer": "y", "answer_b": "z"})
+    rows = read_examples(path, require_label=False)
+    assert [(e.id, e.label, e.preference) for e in rows] == [("7", None, None), ("new:2", None, None)]
+
+
+def test_csv_errors(tmp_path):
+    path = write(tmp_path / "b.csv", "answer,label,score\nx,1,2\n")
+    assert problems(path) == [f"{path}:1: header: expected columns among id, question, answer, references, "
+                              "reference, context, answer_b, preference, label, group, found unknown column(s) 'score'"]
+    path = write(tmp_path / "c.csv", "answer,label\nx,1\ny,abc\nz\n,2\nw,inf\nv,1,extra\n")
+    assert problems(path) == [
+        f"{path}:3: label: expected a number, found 'abc'",
+        f"{path}:4: row: expected 2 CSV cells, found 1",
+        f"{path}:5: answer: expected text, found nothing",
+        f"{path}:6: label: expected a finite number, found 'inf'",
+        f"{path}:7: row: expected 2 CSV cells, found 3",
+    ]
+
+
+def test_file_level_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such data file"):
+        read_examples(tmp_path / "missing.jsonl")
+    assert problems(write(tmp_path / "x.txt", "a")) == [
+        f"{tmp_path / 'x.txt'}: expected a .jsonl, .csv or .tsv file, found suffix '.txt'"]
+    empty = write(tmp_path / "e.jsonl", "\n\n")
+    assert problems(empty) == [f"{empty}: expected at least one row, found none"]
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(b'{"answer": "ok", "label": 1}\n\xff\xfe\n')
+    assert problems(binary) == [f"{binary}:2: row: expected UTF-8 text, found undecodable bytes (invalid start byte)"]
+
+
+def test_error_message_lists_problems_and_truncates(tmp_path):
+    path = jsonl(tmp_path / "many.jsonl", *[{"answer": "x"} for _ in range(60)])
+    with pytest.raises(DataValidationError) as info:
+        read_examples(path)
+    assert len(info.value.problems) == 60
+    text = str(info.value)
+    assert text.startswith("60 problem(s) in the data:\n") and text.endswith("... and 10 more")
