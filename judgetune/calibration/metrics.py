@@ -103,6 +103,8 @@ class GroupedValue:
 
 
 def _group_indices(groups: Sequence) -> list[np.ndarray]:
+    if len(groups) == 0:
+        return []
     keys = np.asarray([str(g) for g in groups])
     _, inverse = np.unique(keys, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
@@ -191,8 +193,10 @@ def ndcg(pred: Sequence[float], gold: Sequence[float], groups: Sequence | None =
          k: int | None = 10) -> GroupedValue:
     """nDCG@k with linear gains (the labels), items ordered by prediction; ties in predictions are
     averaged (scikit-learn's ``ndcg_score``). Per group and averaged when ``groups`` is given;
-    groups whose labels are all zero have no ideal ranking and are skipped."""
+    groups whose labels are all zero have no ideal ranking and are skipped. Labels must be >= 0."""
     p, g = _arrays(pred, gold)
+    if np.any(g < 0):
+        raise ValueError("nDCG gains must be non-negative: shift the labels so the lowest grade is 0")
     if groups is None:
         groups = ["all"] * len(p)
 
@@ -352,7 +356,7 @@ def evaluate_predictions(pred: Sequence[float], gold: Sequence[float], *, label_
             row[name] = float(np.mean(values)) if values else None
             row[f"{name}_ci"] = [interval.low, interval.high]
             row[f"{name}_groups"] = {"used": len(values), "skipped_small": small, "skipped_constant": undefined}
-        row["ndcg@10"] = ndcg(p, g, groups, k=10).value
+        row["ndcg@10"] = ndcg(p, g - label_range[0], groups, k=10).value  # gain 0 for the lowest grade
     return row
 
 
