@@ -32,3 +32,17 @@ def test_data_fetch_from_mirror_and_errors(tmp_path, mirror, monkeypatch, capsys
     assert "judgetune: error: stsb: 5 file(s) missing" in capsys.readouterr().err
     assert cli.main(["data", "fetch", "stsb", "--mirror", str(tmp_path / "nowhere")]) == 2
     assert "not in mirror" in capsys.readouterr().err
+
+
+def test_import_keeps_litellm_offline():
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    code = "import os, judgetune; print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "False"  # a user's own setting wins
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

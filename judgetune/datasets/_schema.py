@@ -66,7 +66,7 @@ class Example:
     preference: float | None = None
     label: float | None = None
     group: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    meta: dict[str, Any] = field(default_factory=dict, hash=False)
 
     @property
     def group_key(self) -> str:
