@@ -96,7 +96,8 @@ def test_load_fetches_from_the_mirror_in_the_environment(tmp_path, monkeypatch, 
 
 
 def test_every_manifest_entry_has_a_url_and_matches_the_mirror(mirror):
-    from judgetune.datasets._fetch import _manifest, sha256_of
+    from judgetune._files import sha256_of
+    from judgetune.datasets._fetch import _manifest
 
     for entry in _manifest():
         assert entry.url and entry.url.startswith("https://raw.githubusercontent.com/")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -13,6 +12,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from judgetune._files import sha256_of
 from judgetune.errors import JudgetuneError
 
 log = logging.getLogger(__name__)
@@ -43,14 +43,6 @@ def manifest_entries(prefixes: tuple[str, ...]) -> list[ManifestEntry]:
     if not entries:
         raise JudgetuneError(f"the manifest lists no file under {', '.join(prefixes)}")
     return entries
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def missing_files(entries: list[ManifestEntry], root: Path) -> list[str]:

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from judgetune.datasets._fetch import sha256_of
+from judgetune._files import sha256_of
 
 # Files whose name in the mirror differs from their path under the provenance row's folder.
 RENAMED = {

@@ -1,0 +1,65 @@
+"""On-disk cache of LM answers and label distributions.
+
+A key covers the full request, the model's identity (the SHA-256 of its weights file, or its name
+on a server) and the endpoint, so two servers that serve one model name never share answers. Keys
+and values never hold an API key: requests are built without one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import diskcache
+
+from judgetune._files import sha256_of
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("JUDGETUNE_CACHE_DIR", Path.home() / ".cache" / "judgetune"))
+
+
+class ResponseCache:
+    """A thread-safe JSON-value cache; ``hits`` and ``misses`` count lookups since creation."""
+
+    def __init__(self, directory: str | Path | None = None):
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self._store = diskcache.Cache(str(self.directory), size_limit=2**33)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(*, model: str, endpoint: str, request: dict[str, Any]) -> str:
+        payload = json.dumps({"model": model, "endpoint": endpoint, "request": request}, sort_keys=True,
+                             ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> Any | None:
+        value = self._store.get(key)
+        with self._lock:
+            if value is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return None if value is None else json.loads(value)
+
+    def set(self, key: str, value: Any) -> None:
+        self._store.set(key, json.dumps(value))
+
+    def file_fingerprint(self, path: Path) -> str:
+        """SHA-256 of a weights file, remembered per (path, size, mtime) so it is hashed once."""
+        stat = path.stat()
+        memo = f"sha256:{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+        digest = self._store.get(memo)
+        if digest is None:
+            digest = sha256_of(path)
+            self._store.set(memo, digest)
+        return digest
+
+    def close(self) -> None:
+        self._store.close()

@@ -1,0 +1,110 @@
+"""A client for OpenAI-compatible chat endpoints (OpenAI, vLLM, llama.cpp server, Ollama) with
+bounded retries: transient faults (5xx, 429, timeouts, broken or empty bodies) are retried with
+exponential backoff and jitter; what still fails raises LMCallError with its reason."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from judgetune.errors import JudgetuneError
+from judgetune.lm._spec import API_KEY_ENV, LMSpec
+
+log = logging.getLogger(__name__)
+
+
+class LMCallError(JudgetuneError):
+    """An LM call that failed for good (after retries, or on a permanent error such as a 400)."""
+
+
+class _Transient(Exception):
+    """A reply that is broken in a way a retry may fix (empty choices, unreadable body)."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One chat answer. ``logprobs`` is OpenAI's per-token list, when asked for and given."""
+
+    text: str
+    finish_reason: str | None
+    usage: dict[str, int] = field(default_factory=dict)
+    logprobs: list[dict[str, Any]] | None = None
+
+
+def _is_transient(error: BaseException) -> bool:
+    if isinstance(error, (_Transient, openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
+                          openai.InternalServerError, openai.APIResponseValidationError, httpx.TransportError,
+                          json.JSONDecodeError)):
+        return True
+    return isinstance(error, openai.APIStatusError) and error.status_code >= 500
+
+
+class OpenAICompatibleClient:
+    """Chat completions against ``spec.api_base`` (OpenAI when None); the key comes from ``$OPENAI_API_KEY``.
+
+    Args:
+        timeout: seconds per attempt.
+        max_retries: attempts after the first, for transient faults only.
+        backoff: first wait in seconds; it doubles per retry (with jitter) up to ``max_backoff``.
+    """
+
+    def __init__(self, spec: LMSpec, *, timeout: float = 60.0, max_retries: int = 3, backoff: float = 0.5,
+                 max_backoff: float = 8.0, api_key_env: str = API_KEY_ENV):
+        if spec.kind != "openai":
+            raise ValueError(f"{spec} is not an openai/MODEL spec")
+        self.spec = spec
+        self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
+        self._client = openai.OpenAI(base_url=spec.api_base, api_key=os.environ.get(api_key_env) or "unused",
+                                     timeout=timeout, max_retries=0)
+
+    def complete(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float = 0.0,
+                 stop: list[str] | None = None, top_logprobs: int | None = None) -> Completion:
+        """One chat completion; ``top_logprobs`` asks for that many alternatives per answer token.
+
+        Raises:
+            LMCallError: permanent errors at once, transient ones after the retries.
+        """
+        request: dict[str, Any] = {"model": self.spec.model, "messages": messages, "max_tokens": max_tokens,
+                                   "temperature": temperature}
+        if stop:
+            request["stop"] = stop
+        if top_logprobs:
+            request.update(logprobs=True, top_logprobs=top_logprobs)
+        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), retry=retry_if_exception(_is_transient),
+                            wait=wait_exponential_jitter(multiplier=self.backoff, max=self.max_backoff, jitter=self.backoff))
+        try:
+            return retrying(self._attempt, request)
+        except RetryError as err:
+            cause = err.last_attempt.exception()
+            raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {self.max_retries + 1} attempts: "
+                              f"{_describe(cause)}") from cause
+        except (openai.APIError, _Transient) as err:
+            raise LMCallError(f"{self.spec} at {self.spec.endpoint}: {_describe(err)}") from err
+
+    def _attempt(self, request: dict[str, Any]) -> Completion:
+        response = self._client.chat.completions.create(**request)
+        if isinstance(response, str) or not getattr(response, "choices", None):
+            raise _Transient("the server answered with no choices")
+        choice = response.choices[0]
+        if choice.message is None:
+            raise _Transient("the server answered a choice without a message")
+        logprobs = None
+        if choice.logprobs is not None and choice.logprobs.content is not None:
+            logprobs = [item.model_dump() for item in choice.logprobs.content]
+        usage = response.usage.model_dump(include={"prompt_tokens", "completion_tokens"}) if response.usage else {}
+        return Completion(choice.message.content or "", choice.finish_reason, usage, logprobs)
+
+
+def _describe(error: BaseException | None) -> str:
+    if error is None:
+        return "unknown error"
+    if isinstance(error, openai.APIStatusError):
+        return f"HTTP {error.status_code}: {error.message}"
+    return f"{type(error).__name__}: {error}"

