@@ -1,0 +1,118 @@
+"""Label distributions: the model's probability of each label string at the answer position.
+
+A judge's score is the expected label under this distribution, never a parse of one sampled
+token. In-process models give exact probabilities, chaining token log-probabilities for labels
+of several tokens; OpenAI-compatible servers give them through ``top_logprobs`` (labels must then
+be single tokens, and a label outside the top k has probability 0 and is reported as missing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from judgetune.errors import JudgetuneError
+from judgetune.lm._remote import OpenAICompatibleClient
+
+TOP_LOGPROBS = 20  # the most OpenAI's API returns
+
+
+class LogprobsUnavailableError(JudgetuneError):
+    """The endpoint returns no log-probabilities, so label distributions cannot be read from it."""
+
+
+@dataclass(frozen=True)
+class LabelDistribution:
+    """``logprobs[i]`` is log p(labels[i]) at the answer position (``-inf`` when a server did not list it).
+
+    ``outside_mass`` is the probability the model put on anything that is no label.
+    """
+
+    labels: tuple[str, ...]
+    logprobs: tuple[float, ...]
+    missing: tuple[str, ...] = ()
+    usage: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def probabilities(self) -> dict[str, float]:
+        """Raw probabilities, not renormalized."""
+        return {label: math.exp(lp) for label, lp in zip(self.labels, self.logprobs)}
+
+    @property
+    def outside_mass(self) -> float:
+        return max(0.0, 1.0 - sum(self.probabilities.values()))
+
+    def normalized(self) -> dict[str, float]:
+        """Probabilities renormalized over the labels.
+
+        Raises:
+            ValueError: when no label received any probability (nothing to normalize).
+        """
+        probs = self.probabilities
+        total = sum(probs.values())
+        if total <= 0:
+            raise ValueError(f"no probability on any of the labels {list(self.labels)}")
+        return {label: p / total for label, p in probs.items()}
+
+    def expected(self, values: Sequence[float]) -> float:
+        """The expected value: sum over labels of p(label) * value, with p renormalized over the labels."""
+        if len(values) != len(self.labels):
+            raise ValueError(f"{len(values)} values for {len(self.labels)} labels")
+        return sum(p * v for p, v in zip(self.normalized().values(), values))
+
+    def to_dict(self) -> dict:
+        return {"labels": list(self.labels), "logprobs": list(self.logprobs), "missing": list(self.missing),
+                "usage": self.usage}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LabelDistribution:
+        return cls(tuple(data["labels"]), tuple(float(x) for x in data["logprobs"]), tuple(data["missing"]),
+                   dict(data["usage"]))
+
+
+def _check_labels(labels: Sequence[str]) -> tuple[str, ...]:
+    labels = tuple(labels)
+    if not labels or any(not isinstance(label, str) or label == "" for label in labels):
+        raise ValueError(f"labels must be non-empty strings, got {list(labels)}")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"labels must be distinct, got {list(labels)}")
+    return labels
+
+
+def local_label_distribution(model, messages: list[dict[str, str]], labels: Sequence[str], *,
+                             prefix: str = "") -> LabelDistribution:
+    """Exact label log-probabilities from an in-process model (llama.cpp or transformers).
+
+    Single-token labels all come from one forward pass; a label of n tokens costs n - 1 more
+    passes, each over one token thanks to the KV cache of the shared prompt.
+    """
+    labels = _check_labels(labels)
+    with model.locked():
+        prompt = model.tokenize(model.render(messages, prefix))
+        first = model.next_logprobs(prompt)
+        logprobs = []
+        for label in labels:
+            pieces = model.tokenize(label, special=False)
+            total = float(first[pieces[0]])
+            for i in range(1, len(pieces)):
+                total += float(model.next_logprobs(prompt + pieces[:i])[pieces[i]])
+            logprobs.append(total)
+    return LabelDistribution(labels, tuple(logprobs), usage={"prompt_tokens": len(prompt)})
+
+
+def remote_label_distribution(client: OpenAICompatibleClient, messages: list[dict[str, str]],
+                              labels: Sequence[str], *, top_logprobs: int = TOP_LOGPROBS) -> LabelDistribution:
+    """Label log-probabilities from a server's ``top_logprobs`` at the first answer token."""
+    labels = _check_labels(labels)
+    completion = client.complete(messages, max_tokens=1, temperature=0.0, top_logprobs=top_logprobs)
+    if not completion.logprobs or not completion.logprobs[0].get("top_logprobs"):
+        raise LogprobsUnavailableError(
+            f"{client.spec} at {client.spec.endpoint} returned no log-probabilities, so label distributions "
+            "cannot be read from it. Use a server that returns top_logprobs (llama.cpp: start it with "
+            "--logits_all true; vLLM, OpenAI and Ollama >= 0.12 return them), or a judge setting that "
+            "avoids them: scoring='generate' (parse a generated label).")
+    top = {item["token"]: float(item["logprob"]) for item in completion.logprobs[0]["top_logprobs"]}
+    missing = tuple(label for label in labels if label not in top)
+    return LabelDistribution(labels, tuple(top.get(label, -math.inf) for label in labels), missing,
+                             usage=dict(completion.usage))

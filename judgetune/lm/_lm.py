@@ -1,0 +1,96 @@
+"""JudgeLM: one model, wherever it runs, as a DSPy LM for generation and as a source of label
+distributions for scoring; both cached on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+
+import dspy
+
+from judgetune.lm._cache import ResponseCache
+from judgetune.lm._engine import LocalEngine, RemoteEngine
+from judgetune.lm._labels import LabelDistribution, local_label_distribution, remote_label_distribution
+from judgetune.lm._remote import OpenAICompatibleClient
+from judgetune.lm._spec import LMSpec, model_file, parse_lm_spec
+
+
+class JudgeLM:
+    """Build with :func:`load_lm`. ``label_calls`` counts label distributions actually computed."""
+
+    def __init__(self, spec: LMSpec, *, cache: ResponseCache | None, model=None,
+                 client: OpenAICompatibleClient | None = None, model_id: str):
+        self.spec, self.cache, self.model, self.client, self.model_id = spec, cache, model, client, model_id
+        self.engine = (RemoteEngine(client, cache=cache) if client is not None
+                       else LocalEngine(model, cache=cache, model_id=model_id))
+        self.label_calls = 0
+
+    @cached_property
+    def dspy_lm(self) -> dspy.LM:
+        """A ``dspy.LM`` on this model. DSPy's own cache and retries are off: judgetune's apply."""
+        name = f"openai/{self.spec.model}" if self.spec.kind == "openai" else f"local/{self.model_id[:16]}"
+        return dspy.LM(name, engine=self.engine, cache=False, num_retries=0, temperature=0.0, max_tokens=256)
+
+    def label_distribution(self, messages: list[dict[str, str]], labels: Sequence[str], *,
+                           prefix: str = "") -> LabelDistribution:
+        """log p(label) for each label at the answer position (after ``prefix``, in-process only)."""
+        request = {"op": "labels", "messages": messages, "labels": list(labels), "prefix": prefix}
+        key = None
+        if self.cache is not None:
+            key = ResponseCache.key(model=self.model_id, endpoint=self.spec.endpoint, request=request)
+            hit = self.cache.get(key)
+            if hit is not None:
+                return LabelDistribution.from_dict(hit)
+        if self.client is not None:
+            if prefix:
+                raise ValueError(f"{self.spec}: a forced answer prefix needs an in-process model; put the "
+                                 "instruction in the messages instead")
+            result = remote_label_distribution(self.client, messages, labels)
+        else:
+            result = local_label_distribution(self.model, messages, labels, prefix=prefix)
+        self.label_calls += 1
+        if self.cache is not None:
+            self.cache.set(key, result.to_dict())
+        return result
+
+    def close(self) -> None:
+        if self.model is not None:
+            self.model.close()
+
+
+def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseCache | None = None,
+            use_cache: bool = True, backend: str | None = None, timeout: float = 60.0, max_retries: int = 3,
+            n_ctx: int = 4096, n_threads: int = 2) -> JudgeLM:
+    """Load the model a spec names.
+
+    Args:
+        spec: ``local:smollm2``, ``llamacpp:PATH.gguf``, ``hf:PATH`` or ``openai/MODEL``.
+        api_base: the server of an ``openai/MODEL`` spec (default: OpenAI).
+        cache: where answers are kept (default: ``$JUDGETUNE_CACHE_DIR`` or ``~/.cache/judgetune``).
+        use_cache: False to compute every answer afresh.
+        backend: for ``local:`` specs, ``llamacpp`` (default) or ``transformers``.
+
+    Example:
+        >>> lm = load_lm("local:smollm2")  # doctest: +SKIP
+        >>> lm.label_distribution([{"role": "user", "content": "2+2=4? yes/no"}], ["yes", "no"])  # doctest: +SKIP
+    """
+    if isinstance(spec, str):
+        spec = parse_lm_spec(spec, api_base=api_base)
+    cache = (cache or ResponseCache()) if use_cache else None
+    if spec.kind == "openai":
+        client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries)
+        return JudgeLM(spec, cache=cache, client=client, model_id=spec.model)
+    path = model_file(spec)
+    backend = backend or ("transformers" if spec.kind == "hf" else "llamacpp")
+    if backend == "llamacpp":
+        from judgetune.lm._llamacpp import LlamaCppModel
+
+        model = LlamaCppModel(path, n_ctx=n_ctx, n_threads=n_threads)
+    elif backend == "transformers":
+        from judgetune.lm._transformers import TransformersModel
+
+        model = TransformersModel(path, n_threads=n_threads)
+    else:
+        raise ValueError(f"backend must be 'llamacpp' or 'transformers', got {backend!r}")
+    fingerprint = cache.file_fingerprint(path) if cache is not None and path.is_file() else str(path.resolve())
+    return JudgeLM(spec, cache=cache, model=model, model_id=f"{backend}:{fingerprint}")
