@@ -35,6 +35,12 @@ def _request_key(request: lm15.Request) -> dict:
             "response_format": c.response_format}
 
 
+def _logprob_entry(token: str, logprob: float, top: list[tuple[str, float]]) -> dict:
+    """One answer token's log-probability and its top alternatives, as cached plain data."""
+    return {"token": token, "logprob": float(logprob), "bytes": list(token.encode()),
+            "top": [{"token": t, "logprob": float(lp), "bytes": list(t.encode())} for t, lp in top]}
+
+
 def _response(request: lm15.Request, data: dict) -> Response:
     logprobs = None
     if data["logprobs"] is not None:
@@ -115,10 +121,8 @@ class LocalEngine(_CachedEngine):
                     break
                 used += len(item.text)
                 best = np.argsort(-item.logprobs)[:n_top] if n_top else []
-                logprobs.append({"token": item.text.decode("utf-8", "replace"), "logprob": float(item.logprobs[item.token_id]),
-                                 "bytes": list(item.text),
-                                 "top": [{"token": self.model.token_text(int(i)), "logprob": float(item.logprobs[i]),
-                                          "bytes": list(self.model.token_text(int(i)).encode())} for i in best]})
+                logprobs.append(_logprob_entry(item.text.decode("utf-8", "replace"), item.logprobs[item.token_id],
+                                               [(self.model.token_text(int(i)), item.logprobs[i]) for i in best]))
         return {"text": text.decode("utf-8", "replace"), "finish_reason": finish, "logprobs": logprobs,
                 "usage": {"prompt_tokens": len(tokens), "completion_tokens": len(out)}}
 
@@ -146,9 +150,8 @@ class RemoteEngine(_CachedEngine):
             raise lm15.ProviderError(str(err)) from err  # already retried: DSPy must not retry again
         logprobs = None
         if config.logprobs is not None and completion.logprobs is not None:
-            logprobs = [{"token": t["token"], "logprob": t["logprob"], "bytes": list(t.get("bytes") or t["token"].encode()),
-                         "top": [{"token": a["token"], "logprob": a["logprob"],
-                                  "bytes": list(a.get("bytes") or a["token"].encode())} for a in t.get("top_logprobs") or []]}
+            logprobs = [_logprob_entry(t["token"], t["logprob"],
+                                       [(a["token"], a["logprob"]) for a in t.get("top_logprobs") or []])
                         for t in completion.logprobs]
         usage = {"prompt_tokens": completion.usage.get("prompt_tokens", 0),
                  "completion_tokens": completion.usage.get("completion_tokens", 0)}

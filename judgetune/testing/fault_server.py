@@ -27,8 +27,9 @@ class FaultServer:
     """Use as a context manager; ``base_url`` is the OpenAI-style ``.../v1`` address."""
 
     def __init__(self, *, fault_rate: float = 0.0, faults: tuple[str, ...] = FAULTS, latency: float = 0.0,
-                 hang: float = 5.0, seed: int = 0):
+                 hang: float = 5.0, seed: int = 0, logprobs: bool = True):
         self.fault_rate, self.faults, self.latency, self.hang = fault_rate, faults, latency, hang
+        self.logprobs = logprobs  # False: a model that exposes no log-probabilities
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.log: list[tuple[str, str]] = []  # (item, outcome) per attempt, in arrival order
@@ -78,7 +79,7 @@ class FaultServer:
                 if outcome == "empty":
                     return self._send(200, json.dumps(_completion(body, item, choices=False)).encode())
                 time.sleep(server.latency)
-                payload = json.dumps(_completion(body, item)).encode()
+                payload = json.dumps(_completion(body, item, logprobs=server.logprobs)).encode()
                 if outcome == "truncated":
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
@@ -105,9 +106,9 @@ def answer_for(item: str) -> str:
     return f"echo:{item}"
 
 
-def _completion(body: dict, item: str, *, choices: bool = True) -> dict:
+def _completion(body: dict, item: str, *, choices: bool = True, logprobs: bool = True) -> dict:
     choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer_for(item)}}
-    if body.get("logprobs"):
+    if body.get("logprobs") and logprobs:
         top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in (("1", -0.5), ("2", -1.5), ("3", -2.5))]
         choice["logprobs"] = {"content": [{"token": "1", "logprob": -0.5, "bytes": None,
                                            "top_logprobs": top[: body.get("top_logprobs") or 0]}]}
