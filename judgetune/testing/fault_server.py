@@ -19,6 +19,8 @@ FAULTS = ("500", "timeout", "malformed", "truncated", "empty")
 
 
 class _QuietServer(ThreadingHTTPServer):
+    request_queue_size = 256  # the default backlog of 5 drops bursts of connections (1 s SYN retries)
+
     def handle_error(self, request, client_address) -> None:
         pass  # clients that time out hang up mid-answer: expected here, not worth a traceback
 
@@ -60,6 +62,7 @@ class FaultServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms ACK stall
 
             def log_message(self, *args) -> None:  # keep test output clean
                 pass
@@ -115,3 +118,21 @@ def _completion(body: dict, item: str, *, choices: bool = True, logprobs: bool =
     return {"id": "chatcmpl-fault", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
             "choices": [choice] if choices else [],
             "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
+
+
+def main() -> None:
+    """Serve until killed, printing the base URL first: ``python -m judgetune.testing.fault_server``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fault-rate", type=float, default=0.0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    with FaultServer(fault_rate=args.fault_rate, latency=args.latency, seed=args.seed) as server:
+        print(server.base_url, flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
