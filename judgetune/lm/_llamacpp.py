@@ -57,6 +57,7 @@ class LlamaCppModel:
         self._lock = threading.RLock()
         self._grammars: dict[str, object] = {}
         self.evaluated_tokens = 0
+        self.reuse_prefix = True  # False re-evaluates every prompt from scratch (for benchmarks)
 
     @property
     def n_vocab(self) -> int:
@@ -81,6 +82,8 @@ class LlamaCppModel:
         """Bring the context to ``tokens``, evaluating only what the cached prefix lacks; returns reused count."""
         llm = self._llm
         keep = min(llm.longest_token_prefix(llm._input_ids.tolist(), tokens), len(tokens) - 1)
+        if not self.reuse_prefix:
+            keep = 0
         llm._ctx.kv_cache_seq_rm(-1, keep, -1)
         llm.n_tokens = keep
         llm.eval(tokens[keep:])
