@@ -142,8 +142,14 @@ class RemoteEngine(_CachedEngine):
         if config.response_format is not None:
             raise lm15.UnsupportedFeatureError("judgetune's remote engine sends no response_format",
                                                feature="response_format")
+        messages = request_messages(request)
+        if messages[-1]["role"] == "assistant":
+            raise lm15.InvalidRequestError(
+                f"{self.client.spec}: an OpenAI-compatible chat endpoint starts a new turn instead of continuing "
+                "a trailing assistant message (a prefill); use a local model for prefilled answers, or an adapter "
+                "that does not prefill")
         try:
-            completion = self.client.complete(request_messages(request), max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
+            completion = self.client.complete(messages, max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
                                               temperature=config.temperature or 0.0, stop=list(config.stop or ()) or None,
                                               top_logprobs=config.logprobs or None)
         except LMCallError as err:

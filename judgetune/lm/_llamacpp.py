@@ -79,9 +79,14 @@ class LlamaCppModel:
             yield
 
     def _eval_from_cache(self, tokens: list[int]) -> int:
-        """Bring the context to ``tokens``, evaluating only what the cached prefix lacks; returns reused count."""
+        """Bring the context to ``tokens``, evaluating only what the cached prefix lacks; returns reused count.
+
+        At least two tokens are always evaluated: llama.cpp's single-token kernel gives logits up to
+        0.4 nats away from the batched pass, while any batch of two or more gives identical ones,
+        so a result never depends on what the previous call left in the cache.
+        """
         llm = self._llm
-        keep = min(llm.longest_token_prefix(llm._input_ids.tolist(), tokens), len(tokens) - 1)
+        keep = max(0, min(llm.longest_token_prefix(llm._input_ids.tolist(), tokens), len(tokens) - 2))
         if not self.reuse_prefix:
             keep = 0
         llm._ctx.kv_cache_seq_rm(-1, keep, -1)
@@ -118,10 +123,11 @@ class LlamaCppModel:
                 raise ValueError(f"prompt of {len(tokens)} tokens fills the context of {self.n_ctx}")
             out: list[GeneratedToken] = []
             finish, text = "length", b""
-            before = llm.longest_token_prefix(llm._input_ids.tolist(), tokens)
+            # The prompt is evaluated here (same rule as next_logprobs), so Llama.generate finds it
+            # cached whole and samples the first token from these logits.
+            self._eval_from_cache(tokens)
             steps = llm.generate(tokens, temp=temperature, top_k=40, top_p=0.95, min_p=0.05 if not temperature else 0.0,
                                  grammar=self._grammar(json_schema))
-            self.evaluated_tokens += len(tokens) - min(before, len(tokens) - 1)
             for token in steps:
                 if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                     finish = "stop"

@@ -67,8 +67,8 @@ class TransformersModel:
                 keep += 1
             if self._cache is None or keep == 0:
                 self._cache, keep = DynamicCache(), 0
-            else:
-                self._cache.crop(keep)
+            elif keep < self._cache.get_seq_length():
+                self._cache.crop(keep - self._cache.get_seq_length())  # a negative count removes tokens
             new = torch.tensor([tokens[keep:]])
             out = self._model(input_ids=new, past_key_values=self._cache, use_cache=True)
             self._cache = out.past_key_values
