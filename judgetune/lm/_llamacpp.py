@@ -47,8 +47,7 @@ class LlamaCppModel:
         self.n_ctx = n_ctx
         self._llm = Llama(str(self.path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
                           logits_all=False, seed=seed, verbose=False)
-        special = self._llm.metadata
-        template = special.get("tokenizer.chat_template")
+        template = self._llm.metadata.get("tokenizer.chat_template")
         if not template:
             raise ValueError(f"{self.path} carries no chat template (tokenizer.chat_template)")
         piece = lambda token: self._llm.detokenize([token], special=True).decode()  # noqa: E731

@@ -82,7 +82,7 @@ class TransformersModel:
         if json_schema is not None:
             raise ValueError("JSON-schema-constrained generation needs the llama.cpp backend")
         rng = np.random.default_rng(seed)
-        eos = set(self._tokenizer.all_special_ids) & {self._tokenizer.eos_token_id}
+        eos = self._tokenizer.eos_token_id
         with self._lock:
             out: list[GeneratedToken] = []
             finish, text = "length", b""
@@ -93,7 +93,7 @@ class TransformersModel:
                     token = int(rng.choice(len(p), p=p / p.sum()))
                 else:
                     token = int(np.argmax(logprobs))
-                if token in eos:
+                if token == eos:
                     finish = "stop"
                     break
                 piece = self._tokenizer.decode([token]).encode()
