@@ -81,3 +81,14 @@ def test_concurrency_runs_requests_in_parallel():
         parallel = time.perf_counter() - start
     assert all(o.ok for o in outcomes)
     assert serial / parallel > 4  # the 10x figure is measured in benchmarks/lm_throughput.py
+
+
+def test_judge_lm_runs_items_with_its_concurrency(tmp_path):
+    from judgetune.lm import ResponseCache, load_lm
+
+    with FaultServer(fault_rate=1.0, faults=("400",)) as server:
+        lm = load_lm("openai/m", api_base=server.base_url, cache=ResponseCache(tmp_path), concurrency=4)
+        outcomes = lm.run(lambda item: lm.label_distribution([{"role": "user", "content": item}], ["1"]), ["a", "b"])
+    assert lm.concurrency == 4
+    assert [(o.index, o.ok) for o in outcomes] == [(0, False), (1, False)]
+    assert all("HTTP 400" in o.error for o in outcomes)

@@ -3,24 +3,31 @@ distributions for scoring; both cached on disk."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
+from typing import TypeVar
 
 import dspy
 
+from judgetune.lm._batch import Outcome, run_items
 from judgetune.lm._cache import ResponseCache
 from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distribution, remote_label_distribution
 from judgetune.lm._remote import OpenAICompatibleClient
 from judgetune.lm._spec import LMSpec, model_file, parse_lm_spec
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 
 class JudgeLM:
     """Build with :func:`load_lm`. ``label_calls`` counts label distributions actually computed."""
 
     def __init__(self, spec: LMSpec, *, cache: ResponseCache | None, model=None,
-                 client: OpenAICompatibleClient | None = None, model_id: str):
+                 client: OpenAICompatibleClient | None = None, model_id: str, concurrency: int = 1):
         self.spec, self.cache, self.model, self.client, self.model_id = spec, cache, model, client, model_id
+        # threads for remote calls; an in-process model computes one item at a time anyway
+        self.concurrency = concurrency if client is not None else 1
         self.engine = (RemoteEngine(client, cache=cache) if client is not None
                        else LocalEngine(model, cache=cache, model_id=model_id))
         self.label_calls = 0
@@ -53,6 +60,10 @@ class JudgeLM:
             self.cache.set(key, result.to_dict())
         return result
 
+    def run(self, fn: Callable[[T], R], items: Sequence[T], *, progress: bool = False) -> list[Outcome[R]]:
+        """``fn`` on every item, ``self.concurrency`` at a time; failed calls are kept with their reason."""
+        return run_items(fn, items, concurrency=self.concurrency, progress=progress, description=str(self.spec))
+
     def close(self) -> None:
         if self.model is not None:
             self.model.close()
@@ -60,7 +71,7 @@ class JudgeLM:
 
 def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseCache | None = None,
             use_cache: bool = True, backend: str | None = None, timeout: float = 60.0, max_retries: int = 3,
-            n_ctx: int = 4096, n_threads: int = 2) -> JudgeLM:
+            concurrency: int = 8, n_ctx: int = 4096, n_threads: int = 2) -> JudgeLM:
     """Load the model a spec names.
 
     Args:
@@ -69,6 +80,8 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         cache: where answers are kept (default: ``$JUDGETUNE_CACHE_DIR`` or ``~/.cache/judgetune``).
         use_cache: False to compute every answer afresh.
         backend: for ``local:`` specs, ``llamacpp`` (default) or ``transformers``.
+        timeout, max_retries: per remote attempt, and retries of transient faults.
+        concurrency: threads for remote calls in :meth:`JudgeLM.run`.
 
     Example:
         >>> lm = load_lm("local:smollm2")  # doctest: +SKIP
@@ -79,7 +92,7 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
     cache = (cache or ResponseCache()) if use_cache else None
     if spec.kind == "openai":
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries)
-        return JudgeLM(spec, cache=cache, client=client, model_id=spec.model)
+        return JudgeLM(spec, cache=cache, client=client, model_id=spec.model, concurrency=concurrency)
     path = model_file(spec)
     backend = backend or ("transformers" if spec.kind == "hf" else "llamacpp")
     if backend == "llamacpp":
