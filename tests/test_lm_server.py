@@ -297,7 +297,7 @@ def test_api_key_is_written_nowhere(tmp_path, monkeypatch, caplog):
     cache = ResponseCache(cache_dir)
     with FaultServer() as server:
         lm = load_lm("openai/m", api_base=server.base_url, cache=cache)
-        assert lm.client._client.api_key == secret  # the key is really in play
+        assert lm.client._client.headers["Authorization"] == f"Bearer {secret}"  # the key is really in play
         for i in range(3):
             lm.dspy_lm(f"Question {i}?", max_tokens=4)
             lm.label_distribution(user(f"Rate item {i}."), ["1", "2", "3"])
