@@ -328,8 +328,8 @@ def evaluate_predictions(pred: Sequence[float], gold: Sequence[float], *, label_
     """
     p, g = _arrays(pred, gold)
     p = rescale(p, pred_range or label_range, label_range)
-    edges = rescale(brackets if brackets is not None else rescale(DEFAULT_BRACKETS, (0, 5), label_range),
-                    (0, 1), (0, 1))
+    edges = np.asarray(brackets if brackets is not None else rescale(DEFAULT_BRACKETS, (0, 5), label_range),
+                       dtype=float)
     boot = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
     row: dict = {"n": int(len(p))}
 

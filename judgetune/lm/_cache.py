@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +64,16 @@ class ResponseCache:
 
     def close(self) -> None:
         self._store.close()
+
+
+def cached(cache: ResponseCache | None, *, model: str, endpoint: str, request: dict[str, Any],
+           compute: Callable[[], Any]) -> Any:
+    """``compute()``'s plain-data answer, from the cache when it holds it (always computed without a cache)."""
+    if cache is None:
+        return compute()
+    key = ResponseCache.key(model=model, endpoint=endpoint, request=request)
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value)
+    return value

@@ -9,7 +9,7 @@ from dspy import lm15
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Response, TextPart, TokenLogprob, TopLogprob, Usage, response_to_events
 
-from judgetune.lm._cache import ResponseCache
+from judgetune.lm._cache import ResponseCache, cached
 from judgetune.lm._remote import LMCallError, OpenAICompatibleClient
 
 DEFAULT_MAX_TOKENS = 256
@@ -56,7 +56,7 @@ def _response(request: lm15.Request, data: dict) -> Response:
 
 
 class _CachedEngine:
-    """complete() = cache lookup, else ``_run`` (one answer as plain data), then store."""
+    """complete() = the cached answer, else ``_run`` (one answer as plain data), stored."""
 
     supports_response_schema = True
     supported_params = frozenset({"response_format"})
@@ -69,16 +69,14 @@ class _CachedEngine:
         validate_request(request)
         if request.tools:
             raise lm15.UnsupportedFeatureError("judgetune engines have no tool calling", feature="tools")
-        key = None
-        if self.cache is not None:
-            key = ResponseCache.key(model=self.model_id, endpoint=self.endpoint, request=_request_key(request))
-            hit = self.cache.get(key)
-            if hit is not None:
-                return _response(request, hit)
-        data = self._run(request)
-        self.calls += 1
-        if self.cache is not None:
-            self.cache.set(key, data)
+
+        def compute() -> dict:
+            data = self._run(request)
+            self.calls += 1
+            return data
+
+        data = cached(self.cache, model=self.model_id, endpoint=self.endpoint, request=_request_key(request),
+                      compute=compute)
         return _response(request, data)
 
     def stream(self, request: lm15.Request):

@@ -10,7 +10,7 @@ from typing import TypeVar
 import dspy
 
 from judgetune.lm._batch import Outcome, run_items
-from judgetune.lm._cache import ResponseCache
+from judgetune.lm._cache import ResponseCache, cached
 from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distribution, remote_label_distribution
 from judgetune.lm._remote import OpenAICompatibleClient
@@ -41,24 +41,21 @@ class JudgeLM:
     def label_distribution(self, messages: list[dict[str, str]], labels: Sequence[str], *,
                            prefix: str = "") -> LabelDistribution:
         """log p(label) for each label at the answer position (after ``prefix``, in-process only)."""
+        if prefix and self.client is not None:
+            raise ValueError(f"{self.spec}: a forced answer prefix needs an in-process model; put the "
+                             "instruction in the messages instead")
+
+        def compute() -> dict:
+            if self.client is not None:
+                result = remote_label_distribution(self.client, messages, labels)
+            else:
+                result = local_label_distribution(self.model, messages, labels, prefix=prefix)
+            self.label_calls += 1
+            return result.to_dict()
+
         request = {"op": "labels", "messages": messages, "labels": list(labels), "prefix": prefix}
-        key = None
-        if self.cache is not None:
-            key = ResponseCache.key(model=self.model_id, endpoint=self.spec.endpoint, request=request)
-            hit = self.cache.get(key)
-            if hit is not None:
-                return LabelDistribution.from_dict(hit)
-        if self.client is not None:
-            if prefix:
-                raise ValueError(f"{self.spec}: a forced answer prefix needs an in-process model; put the "
-                                 "instruction in the messages instead")
-            result = remote_label_distribution(self.client, messages, labels)
-        else:
-            result = local_label_distribution(self.model, messages, labels, prefix=prefix)
-        self.label_calls += 1
-        if self.cache is not None:
-            self.cache.set(key, result.to_dict())
-        return result
+        return LabelDistribution.from_dict(cached(self.cache, model=self.model_id, endpoint=self.spec.endpoint,
+                                                  request=request, compute=compute))
 
     def run(self, fn: Callable[[T], R], items: Sequence[T], *, progress: bool = False) -> list[Outcome[R]]:
         """``fn`` on every item, ``self.concurrency`` at a time; failed calls are kept with their reason."""
