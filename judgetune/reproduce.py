@@ -51,8 +51,7 @@ def nrp_paper(root: Path | None = None) -> dict:
     order of 4 answers + 1 document against the same items sorted by monoT5 score; RBO (p=1) and
     Kendall's tau averaged over the 20 topics.
     """
-    datasets.load("nrp-clef-ehealth", root=root)  # fetches from a mirror when one is configured
-    base = (root or datasets.data_dir()) / "nrp_webis"
+    base = datasets.ensure_fetched("nrp-clef-ehealth", root=root) / "nrp_webis"
     rows, extra = [], []
     for stem, (name, published) in NRP_LLMS.items():
         answers = [r for r in _read_csv(base / f"monot5_rankings/{stem}_rankings.csv") if r["prompt"] == "multimedqa"]
@@ -99,7 +98,7 @@ def ragchecker(root: Path | None = None) -> dict:
     (560 pairs); the human row correlates annotator 1 with annotator 2 over the 280 instances.
     """
     examples = datasets.load("ragchecker", root=root)
-    base = (root or datasets.data_dir()) / "ragchecker"
+    base = datasets.ensure_fetched("ragchecker", root=root) / "ragchecker"
     with (base / "baseline_ragchecker.json").open(encoding="utf-8") as handle:
         metric_rows = {r["instance_id"]: r for r in json.load(handle)}
     by_annotator = {1: {}, 2: {}}

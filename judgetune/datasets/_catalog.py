@@ -102,31 +102,38 @@ def get_source(name: str) -> Source:
         raise JudgetuneError(f"unknown data source {name!r}; known: {', '.join(CATALOG)}") from None
 
 
+def _mirror(mirror: str | Path | None) -> Path | None:
+    mirror = mirror or os.environ.get("JUDGETUNE_DATA_MIRROR") or None
+    return None if mirror is None else Path(mirror)
+
+
 def fetch(name: str, *, root: Path | None = None, mirror: str | Path | None = None) -> list[Path]:
     """Put a source's files under ``root``: copied from ``mirror`` (or ``$JUDGETUNE_DATA_MIRROR``)
     when one is set, else downloaded from their canonical location; every file is checksummed."""
-    source = get_source(name)
-    mirror = mirror or os.environ.get("JUDGETUNE_DATA_MIRROR") or None
-    return fetch_files(manifest_entries(source.files), root or data_dir(), None if mirror is None else Path(mirror))
+    return fetch_files(manifest_entries(get_source(name).files), root or data_dir(), _mirror(mirror))
 
 
-def load(name: str, *, root: Path | None = None, mirror: str | Path | None = None) -> list[Example]:
-    """The Examples of a catalog source, fetching it first from a mirror when one is configured.
+def ensure_fetched(name: str, *, root: Path | None = None, mirror: str | Path | None = None) -> Path:
+    """The data folder holding a source's files, fetching them from a mirror when they are missing
+    and one is configured.
 
     Raises:
         DataNotFoundError: the files are missing and no mirror is configured.
     """
-    source = get_source(name)
     root = root or data_dir()
-    missing = missing_files(manifest_entries(source.files), root)
+    missing = missing_files(manifest_entries(get_source(name).files), root)
     if missing:
-        mirror = mirror or os.environ.get("JUDGETUNE_DATA_MIRROR")
-        if not mirror:
+        if _mirror(mirror) is None:
             raise DataNotFoundError(f"{name}: {len(missing)} file(s) missing under {root} (first: {missing[0]}); "
                                     f"run `judgetune data fetch {name}` (add --mirror DIR for a local copy)")
-        log.info("fetching %s from mirror %s", name, mirror)
+        log.info("fetching %s from mirror %s", name, _mirror(mirror))
         fetch(name, root=root, mirror=mirror)
-    return source.convert(root)
+    return root
+
+
+def load(name: str, *, root: Path | None = None, mirror: str | Path | None = None) -> list[Example]:
+    """The Examples of a catalog source (see ``ensure_fetched`` for where the files come from)."""
+    return get_source(name).convert(ensure_fetched(name, root=root, mirror=mirror))
 
 
 def summary(name: str, examples: list[Example]) -> dict:
