@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         args.run(args)
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        sys.stdout = None
+        return 0
     except (JudgetuneError, FileNotFoundError) as err:
         print(f"judgetune: error: {err}", file=sys.stderr)
         return 2
