@@ -8,7 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
-from judgetune import datasets, reproduce
+from judgetune import datasets, judges, reproduce
+from judgetune.calibration import evaluate
 from judgetune.errors import JudgetuneError
 
 
@@ -60,6 +61,71 @@ def _reproduce(args: argparse.Namespace) -> None:
             print(f"\nnote on {r['name']}: {r['note']}")
 
 
+def _param(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _load_data(name_or_file: str, mirror: Path | None) -> list[datasets.Example]:
+    if name_or_file in datasets.CATALOG:
+        return datasets.load(name_or_file, mirror=mirror)
+    if not Path(name_or_file).exists():
+        raise JudgetuneError(f"--data {name_or_file!r} is neither a catalog source ({', '.join(datasets.CATALOG)}) "
+                             "nor an existing file")
+    return datasets.read_examples(name_or_file)
+
+
+def _label_range(name_or_file: str, examples: list[datasets.Example]) -> tuple[float, float]:
+    if name_or_file in datasets.CATALOG:
+        scale = datasets.CATALOG[name_or_file].scale
+        return float(scale.low), float(scale.high)
+    return evaluate.label_range_of(examples)
+
+
+def _print_prompts(transcript: list[dict]) -> None:
+    for i, entry in enumerate(transcript, 1):
+        print(f"--- prompt {i} ({entry['op']}) ---", file=sys.stderr)
+        for message in entry["messages"]:
+            print(f"[{message['role']}]\n{message['content']}", file=sys.stderr)
+        if entry.get("prefix"):
+            print(f"[assistant, prefilled]\n{entry['prefix']}", file=sys.stderr)
+        if entry.get("labels"):
+            print(f"(label distribution read over {entry['labels']})", file=sys.stderr)
+
+
+def _evaluate(args: argparse.Namespace) -> None:
+    from judgetune.judges import LM_JUDGES
+    from judgetune.lm import load_lm
+
+    examples = _load_data(args.data, args.mirror)
+    splits = datasets.split_examples(examples, seed=args.seed)
+    if not splits[args.split]:
+        raise JudgetuneError(f"{args.data}: the {args.split} split is empty")
+    test = evaluate.limit_by_group(splits[args.split], args.limit, seed=args.seed)
+    label_range = _label_range(args.data, examples)
+    lm = load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache) if args.judge in LM_JUDGES else None
+    judge = evaluate.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
+                                label_range=label_range, params=dict(args.param or []), seed=args.seed)
+    if args.show_prompt and lm is not None:
+        lm.transcript = []
+        judge(test[0])
+        _print_prompts(lm.transcript)
+        lm.transcript = None
+    result = evaluate.evaluate_judge(judge, test, train=splits["train"], label_range=label_range,
+                                     n_resamples=args.resamples, seed=args.seed, progress=not args.json)
+    if args.json:
+        print(json.dumps({"judge": judge.settings(), "data": args.data, "split": args.split,
+                          "label_range": result["label_range"], "rows": result["rows"]}, indent=2))
+        return
+    print(f"{args.judge} on {args.data} ({args.split}, {len(test)} items; human scale {label_range[0]:g}-{label_range[1]:g})")
+    print(evaluate.format_rows(result["rows"]))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="judgetune", description="Tune, calibrate and freeze LLM judges.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -80,6 +146,23 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--mirror", type=Path, help="folder laid out like the catalog (default $JUDGETUNE_DATA_MIRROR)")
     fetch.add_argument("--dir", type=Path, help="where data lands (default $JUDGETUNE_DATA_DIR or ./datasets)")
     fetch.set_defaults(run=_data_fetch)
+
+    ev = commands.add_parser("evaluate", help="score a split with a judge and compare it with human labels and baselines")
+    ev.add_argument("--judge", required=True, choices=judges.KINDS)
+    ev.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file")
+    ev.add_argument("--split", default="test", choices=("train", "dev", "test"))
+    ev.add_argument("--lm", default="local:smollm2", help="LM spec (default: the embedded local:smollm2)")
+    ev.add_argument("--api-base", help="server URL for an openai/MODEL spec")
+    ev.add_argument("--limit", type=int, help="judge at most N items (whole groups, in a seeded order)")
+    ev.add_argument("--seed", type=int, default=0, help="seeds the split, the demos, the references and the bootstrap")
+    ev.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
+                    help="a judge setting, e.g. k=4, reasoning=true, scale=0-5 (repeatable)")
+    ev.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the intervals")
+    ev.add_argument("--show-prompt", action="store_true", help="print the prompts sent for the first item (stderr)")
+    ev.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
+    ev.add_argument("--mirror", type=Path, help="local copy to fetch catalog data from when it is missing")
+    ev.add_argument("--json", action="store_true", help='print {"rows": [{name, n, mae, spearman, ...}]}')
+    ev.set_defaults(run=_evaluate)
 
     repro = commands.add_parser("reproduce", help="recompute a published table from the raw data (self-check)")
     repro.add_argument("table", choices=sorted(reproduce.TABLES))

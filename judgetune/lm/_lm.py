@@ -4,10 +4,12 @@ distributions for scoring; both cached on disk."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import dspy
+from dspy import lm15
 
 from judgetune.lm._batch import Outcome, run_items
 from judgetune.lm._cache import ResponseCache, cached
@@ -18,6 +20,23 @@ from judgetune.lm._spec import LMSpec, model_file, parse_lm_spec
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generated answer. ``logprobs`` lists, per answer token, ``(token, logprob, top)`` where
+    ``top`` is a list of ``(token, logprob)`` alternatives (when asked for)."""
+
+    text: str
+    usage: dict[str, int] = field(default_factory=dict)
+    logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None = None
+
+
+def _request(model: str, messages: list[dict[str, str]], config: lm15.Config) -> lm15.Request:
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system") or None
+    turns = tuple(lm15.Message.assistant(m["content"]) if m["role"] == "assistant" else lm15.Message.user(m["content"])
+                  for m in messages if m["role"] != "system")
+    return lm15.Request(model=model, messages=turns, system=system, config=config)
 
 
 class JudgeLM:
@@ -31,6 +50,39 @@ class JudgeLM:
         self.engine = (RemoteEngine(client, cache=cache) if client is not None
                        else LocalEngine(model, cache=cache, model_id=model_id))
         self.label_calls = 0
+        self.transcript: list[dict[str, Any]] | None = None  # set to a list to record every prompt sent
+
+    @property
+    def in_process(self) -> bool:
+        """True for a model in this process: answers can be prefilled (continued after a given prefix)."""
+        return self.client is None
+
+    def _record(self, **entry: Any) -> None:
+        if self.transcript is not None:
+            self.transcript.append(entry)
+
+    def generate(self, messages: list[dict[str, str]], *, prefix: str = "", max_tokens: int = 256,
+                 stop: Sequence[str] = (), json_schema: dict | None = None,
+                 top_logprobs: int | None = None) -> Generation:
+        """A greedy answer (temperature 0), cached. ``prefix`` starts the answer (in-process models only);
+        ``json_schema`` constrains it (in-process models only; servers get the instruction alone)."""
+        if prefix and not self.in_process:
+            raise ValueError(f"{self.spec}: a forced answer prefix needs an in-process model")
+        self._record(op="generate", messages=messages, prefix=prefix)
+        sent = [*messages, {"role": "assistant", "content": prefix}] if prefix else list(messages)
+        response_format = None
+        if json_schema is not None and self.in_process:
+            response_format = {"type": "json_schema", "schema": json_schema}
+        config = lm15.Config(max_tokens=max_tokens, temperature=0.0, stop=tuple(stop), response_format=response_format,
+                             logprobs=top_logprobs)
+        response = self.engine.complete(_request(self.model_id, sent, config))
+        text = response.message.text or ""
+        logprobs = None
+        if response.logprobs is not None:
+            logprobs = [(t.token, t.logprob, [(a.token, a.logprob) for a in t.top]) for t in response.logprobs]
+        usage = {"prompt_tokens": response.usage.input_tokens or 0,
+                 "completion_tokens": response.usage.output_tokens or 0}
+        return Generation(text, usage, logprobs)
 
     @cached_property
     def dspy_lm(self) -> dspy.LM:
@@ -41,6 +93,7 @@ class JudgeLM:
     def label_distribution(self, messages: list[dict[str, str]], labels: Sequence[str], *,
                            prefix: str = "") -> LabelDistribution:
         """log p(label) for each label at the answer position (after ``prefix``, in-process only)."""
+        self._record(op="labels", messages=messages, labels=list(labels), prefix=prefix)
         if prefix and self.client is not None:
             raise ValueError(f"{self.spec}: a forced answer prefix needs an in-process model; put the "
                              "instruction in the messages instead")

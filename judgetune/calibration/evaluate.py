@@ -1,0 +1,150 @@
+"""Evaluate a judge against human labels, side by side with the trivial baselines.
+
+Failed judgments (``parsed`` False) are counted and left out of the agreement figures, never
+scored as a number; the baselines are scored on every item.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from judgetune.calibration.metrics import evaluate_predictions
+from judgetune.datasets import Example
+from judgetune.judges import ConstantJudge, EmbeddingJudge, Judge, RandomJudge, Verdict
+from judgetune.judges._baselines import target_text
+
+
+def gold_of(example: Example) -> float | None:
+    """The human judgment: ``preference`` for a pairwise item, else ``label``."""
+    return example.preference if example.answer_b is not None else example.label
+
+
+def label_range_of(examples: Sequence[Example]) -> tuple[float, float]:
+    values = [v for v in map(gold_of, examples) if v is not None]
+    if not values:
+        raise ValueError("no human labels to evaluate against")
+    return float(min(values)), float(max(values))
+
+
+def limit_by_group(examples: Sequence[Example], n: int | None, *, seed: int = 0) -> list[Example]:
+    """The first ``n`` examples taken group by group, groups in a seeded order (all when n is None)."""
+    if n is None or n >= len(examples):
+        return list(examples)
+    groups: dict[str, list[Example]] = {}
+    for ex in sorted(examples, key=lambda e: e.id):
+        groups.setdefault(ex.group_key, []).append(ex)
+    keys = sorted(groups)
+    random.Random(seed).shuffle(keys)
+    picked = [ex for key in keys for ex in groups[key]]
+    return picked[:n]
+
+
+def data_defaults(kind: str, examples: Sequence[Example], label_range: tuple[float, float]) -> dict[str, Any]:
+    """Judge settings that fit the data when the user sets none (the tuner searches them instead)."""
+    pairwise = any(ex.answer_b is not None for ex in examples)
+    has_refs = any(ex.references for ex in examples)
+    if kind == "pairwise":
+        return {"mode": "answers" if pairwise else "references"}
+    if kind == "factcheck":
+        return {"direction": "correctness" if has_refs else "support"}
+    if kind == "rubric" and label_range == (0.0, 5.0):
+        return {"scale": "0-5"}
+    return {}
+
+
+def groups_of(examples: Sequence[Example]) -> list[str] | None:
+    """Per-example group keys when some group holds several examples, else None (nothing to group)."""
+    keys = [ex.group_key for ex in examples]
+    return keys if len(set(keys)) < len(keys) else None
+
+
+def judge_row(name: str, verdicts: Sequence[Verdict], examples: Sequence[Example], *, seconds: float,
+              label_range: tuple[float, float], pred_range: tuple[float, float], n_resamples: int = 1000,
+              seed: int = 0) -> dict[str, Any]:
+    """Agreement of the parsed verdicts with the human labels, plus failure rate and cost."""
+    kept = [(v, ex) for v, ex in zip(verdicts, examples) if v.parsed]
+    failures = len(verdicts) - len(kept)
+    row: dict[str, Any] = {"name": name, "items": len(verdicts), "parse_failures": failures,
+                           "parse_failure_rate": failures / len(verdicts) if verdicts else None,
+                           "tokens_per_item": float(np.mean([v.tokens for v in verdicts])) if verdicts else None,
+                           "seconds_per_item": seconds / len(verdicts) if verdicts else None}
+    if len(kept) < 2:
+        return {**row, "n": len(kept)}
+    pred = [v.score for v, _ in kept]
+    gold = [gold_of(ex) for _, ex in kept]
+    metrics = evaluate_predictions(pred, gold, label_range=label_range, pred_range=pred_range,
+                                   groups=groups_of([ex for _, ex in kept]), n_resamples=n_resamples, seed=seed)
+    return {**row, **metrics}
+
+
+def timed_verdicts(judge: Judge, examples: Sequence[Example], *, progress: bool = False) -> tuple[list[Verdict], float]:
+    start = time.perf_counter()
+    verdicts = judge.judge_all(examples, progress=progress)
+    return verdicts, time.perf_counter() - start
+
+
+def evaluate_judge(judge: Judge, test: Sequence[Example], *, train: Sequence[Example],
+                   label_range: tuple[float, float] | None = None, embedding: bool = True, n_resamples: int = 1000,
+                   seed: int = 0, progress: bool = False) -> dict[str, Any]:
+    """Rows for the judge and the baselines (constant training median, random training label, and
+    embedding similarity where the examples have a text to compare with), and the judge's verdicts."""
+    train_labels = [g for g in map(gold_of, train) if g is not None]
+    if not train_labels:
+        raise ValueError("the training split has no human labels (the baselines are fitted on it)")
+    label_range = label_range or label_range_of([*train, *test])
+    common = {"label_range": label_range, "n_resamples": n_resamples, "seed": seed}
+    verdicts, seconds = timed_verdicts(judge, test, progress=progress)
+    rows = [judge_row(judge.kind, verdicts, test, seconds=seconds, pred_range=judge.range_for(test), **common)]
+    baselines: list[Judge] = [ConstantJudge.from_labels(train_labels, label_range),
+                              RandomJudge(labels=train_labels, score_range=label_range, seed=seed)]
+    if embedding and judge.kind != "embedding" and all(target_text(ex, "auto") for ex in test):
+        baselines.append(EmbeddingJudge())
+    for baseline in baselines:
+        base_verdicts, base_seconds = timed_verdicts(baseline, test)
+        rows.append(judge_row(baseline.kind, base_verdicts, test, seconds=base_seconds,
+                              pred_range=baseline.range_for(test), **common))
+    return {"rows": rows, "verdicts": verdicts, "label_range": list(label_range)}
+
+
+def make_judge(kind: str, lm=None, *, train: Sequence[Example], pool: Sequence[Example],
+               label_range: tuple[float, float], params: dict[str, Any] | None = None, seed: int = 0) -> Judge:
+    """A judge set up for this data: demos drawn from ``train``, references (LINKAGE, pairwise against
+    references) from the graded answers in ``pool``, settings = data defaults overridden by ``params``."""
+    from judgetune.judges import LM_JUDGES, ReferencePool, build_judge
+
+    settings = {**data_defaults(kind, [*train, *pool], label_range), **(params or {})}
+    if kind not in LM_JUDGES:
+        return build_judge(kind, **settings)
+    extra: dict[str, Any] = {"demo_pool": list(train), "label_range": label_range, "demo_seed": seed}
+    if kind in ("linkage", "pairwise"):
+        extra.update(pool=ReferencePool(pool), seed=seed)
+    return build_judge(kind, lm, **extra, **settings)
+
+
+def format_rows(rows: Sequence[dict[str, Any]]) -> str:
+    """A plain-text table of evaluation rows, intervals in brackets."""
+    def cell(row: dict, key: str) -> str:
+        value = row.get(key)
+        if value is None:
+            return "-"
+        ci = row.get(f"{key}_ci")
+        text = f"{value:.3f}"
+        if ci and ci[0] is not None:
+            text += f" [{ci[0]:.2f},{ci[1]:.2f}]"
+        return text
+
+    keys = ["mae", "bracket_accuracy", "spearman", "kendall", "pearson", "spearman_per_group", "best_accuracy",
+            "best_worst_accuracy"]
+    keys = [k for k in keys if any(r.get(k) is not None for r in rows)]
+    header = ["judge", "n", "fail%", "tok/item", "s/item", *keys]
+    table = [header]
+    for r in rows:
+        table.append([r["name"], str(r["n"]), f"{100 * (r['parse_failure_rate'] or 0):.1f}",
+                      f"{r['tokens_per_item']:.0f}", f"{r['seconds_per_item']:.3f}", *(cell(r, k) for k in keys)])
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in table)

@@ -1,0 +1,111 @@
+"""Prompts in DSPy's chat format, and reading a label distribution at the answer position.
+
+A judge's prompt is a DSPy signature (the instruction and the fields) formatted by DSPy's
+ChatAdapter with the judge's demos. The score is then read, never parsed from one sampled token:
+on an in-process model the answer is prefilled up to ``[[ ## <output> ## ]]`` and the model's
+probability of each label is read there (after a generated reasoning when reasoning-first is on);
+on a server the answer is generated with ``top_logprobs`` and the distribution is read at the
+first token after that marker.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import dspy
+
+from judgetune.judges._verdict import Verdict, add_usage
+from judgetune.lm import JudgeLM, LabelDistribution
+
+FIELD_DESCRIPTIONS = {
+    "question": "the question or request the answer responds to",
+    "reference": "a reference answer or text to compare with",
+    "context": "retrieved passages",
+    "answer": "the answer under judgment",
+    "answer_a": "the first answer",
+    "answer_b": "the second answer",
+    "references": "reference answers, numbered from best (1) to worst",
+    "text": "the text to check against",
+    "source": "the text whose information is looked for",
+    "fact": "one self-contained fact",
+}
+REASONING_FIELD = "reasoning"
+MIN_LABEL_MASS = 1e-3  # below this the model put (almost) nothing on any label: no reading
+
+
+def make_signature(instruction: str, inputs: Sequence[str], output: str, output_description: str, *,
+                   reasoning: bool = False) -> type[dspy.Signature]:
+    """A DSPy signature with the given input fields, an optional reasoning field, then the output."""
+    fields: dict = {name: (str, dspy.InputField(desc=FIELD_DESCRIPTIONS.get(name, name))) for name in inputs}
+    if reasoning:
+        fields[REASONING_FIELD] = (str, dspy.OutputField(desc="brief step-by-step reasoning before the answer"))
+    fields[output] = (str, dspy.OutputField(desc=output_description))
+    return dspy.make_signature(fields, instruction)
+
+
+def format_messages(signature: type[dspy.Signature], demos: Sequence[dict], inputs: dict) -> list[dict[str, str]]:
+    """The chat messages DSPy's ChatAdapter would send for these inputs and demos."""
+    return dspy.ChatAdapter().format(signature, [dspy.Example(**d) for d in demos], inputs)
+
+
+def marker(field: str) -> str:
+    return f"[[ ## {field} ## ]]"
+
+
+def _verdict(dist: LabelDistribution, values: Sequence[float], raw: str, usage: dict) -> Verdict:
+    mass = sum(dist.probabilities.values())
+    detail = {"label_mass": mass}
+    if mass < MIN_LABEL_MASS:
+        return Verdict.failed(f"the labels {list(dist.labels)} got p={mass:.2g} at the answer position; "
+                              f"text: {raw[:200]!r}", usage=usage, detail=detail)
+    return Verdict(dist.expected(values), dist.normalized(), True, raw, usage, detail)
+
+
+def forced_choice(lm: JudgeLM, messages: list[dict[str, str]], output: str, labels: Sequence[str],
+                  values: Sequence[float], *, reasoning: bool = False, max_reasoning_tokens: int = 160) -> Verdict:
+    """The expected label value at the ``output`` field's answer position (see the module docstring)."""
+    if lm.in_process:
+        prefix, usage, raw = "", {}, ""
+        if reasoning:
+            start = marker(REASONING_FIELD) + "\n"
+            thought = lm.generate(messages, prefix=start, stop=("[[ ##",), max_tokens=max_reasoning_tokens)
+            raw, usage = thought.text.strip(), thought.usage
+            prefix = f"{start}{raw}\n\n"
+        dist = lm.label_distribution(messages, labels, prefix=f"{prefix}{marker(output)}\n")
+        return _verdict(dist, values, raw, add_usage(usage, {"prompt_tokens": dist.usage.get("prompt_tokens", 0)}))
+    answer = lm.generate(messages, max_tokens=(max_reasoning_tokens if reasoning else 0) + 24, top_logprobs=20)
+    dist = distribution_after_marker(answer.logprobs or [], marker(output), labels)
+    if dist is None:
+        return Verdict.failed(f"no {marker(output)} followed by a label in the answer: {answer.text[:200]!r}",
+                              usage=answer.usage)
+    return _verdict(dist, values, answer.text, answer.usage)
+
+
+def distribution_after_marker(tokens: list[tuple[str, float, list[tuple[str, float]]]], mark: str,
+                              labels: Sequence[str]) -> LabelDistribution | None:
+    """Label log-probabilities at the first non-blank token after ``mark`` in a generated answer.
+
+    A label matches an alternative token whose text, stripped of blanks, equals it (``"3"`` and
+    ``" 3"`` are one label); the most probable such token counts. ``None`` when the marker or a
+    token after it is missing.
+    """
+    text, start = "", None
+    for i, (token, _, _) in enumerate(tokens):
+        text += token
+        if mark in text:
+            start = i + 1
+            break
+    if start is None:
+        return None
+    while start < len(tokens) and not tokens[start][0].strip():
+        start += 1
+    if start >= len(tokens):
+        return None
+    top = tokens[start][2] or [(tokens[start][0], tokens[start][1])]
+    logprobs = []
+    for label in labels:
+        matches = [lp for token, lp in top if token.strip() == label]
+        logprobs.append(max(matches) if matches else -math.inf)
+    missing = tuple(label for label, lp in zip(labels, logprobs) if lp == -math.inf)
+    return LabelDistribution(tuple(labels), tuple(logprobs), missing)

@@ -1,0 +1,61 @@
+"""Search spaces: the knobs of a judge that a tuner may set, declared as plain data.
+
+A judge class lists its knobs in ``space()``; the tuner (Optuna) reads the list and calls
+``suggest_*`` for each. Values are JSON scalars, so a trial's parameters rebuild the judge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A categorical knob."""
+
+    name: str
+    options: tuple[Any, ...]
+    default: Any
+
+    def __post_init__(self) -> None:
+        if self.default not in self.options:
+            raise ValueError(f"{self.name}: default {self.default!r} is not among {self.options}")
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """An integer knob in [low, high]."""
+
+    name: str
+    low: int
+    high: int
+    default: int
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.default <= self.high:
+            raise ValueError(f"{self.name}: default {self.default} is outside [{self.low}, {self.high}]")
+
+
+Param = Choice | IntRange
+
+
+def defaults(space: list[Param]) -> dict[str, Any]:
+    return {p.name: p.default for p in space}
+
+
+def check_params(space: list[Param], params: dict[str, Any], *, judge: str) -> dict[str, Any]:
+    """``params`` over the defaults, every name and value checked against the space."""
+    known = {p.name: p for p in space}
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ValueError(f"judge {judge}: unknown setting(s) {unknown}; known: {sorted(known)}")
+    out = defaults(space)
+    for name, value in params.items():
+        p = known[name]
+        if isinstance(p, Choice) and value not in p.options:
+            raise ValueError(f"judge {judge}: {name} must be one of {list(p.options)}, got {value!r}")
+        if isinstance(p, IntRange) and not (isinstance(value, int) and p.low <= value <= p.high):
+            raise ValueError(f"judge {judge}: {name} must be an integer in [{p.low}, {p.high}], got {value!r}")
+        out[name] = value
+    return out

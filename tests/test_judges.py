@@ -1,0 +1,175 @@
+"""Judge mechanics: expected scores, order swapping, LINKAGE positions, reference sampling, demos,
+fact lists and parse failures. Scripted LMs appear only where a test needs a known distribution or
+a known bias; everything else runs the embedded model."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from judgetune.calibration.evaluate import judge_row
+from judgetune.datasets import Example, Reference
+from judgetune.judges import (LinkageJudge, PairwiseJudge, ReferencePool, RubricJudge, Verdict, check_params,
+                              distribution_after_marker, forced_choice, parse_fact_list, pick_demos,
+                              position_labels, position_to_score)
+from judgetune.judges._linkage import demo_position
+from judgetune.testing.scripted_lm import ScriptedLM
+
+
+def fixed(probs: dict[str, float]):
+    return lambda messages, labels, prefix: probs
+
+
+def test_verdict_has_a_score_exactly_when_parsed():
+    assert Verdict(0.5).parsed
+    assert Verdict.failed("no label").score is None
+    with pytest.raises(ValueError):
+        Verdict(None)
+    with pytest.raises(ValueError):
+        Verdict(1.0, parsed=False)
+
+
+def test_expected_score_from_a_known_distribution():
+    lm = ScriptedLM(fixed({"1": 0.1, "2": 0.2, "3": 0.3, "4": 0.4}))
+    verdict = forced_choice(lm, [{"role": "user", "content": "x"}], "score", ["1", "2", "3", "4", "5"],
+                            [1, 2, 3, 4, 5])
+    assert verdict.score == pytest.approx(0.1 * 1 + 0.2 * 2 + 0.3 * 3 + 0.4 * 4)
+    assert verdict.distribution["5"] == 0
+    assert lm.calls[-1]["prefix"] == "[[ ## score ## ]]\n"
+
+
+def test_expected_score_renormalizes_over_the_labels():
+    lm = ScriptedLM(fixed({"0": 0.1, "1": 0.3}))  # 0.6 of the mass went elsewhere
+    verdict = forced_choice(lm, [{"role": "user", "content": "x"}], "v", ["0", "1"], [0, 1])
+    assert verdict.score == pytest.approx(0.75)
+    assert verdict.detail["label_mass"] == pytest.approx(0.4)
+
+
+def test_reasoning_first_reads_the_score_after_the_generated_reasoning():
+    lm = ScriptedLM(fixed({"1": 1.0}), text="Both say the same.")
+    verdict = forced_choice(lm, [{"role": "user", "content": "x"}], "score", ["0", "1"], [0, 1], reasoning=True)
+    generate, labels = lm.calls
+    assert generate["prefix"] == "[[ ## reasoning ## ]]\n"
+    assert labels["prefix"] == "[[ ## reasoning ## ]]\nBoth say the same.\n\n[[ ## score ## ]]\n"
+    assert verdict.score == 1.0 and verdict.raw == "Both say the same."
+
+
+def test_no_mass_on_any_label_is_a_parse_failure_not_a_zero():
+    lm = ScriptedLM(fixed({}))
+    verdict = forced_choice(lm, [{"role": "user", "content": "x"}], "score", ["1", "2"], [1, 2])
+    assert not verdict.parsed and verdict.score is None
+    assert "got p=0" in verdict.raw
+
+
+def test_server_answer_is_read_at_the_first_token_after_the_marker():
+    tokens = [("[[", -0.1, []), (" ##", -0.1, []), (" score", -0.1, []), (" ##", -0.1, []), (" ]]", -0.1, []),
+              ("\n", -0.1, []),
+              ("3", math.log(0.5), [("3", math.log(0.5)), (" 4", math.log(0.3)), ("2", math.log(0.1)), ("x", -3.0)])]
+    dist = distribution_after_marker(tokens, "[[ ## score ## ]]", ["1", "2", "3", "4", "5"])
+    assert dist.missing == ("1", "5")
+    assert dist.expected([1, 2, 3, 4, 5]) == pytest.approx((0.1 * 2 + 0.5 * 3 + 0.3 * 4) / 0.9)
+    assert distribution_after_marker(tokens[:6], "[[ ## score ## ]]", ["3"]) is None  # nothing after the marker
+    assert distribution_after_marker(tokens[2:], "[[ ## score ## ]]", ["3"]) is None  # no marker
+
+
+def test_parse_failures_are_counted_and_left_out_of_the_metrics():
+    examples = [Example(id=str(i), answer="a", label=float(i % 3)) for i in range(6)]
+    verdicts = [Verdict(float(i % 3)) for i in range(4)] + [Verdict.failed("x"), Verdict.failed("y")]
+    row = judge_row("j", verdicts, examples, seconds=1.2, label_range=(0, 2), pred_range=(0, 2), n_resamples=50)
+    assert row["items"] == 6 and row["parse_failures"] == 2 and row["n"] == 4
+    assert row["parse_failure_rate"] == pytest.approx(2 / 6)
+    assert row["mae"] == 0.0  # the failures would have added error had they been scored as 0
+    assert row["seconds_per_item"] == pytest.approx(0.2)
+
+
+def first_position_lover(messages, labels, prefix):
+    return {"A": 0.9, "B": 0.05, "tie": 0.05}
+
+
+PAIR = Example(id="p", question="What is 2+2?", answer="It is 4.", answer_b="It is 5.", preference=-1.0)
+
+
+def test_order_swap_turns_a_first_position_bias_into_a_tie():
+    swapped = PairwiseJudge(ScriptedLM(first_position_lover))(PAIR)
+    assert swapped.score == pytest.approx(0.0)
+    assert swapped.distribution["first"] == pytest.approx(swapped.distribution["second"])
+    unswapped = PairwiseJudge(ScriptedLM(first_position_lover), swap=False)(PAIR)
+    assert unswapped.score == pytest.approx(-0.85)
+
+
+def test_order_swap_keeps_a_real_preference():
+    def prefers_four(messages, labels, prefix):
+        user = messages[-1]["content"]
+        first_is_four = user.index("It is 4.") < user.index("It is 5.")
+        return {"A": 1.0} if first_is_four else {"B": 1.0}
+
+    assert PairwiseJudge(ScriptedLM(prefers_four))(PAIR).score == pytest.approx(-1.0)  # answer (not b) is better
+
+
+def graded_group(n_per_grade: int = 2) -> list[Example]:
+    return [Example(id=f"q/{g}-{i}", question="q?", answer=f"answer {g}-{i}", label=float(g), group="q")
+            for g in range(4) for i in range(n_per_grade)]
+
+
+def test_linkage_positions_and_rank_to_score():
+    assert position_labels(4) == ["1", "2", "3", "4", "5"]
+    assert position_to_score(1, 4) == 1.0 and position_to_score(5, 4) == 0.0 and position_to_score(3, 4) == 0.5
+    with pytest.raises(ValueError):
+        position_to_score(6, 4)
+    refs = [Reference("a", 3.0), Reference("b", 2.0), Reference("c", 1.0), Reference("d", 0.0)]
+    assert [demo_position(g, refs) for g in (3, 2, 1, 0)] == [1, 2, 3, 4]
+
+
+def test_linkage_scores_the_expected_position_among_sorted_references():
+    group = graded_group()
+    lm = ScriptedLM(fixed({"2": 0.5, "4": 0.5}))  # expected position 3 of 1..5
+    judge = LinkageJudge(lm, pool=ReferencePool(group), seed=1)
+    verdict = judge(group[0])
+    assert verdict.score == pytest.approx(0.5)
+    prompt = lm.calls[-1]["messages"][-1]["content"]
+    shown = [line.split(". ", 1)[1] for line in prompt.split("[[ ## references ## ]]")[1].split("[[")[0].strip().splitlines()]
+    assert [s.split()[1][0] for s in shown] == ["3", "2", "1", "0"]  # one per grade, best first
+    assert group[0].answer not in shown
+    assert lm.calls[-1]["labels"] == ["1", "2", "3", "4", "5"]
+
+
+def test_reference_sampling_is_reproducible_by_seed_and_never_includes_the_candidate():
+    group = graded_group(3)
+    pool, shuffled = ReferencePool(group), ReferencePool(list(reversed(group)))
+    candidate = group[4]
+    draws = {seed: pool.sample(candidate, per_grade=2, seed=seed) for seed in range(5)}
+    assert all(pool.sample(candidate, per_grade=2, seed=s) == d for s, d in draws.items())
+    assert all(shuffled.sample(candidate, per_grade=2, seed=s) == d for s, d in draws.items())
+    assert len({d for d in draws.values()}) > 1
+    for refs in draws.values():
+        assert [r.grade for r in refs] == [3, 3, 2, 2, 1, 1, 0, 0]
+        assert candidate.answer not in {r.text for r in refs}
+
+
+def test_demos_are_stratified_by_label_and_seeded():
+    pool = [Example(id=str(i), answer="a", label=float(i % 2 == 0)) for i in range(20)]
+    demos = pick_demos(pool, 4, seed=3)
+    assert sorted(d.label for d in demos) == [0, 0, 1, 1]
+    assert [d.id for d in pick_demos(pool, 4, seed=3)] == [d.id for d in demos]
+    assert pick_demos(pool, 30, seed=0).__len__() == 20
+    assert not {d.id for d in pick_demos(pool, 20, seed=0, exclude=["0", "1"])} & {"0", "1"}
+
+
+def test_settings_are_checked_against_the_search_space():
+    space = RubricJudge.space()
+    assert check_params(space, {"k": 2}, judge="rubric")["k"] == 2
+    with pytest.raises(ValueError, match="unknown setting"):
+        check_params(space, {"temperature": 1}, judge="rubric")
+    with pytest.raises(ValueError, match="scale must be one of"):
+        check_params(space, {"scale": "2-7"}, judge="rubric")
+
+
+def test_fact_list_parsing():
+    assert parse_fact_list('["A is B.", " ", "C is D."]', max_facts=5) == ["A is B.", "C is D."]
+    assert parse_fact_list('Facts: ["x"] done', max_facts=5) == ["x"]
+    assert parse_fact_list(json.dumps([f"f{i}" for i in range(9)]), max_facts=3) == ["f0", "f1", "f2"]
+    for bad in ("no list", "[1, 2]", "[]", '["a", ', "{}"):
+        with pytest.raises(ValueError):
+            parse_fact_list(bad, max_facts=5)
