@@ -122,7 +122,8 @@ def _evaluate(args: argparse.Namespace) -> None:
         print(json.dumps({"judge": judge.settings(), "data": args.data, "split": args.split,
                           "label_range": result["label_range"], "rows": result["rows"]}, indent=2))
         return
-    print(f"{args.judge} on {args.data} ({args.split}, {len(test)} items; human scale {label_range[0]:g}-{label_range[1]:g})")
+    low, high = label_range
+    print(f"{args.judge} on {args.data} ({args.split}, {len(test)} items; human scale {low:g}-{high:g})")
     print(evaluate.format_rows(result["rows"]))
 
 

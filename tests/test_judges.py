@@ -11,9 +11,20 @@ import pytest
 
 from judgetune.calibration.evaluate import judge_row
 from judgetune.datasets import Example, Reference
-from judgetune.judges import (LinkageJudge, PairwiseJudge, ReferencePool, RubricJudge, Verdict, check_params,
-                              distribution_after_marker, forced_choice, parse_fact_list, pick_demos,
-                              position_labels, position_to_score)
+from judgetune.judges import (
+    LinkageJudge,
+    PairwiseJudge,
+    ReferencePool,
+    RubricJudge,
+    Verdict,
+    check_params,
+    distribution_after_marker,
+    forced_choice,
+    parse_fact_list,
+    pick_demos,
+    position_labels,
+    position_to_score,
+)
 from judgetune.judges._linkage import demo_position
 from judgetune.testing.scripted_lm import ScriptedLM
 
@@ -129,7 +140,8 @@ def test_linkage_scores_the_expected_position_among_sorted_references():
     verdict = judge(group[0])
     assert verdict.score == pytest.approx(0.5)
     prompt = lm.calls[-1]["messages"][-1]["content"]
-    shown = [line.split(". ", 1)[1] for line in prompt.split("[[ ## references ## ]]")[1].split("[[")[0].strip().splitlines()]
+    listed = prompt.split("[[ ## references ## ]]")[1].split("[[")[0].strip().splitlines()
+    shown = [line.split(". ", 1)[1] for line in listed]
     assert [s.split()[1][0] for s in shown] == ["3", "2", "1", "0"]  # one per grade, best first
     assert group[0].answer not in shown
     assert lm.calls[-1]["labels"] == ["1", "2", "3", "4", "5"]

@@ -32,7 +32,8 @@ def label_range_of(examples: Sequence[Example]) -> tuple[float, float]:
 
 
 def limit_by_group(examples: Sequence[Example], n: int | None, *, seed: int = 0) -> list[Example]:
-    """The first ``n`` examples taken group by group, groups in a seeded order (all when n is None)."""
+    """``n`` examples taken group by group, groups in a seeded order (all when n is None); only the
+    last group taken may be cut."""
     if n is None or n >= len(examples):
         return list(examples)
     groups: dict[str, list[Example]] = {}
@@ -40,8 +41,14 @@ def limit_by_group(examples: Sequence[Example], n: int | None, *, seed: int = 0)
         groups.setdefault(ex.group_key, []).append(ex)
     keys = sorted(groups)
     random.Random(seed).shuffle(keys)
-    picked = [ex for key in keys for ex in groups[key]]
-    return picked[:n]
+    picked: list[Example] = []
+    for key in keys:
+        members = groups[key]
+        random.Random(f"{seed}:{key}").shuffle(members)  # a cut group keeps a random part, not the first ids
+        picked.extend(members)
+        if len(picked) >= n:
+            return picked[:n]
+    return picked
 
 
 def data_defaults(kind: str, examples: Sequence[Example], label_range: tuple[float, float]) -> dict[str, Any]:
@@ -73,6 +80,9 @@ def judge_row(name: str, verdicts: Sequence[Verdict], examples: Sequence[Example
                            "parse_failure_rate": failures / len(verdicts) if verdicts else None,
                            "tokens_per_item": float(np.mean([v.tokens for v in verdicts])) if verdicts else None,
                            "seconds_per_item": seconds / len(verdicts) if verdicts else None}
+    masses = [v.detail["label_mass"] for v in verdicts if "label_mass" in v.detail]
+    if masses:  # how much of its probability the LM put on the labels at all (1 = always on format)
+        row["label_mass"] = float(np.mean(masses))
     if len(kept) < 2:
         return {**row, "n": len(kept)}
     pred = [v.score for v, _ in kept]

@@ -12,7 +12,7 @@ import dspy
 import numpy as np
 
 from judgetune.datasets import Example
-from judgetune.judges._prompting import format_messages, forced_choice, make_signature
+from judgetune.judges._prompting import forced_choice, format_messages, make_signature
 from judgetune.judges._space import Choice, IntRange, Param, check_params
 from judgetune.judges._verdict import Verdict
 from judgetune.lm import JudgeLM, run_items
@@ -60,7 +60,7 @@ class Judge(dspy.Module):
         run = self.lm.run if self.lm is not None else (
             lambda fn, items, progress: run_items(fn, items, concurrency=1, progress=progress, description=self.kind))
         verdicts = []
-        for outcome in run(self.forward, list(examples), progress=progress):
+        for outcome in run(self, list(examples), progress=progress):
             if outcome.ok:
                 verdicts.append(outcome.value)
             else:
@@ -103,18 +103,19 @@ class LMJudge(Judge):
 
     The instruction comes from the class's pool (``INSTRUCTIONS``, the method-faithful one first)
     unless ``instruction_text`` replaces it; demos are human-labeled Examples, ``k`` of them picked
-    from ``demo_pool``; ``label_range`` is the human scale the demos' labels are on.
+    from ``demo_pool``; ``label_range`` is the human scale the demos' labels are on. A judgment
+    whose labels got at most ``min_label_mass`` of the probability fails (see ``forced_choice``).
     """
 
     INSTRUCTIONS: ClassVar[dict[str, str]]
 
     def __init__(self, lm: JudgeLM | None = None, *, demo_pool: Sequence[Example] = (),
                  label_range: tuple[float, float] | None = None, instruction_text: str | None = None,
-                 demo_seed: int = 0, max_reasoning_tokens: int = 160, **params: Any):
+                 demo_seed: int = 0, max_reasoning_tokens: int = 160, min_label_mass: float = 0.0, **params: Any):
         super().__init__(lm, **params)
         self.instruction = instruction_text or self.INSTRUCTIONS[self.params["instruction"]]
         self.label_range = label_range
-        self.max_reasoning_tokens = max_reasoning_tokens
+        self.max_reasoning_tokens, self.min_label_mass = max_reasoning_tokens, min_label_mass
         self.demos = pick_demos(demo_pool, self.params.get("k", 0), seed=demo_seed)
 
     @classmethod
@@ -133,7 +134,7 @@ class LMJudge(Judge):
                                    reasoning=self.params.get("reasoning", False))
         messages = format_messages(signature, demos, inputs)
         return forced_choice(self.lm, messages, output, labels, values, reasoning=self.params.get("reasoning", False),
-                             max_reasoning_tokens=self.max_reasoning_tokens)
+                             max_reasoning_tokens=self.max_reasoning_tokens, min_label_mass=self.min_label_mass)
 
     def demo_value(self, example: Example, score_range: tuple[float, float]) -> float:
         """A demo's human label mapped from ``label_range`` onto ``score_range`` (linear)."""

@@ -132,7 +132,11 @@ class ConstantJudge(Judge):
 
     def __init__(self, lm=None, *, value: float, score_range: tuple[float, float]):
         super().__init__(lm)
-        self.value, self.score_range = float(value), score_range
+        self.value, self._range = float(value), score_range
+
+    @property
+    def score_range(self) -> tuple[float, float]:
+        return self._range
 
     @classmethod
     def from_labels(cls, labels: Sequence[float], score_range: tuple[float, float]) -> ConstantJudge:
@@ -156,7 +160,11 @@ class RandomJudge(Judge):
         super().__init__(lm)
         if not labels:
             raise ValueError("the random judge needs at least one training label to draw from")
-        self.labels, self.score_range, self.seed = [float(x) for x in labels], score_range, seed
+        self.labels, self._range, self.seed = [float(x) for x in labels], score_range, seed
+
+    @property
+    def score_range(self) -> tuple[float, float]:
+        return self._range
 
     def forward(self, example: Example) -> Verdict:
         return Verdict(random.Random(f"{self.seed}:{example.id}").choice(self.labels))

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 import dspy
+import numpy as np
 
 from judgetune.judges._verdict import Verdict, add_usage
 from judgetune.lm import JudgeLM, LabelDistribution
@@ -31,7 +32,6 @@ FIELD_DESCRIPTIONS = {
     "fact": "one self-contained fact",
 }
 REASONING_FIELD = "reasoning"
-MIN_LABEL_MASS = 1e-3  # below this the model put (almost) nothing on any label: no reading
 
 
 def make_signature(instruction: str, inputs: Sequence[str], output: str, output_description: str, *,
@@ -53,18 +53,34 @@ def marker(field: str) -> str:
     return f"[[ ## {field} ## ]]"
 
 
-def _verdict(dist: LabelDistribution, values: Sequence[float], raw: str, usage: dict) -> Verdict:
+def _verdict(dist: LabelDistribution, values: Sequence[float], raw: str, usage: dict, min_label_mass: float) -> Verdict:
     mass = sum(dist.probabilities.values())
     detail = {"label_mass": mass}
-    if mass < MIN_LABEL_MASS:
+    if mass <= min_label_mass:
         return Verdict.failed(f"the labels {list(dist.labels)} got p={mass:.2g} at the answer position; "
                               f"text: {raw[:200]!r}", usage=usage, detail=detail)
     return Verdict(dist.expected(values), dist.normalized(), True, raw, usage, detail)
 
 
+def read_labels(lm: JudgeLM, messages: list[dict[str, str]], labels: Sequence[str], prefix: str) -> LabelDistribution:
+    """The labels' distribution after ``prefix``, each label's capitalized spelling folded into it."""
+    extra = [(i, label.capitalize()) for i, label in enumerate(labels) if label.capitalize() not in labels]
+    dist = lm.label_distribution(messages, [*labels, *(spelling for _, spelling in extra)], prefix=prefix)
+    logprobs = list(dist.logprobs[:len(labels)])
+    for (i, _), logprob in zip(extra, dist.logprobs[len(labels):]):
+        logprobs[i] = float(np.logaddexp(logprobs[i], logprob))
+    return LabelDistribution(tuple(labels), tuple(logprobs), usage=dist.usage)
+
+
 def forced_choice(lm: JudgeLM, messages: list[dict[str, str]], output: str, labels: Sequence[str],
-                  values: Sequence[float], *, reasoning: bool = False, max_reasoning_tokens: int = 160) -> Verdict:
-    """The expected label value at the ``output`` field's answer position (see the module docstring)."""
+                  values: Sequence[float], *, reasoning: bool = False, max_reasoning_tokens: int = 160,
+                  min_label_mass: float = 0.0) -> Verdict:
+    """The expected label value at the ``output`` field's answer position (see the module docstring).
+
+    A label's probability includes its capitalized spelling ("Pass" counts as "pass"). The judgment
+    fails when the labels' total probability is at most ``min_label_mass`` (by default: exactly zero,
+    as when a server lists none of them among its top tokens); the mass is kept in ``detail``.
+    """
     if lm.in_process:
         prefix, usage, raw = "", {}, ""
         if reasoning:
@@ -72,23 +88,24 @@ def forced_choice(lm: JudgeLM, messages: list[dict[str, str]], output: str, labe
             thought = lm.generate(messages, prefix=start, stop=("[[ ##",), max_tokens=max_reasoning_tokens)
             raw, usage = thought.text.strip(), thought.usage
             prefix = f"{start}{raw}\n\n"
-        dist = lm.label_distribution(messages, labels, prefix=f"{prefix}{marker(output)}\n")
-        return _verdict(dist, values, raw, add_usage(usage, {"prompt_tokens": dist.usage.get("prompt_tokens", 0)}))
+        dist = read_labels(lm, messages, labels, f"{prefix}{marker(output)}\n")
+        return _verdict(dist, values, raw, add_usage(usage, {"prompt_tokens": dist.usage.get("prompt_tokens", 0)}),
+                        min_label_mass)
     answer = lm.generate(messages, max_tokens=(max_reasoning_tokens if reasoning else 0) + 24, top_logprobs=20)
     dist = distribution_after_marker(answer.logprobs or [], marker(output), labels)
     if dist is None:
         return Verdict.failed(f"no {marker(output)} followed by a label in the answer: {answer.text[:200]!r}",
                               usage=answer.usage)
-    return _verdict(dist, values, answer.text, answer.usage)
+    return _verdict(dist, values, answer.text, answer.usage, min_label_mass)
 
 
 def distribution_after_marker(tokens: list[tuple[str, float, list[tuple[str, float]]]], mark: str,
                               labels: Sequence[str]) -> LabelDistribution | None:
     """Label log-probabilities at the first non-blank token after ``mark`` in a generated answer.
 
-    A label matches an alternative token whose text, stripped of blanks, equals it (``"3"`` and
-    ``" 3"`` are one label); the most probable such token counts. ``None`` when the marker or a
-    token after it is missing.
+    A label matches an alternative token whose text, stripped of blanks and lowercased, equals it
+    (``"3"`` and ``" 3"``, ``"pass"`` and ``"Pass"`` are one label); the most probable such token
+    counts. ``None`` when the marker or a token after it is missing.
     """
     text, start = "", None
     for i, (token, _, _) in enumerate(tokens):
@@ -105,7 +122,7 @@ def distribution_after_marker(tokens: list[tuple[str, float, list[tuple[str, flo
     top = tokens[start][2] or [(tokens[start][0], tokens[start][1])]
     logprobs = []
     for label in labels:
-        matches = [lp for token, lp in top if token.strip() == label]
+        matches = [lp for token, lp in top if token.strip().lower() == label.lower()]
         logprobs.append(max(matches) if matches else -math.inf)
     missing = tuple(label for label, lp in zip(labels, logprobs) if lp == -math.inf)
     return LabelDistribution(tuple(labels), tuple(logprobs), missing)
