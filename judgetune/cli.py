@@ -109,8 +109,11 @@ def _evaluate(args: argparse.Namespace) -> None:
     test = evaluate.limit_by_group(splits[args.split], args.limit, seed=args.seed)
     label_range = _label_range(args.data, examples)
     lm = load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache) if args.judge in LM_JUDGES else None
-    judge = evaluate.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
-                                label_range=label_range, params=dict(args.param or []), seed=args.seed)
+    try:
+        judge = evaluate.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
+                                    label_range=label_range, params=dict(args.param or []), seed=args.seed)
+    except ValueError as err:  # a bad --param
+        raise JudgetuneError(str(err)) from None
     if args.show_prompt and lm is not None:
         lm.transcript = []
         judge(test[0])

@@ -311,3 +311,25 @@ def test_api_key_is_written_nowhere(tmp_path, monkeypatch, caplog):
     assert caplog.text and secret not in caplog.text
     assert secret not in json.dumps(lm.spec.to_dict())
     assert secret not in repr(lm.dspy_lm.history)
+
+
+def test_rubric_judge_reads_the_same_score_through_the_server(remote, llamacpp, data_root):
+    """Through a server the score is read at the first token after the score marker of a generated
+    answer; in-process it is read after a prefilled marker. With two demos the small model writes the
+    format and both agree; zero-shot it does not, and each item is a counted failure, never a zero."""
+    from judgetune import datasets
+    from judgetune.calibration.evaluate import make_judge
+
+    examples = datasets.load("sts2012-msrpar", root=data_root)
+    train = [e for e in examples if e.meta["split"] == "train"]
+    test = [e for e in examples if e.meta["split"] == "test"][:3]
+    for k in (2, 0):
+        served, local = (make_judge("rubric", lm, train=train, pool=test, label_range=(0, 5), params={"k": k})
+                         for lm in (remote, llamacpp))
+        for ex in test:
+            a, b = served(ex), local(ex)
+            assert b.parsed
+            if k == 2:
+                assert a.parsed and a.score == pytest.approx(b.score, abs=0.1)
+            else:
+                assert not a.parsed and a.score is None and "no [[ ## score ## ]]" in a.raw

@@ -42,14 +42,19 @@ def parse_fact_list(text: str, *, max_facts: int) -> list[str]:
         raise ValueError(f"invalid JSON array ({err.msg}) in {text[:200]!r}") from None
     if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
         raise ValueError(f"expected a JSON array of strings, found {text[:200]!r}")
-    facts = [f.strip() for f in facts if f.strip()]
+    facts = list(dict.fromkeys(f.strip() for f in facts if f.strip()))  # small models repeat themselves
     if not facts:
         raise ValueError("the JSON array holds no facts")
     return facts[:max_facts]
 
 
+MAX_FACT_CHARS = 200
+
+
 def fact_list_schema(max_facts: int) -> dict:
-    return {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": max_facts}
+    """A JSON array of 1..max_facts strings of bounded length, so a constrained answer always closes."""
+    return {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS},
+            "minItems": 1, "maxItems": max_facts}
 
 
 class FactCheckJudge(LMJudge):
@@ -92,7 +97,9 @@ class FactCheckJudge(LMJudge):
         """The facts of ``source`` and the tokens spent. Raises ValueError when the list is unreadable."""
         messages = [{"role": "system", "content": EXTRACT_INSTRUCTION}, {"role": "user", "content": f"Text: {source}"}]
         max_facts = self.params["max_facts"]
-        answer = self.lm.generate(messages, max_tokens=40 * max_facts, json_schema=fact_list_schema(max_facts))
+        # a token holds at least one character: this budget always fits a schema-constrained answer
+        budget = max_facts * (MAX_FACT_CHARS + 4) + 4
+        answer = self.lm.generate(messages, max_tokens=budget, json_schema=fact_list_schema(max_facts))
         return parse_fact_list(answer.text, max_facts=max_facts), answer.usage
 
     def forward(self, example: Example) -> Verdict:
