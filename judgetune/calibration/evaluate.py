@@ -89,7 +89,16 @@ def judge_row(name: str, verdicts: Sequence[Verdict], examples: Sequence[Example
     gold = [gold_of(ex) for _, ex in kept]
     metrics = evaluate_predictions(pred, gold, label_range=label_range, pred_range=pred_range,
                                    groups=groups_of([ex for _, ex in kept]), n_resamples=n_resamples, seed=seed)
+    if any(ex.answer_b is not None for _, ex in kept):
+        row["pair_accuracy"] = pair_accuracy(pred, gold)
     return {**row, **metrics}
+
+
+def pair_accuracy(pred: Sequence[float], gold: Sequence[float]) -> float | None:
+    """How often the predicted preference picks the human's side, over pairs the human did not tie;
+    a predicted tie (exactly 0) counts half."""
+    hits = [1.0 if p * g > 0 else 0.5 if p == 0 else 0.0 for p, g in zip(pred, gold) if g != 0]
+    return float(np.mean(hits)) if hits else None
 
 
 def timed_verdicts(judge: Judge, examples: Sequence[Example], *, progress: bool = False) -> tuple[list[Verdict], float]:
@@ -149,7 +158,7 @@ def format_rows(rows: Sequence[dict[str, Any]]) -> str:
         return text
 
     keys = ["mae", "bracket_accuracy", "spearman", "kendall", "pearson", "spearman_per_group", "best_accuracy",
-            "best_worst_accuracy"]
+            "best_worst_accuracy", "pair_accuracy", "label_mass"]
     keys = [k for k in keys if any(r.get(k) is not None for r in rows)]
     header = ["judge", "n", "fail%", "tok/item", "s/item", *keys]
     table = [header]

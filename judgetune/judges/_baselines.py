@@ -105,9 +105,8 @@ class LexicalJudge(_TextSimilarityJudge):
     def __init__(self, lm=None, *, metric: str = "rougeL", **params):
         if metric not in self.METRICS:
             raise ValueError(f"lexical metric must be one of {self.METRICS}, got {metric!r}")
+        self.metric = self.kind = metric  # before the base class checks settings under this name
         super().__init__(lm, **params)
-        self.metric = metric
-        self.kind = metric
 
     def similarities(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         if self.metric == "bleu":

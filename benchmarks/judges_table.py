@@ -1,0 +1,116 @@
+"""Every judge of issue 4 on held-out data with the embedded model, beside the embedding, lexical
+and constant baselines (the judges issue's benchmark).
+
+Rubric and correctness on MSRpar test; LINKAGE (and pairwise against graded references) on
+TREC-DL-NF and ANTIQUE test questions, scored per question (Spearman per question, averaged, as the
+LINKAGE paper does); pairwise on LLMBar natural and the RAGChecker pairs; fact check on SummaC.
+Every method gets a new, empty answer cache, so its seconds per item are real.
+
+    python benchmarks/judges_table.py [--quick] [--json] [--only DATASET]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from judgetune import datasets  # noqa: E402
+from judgetune.calibration.evaluate import gold_of, judge_row, limit_by_group, make_judge, timed_verdicts  # noqa: E402
+from judgetune.judges import LM_JUDGES, ConstantJudge  # noqa: E402
+from judgetune.lm import ResponseCache, load_lm  # noqa: E402
+
+BASELINES = ("embedding", "rougeL", "bleu")
+# (dataset, label, judge kind, settings); quick sizes, then full sizes
+PLAN = {
+    "sts2012-msrpar": ((40, 200), [("rubric", "rubric", {}), ("rubric-reasoning", "rubric", {"reasoning": True}),
+                                   ("rubric-4shot", "rubric", {"k": 4}), ("correctness", "correctness", {})]),
+    "linkage-trec-dl-nf": ((40, 240), [("linkage", "linkage", {}),
+                                       ("pairwise-vs-references", "pairwise", {"mode": "references"})]),
+    "linkage-antique": ((40, 240), [("linkage", "linkage", {})]),
+    "llmbar-natural": ((20, 100), [("pairwise", "pairwise", {}), ("pairwise-no-swap", "pairwise", {"swap": False})]),
+    "ragchecker": ((20, 80), [("pairwise", "pairwise", {})]),
+    "summac-factcc": ((20, 60), [("factcheck-iterative", "factcheck", {"max_facts": 4}),
+                                 ("factcheck-binary", "factcheck", {"mode": "binary"})]),
+    "summac-summeval": ((20, 100), [("factcheck-iterative", "factcheck", {"max_facts": 4}),
+                                    ("factcheck-binary", "factcheck", {"mode": "binary"}),
+                                    ("factcheck-binary-reasoning", "factcheck", {"mode": "binary", "reasoning": True}),
+                                    ("factcheck-scale5", "factcheck", {"mode": "scale5"})]),
+}
+PUBLISHED = [  # LINKAGE paper, Spearman per question (its own question sets)
+    ("linkage-antique", "published: ROUGE-L", 0.2463), ("linkage-trec-dl-nf", "published: ROUGE-L", 0.2721),
+    ("linkage-antique", "published: BERTScore", 0.1938), ("linkage-trec-dl-nf", "published: BERTScore", 0.2824),
+    ("linkage-antique", "published: LINKAGE few-shot Mistral-7B", 0.4200),
+    ("linkage-trec-dl-nf", "published: LINKAGE few-shot Mistral-7B", 0.4725),
+]
+
+
+def rows_for(name: str, size: int, cache_root: str, seed: int, resamples: int) -> list[dict]:
+    source = datasets.get_source(name)
+    label_range = (float(source.scale.low), float(source.scale.high))
+    splits = datasets.split_examples(datasets.load(name), seed=seed)
+    test = limit_by_group(splits["test"], size, seed=seed)
+    common = {"label_range": label_range, "n_resamples": resamples, "seed": seed}
+    rows = []
+    judges = [(label, kind, params) for label, kind, params in PLAN[name][1]] + [(b, b, {}) for b in BASELINES]
+    for label, kind, params in judges:
+        lm = load_lm("local:smollm2", cache=ResponseCache(os.path.join(cache_root, name, label))) \
+            if kind in LM_JUDGES else None
+        judge = make_judge(kind, lm, train=splits["train"], pool=splits["test"], label_range=label_range,
+                           params=params, seed=seed)
+        verdicts, seconds = timed_verdicts(judge, test, progress=sys.stderr.isatty())
+        if lm is not None:
+            lm.close()
+        rows.append({"dataset": name, "method": label, **judge_row(label, verdicts, test, seconds=seconds,
+                                                                  pred_range=judge.range_for(test), **common)})
+        print(f"  {name} {label}: done in {seconds:.0f} s", file=sys.stderr)
+    constant = ConstantJudge.from_labels([gold_of(e) for e in splits["train"]], label_range)
+    verdicts, seconds = timed_verdicts(constant, test)
+    rows.append({"dataset": name, "method": "constant", **judge_row("constant", verdicts, test, seconds=seconds,
+                                                                   pred_range=label_range, **common)})
+    return rows
+
+
+def fmt(value, ci=None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" + (f" [{ci[0]:.2f},{ci[1]:.2f}]" if ci and ci[0] is not None else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small samples (a few minutes per dataset)")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only", choices=sorted(PLAN), action="append")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    resamples = 200 if args.quick else 1000
+    rows = []
+    with tempfile.TemporaryDirectory() as cache_root:
+        for name in args.only or PLAN:
+            size = PLAN[name][0][0 if args.quick else 1]
+            print(f"{name}: {size} held-out items", file=sys.stderr)
+            rows.extend(rows_for(name, size, cache_root, args.seed, resamples))
+    rows.extend({"dataset": d, "method": m, "spearman_per_group": v, "published": True} for d, m, v in PUBLISHED
+                if d in (args.only or PLAN))
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=2))
+        return
+    print(f"{'dataset':<19} {'method':<38} {'n':>4} {'fail%':>5} {'MAE':>17} {'bracket':>17} {'Spearman':>18} "
+          f"{'Spearman/question':>18} {'pair acc':>8} {'s/item':>7}")
+    for r in rows:
+        fail = "" if r.get("published") else f"{100 * r['parse_failure_rate']:.0f}"
+        sec = "" if r.get("published") else f"{r['seconds_per_item']:.2f}"
+        print(f"{r['dataset']:<19} {r['method']:<38} {r.get('n', ''):>4} {fail:>5} "
+              f"{fmt(r.get('mae'), r.get('mae_ci')):>17} {fmt(r.get('bracket_accuracy'), r.get('bracket_accuracy_ci')):>17} "
+              f"{fmt(r.get('spearman'), r.get('spearman_ci')):>18} "
+              f"{fmt(r.get('spearman_per_group'), r.get('spearman_per_group_ci')):>18} {fmt(r.get('pair_accuracy')):>8} "
+              f"{sec:>7}")
+
+
+if __name__ == "__main__":
+    main()
