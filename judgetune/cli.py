@@ -10,6 +10,7 @@ from pathlib import Path
 
 from judgetune import datasets, judges, reproduce
 from judgetune.calibration import evaluate
+from judgetune.calibration import tuner as tuning
 from judgetune.errors import JudgetuneError
 
 
@@ -71,22 +72,6 @@ def _param(text: str) -> tuple[str, object]:
         return key, value
 
 
-def _load_data(name_or_file: str, mirror: Path | None) -> list[datasets.Example]:
-    if name_or_file in datasets.CATALOG:
-        return datasets.load(name_or_file, mirror=mirror)
-    if not Path(name_or_file).exists():
-        raise JudgetuneError(f"--data {name_or_file!r} is neither a catalog source ({', '.join(datasets.CATALOG)}) "
-                             "nor an existing file")
-    return datasets.read_examples(name_or_file)
-
-
-def _label_range(name_or_file: str, examples: list[datasets.Example]) -> tuple[float, float]:
-    if name_or_file in datasets.CATALOG:
-        scale = datasets.CATALOG[name_or_file].scale
-        return float(scale.low), float(scale.high)
-    return evaluate.label_range_of(examples)
-
-
 def _print_prompts(transcript: list[dict]) -> None:
     for i, entry in enumerate(transcript, 1):
         print(f"--- prompt {i} ({entry['op']}) ---", file=sys.stderr)
@@ -102,12 +87,11 @@ def _evaluate(args: argparse.Namespace) -> None:
     from judgetune.judges import LM_JUDGES
     from judgetune.lm import load_lm
 
-    examples = _load_data(args.data, args.mirror)
+    examples, label_range = datasets.load_data(args.data, mirror=args.mirror)
     splits = datasets.split_examples(examples, seed=args.seed)
     if not splits[args.split]:
         raise JudgetuneError(f"{args.data}: the {args.split} split is empty")
     test = evaluate.limit_by_group(splits[args.split], args.limit, seed=args.seed)
-    label_range = _label_range(args.data, examples)
     lm = load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache) if args.judge in LM_JUDGES else None
     try:
         judge = evaluate.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
@@ -130,6 +114,135 @@ def _evaluate(args: argparse.Namespace) -> None:
     print(evaluate.format_rows(result["rows"]))
 
 
+def _read_instructions(path: Path | None) -> list[str]:
+    """The user's instruction variants: a JSON list of strings, or plain text with one variant per
+    paragraph (blank-line separated)."""
+    if path is None:
+        return []
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("["):
+        variants = json.loads(text)
+        if not isinstance(variants, list) or not all(isinstance(v, str) and v.strip() for v in variants):
+            raise JudgetuneError(f"{path}: expected a JSON list of non-empty strings")
+        return [v.strip() for v in variants]
+    variants = [block.strip() for block in text.split("\n\n") if block.strip()]
+    if not variants:
+        raise JudgetuneError(f"{path}: no instruction found (one per paragraph, or a JSON list)")
+    return variants
+
+
+def _run_spec(args: argparse.Namespace) -> tuning.RunSpec:
+    name = args.run or f"{args.judge}-{Path(args.data).stem}"
+    try:
+        return tuning.RunSpec(name=name, judge=args.judge, data=args.data, lm=args.lm, api_base=args.api_base,
+                              seed=args.seed, n_trials=args.trials, sampler=args.sampler, search_items=args.search_items,
+                              chunk=args.chunk, dev_items=args.dev_items, test_items=args.test_items,
+                              max_calls=args.max_calls, fixed=dict(args.fix or []),
+                              instructions=_read_instructions(args.instructions), pick=args.pick)
+    except ValueError as err:
+        raise JudgetuneError(str(err)) from None
+
+
+def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
+    from judgetune.calibration.run import tune
+
+    try:
+        config, run_dir = tune(spec, runs_dir=args.runs_dir, storage=args.storage, progress=not args.json)
+    except ValueError as err:
+        raise JudgetuneError(str(err)) from None
+    test, search = config.metrics["test"], config.metrics["search"]
+    if args.json:
+        print(json.dumps({"run": str(run_dir), "config": str(run_dir / "judge.json"), "metrics": config.metrics},
+                         indent=2))
+        return
+    print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen trial {search['chosen_trial']}")
+    print(f"  settings: {json.dumps(config.params)}; calibrator {config.calibrator['kind']}")
+    baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]
+    print(evaluate.format_rows([{"name": "test (calibrated)", **_cost_free(test)}, *baselines]))
+    print(f"frozen judge: {run_dir / 'judge.json'}\nreport: {run_dir / 'report.html'}")
+
+
+def _cost_free(row: dict) -> dict:
+    failures = row.get("parse_failures", 0)
+    items = row.get("items", row.get("n", 0))
+    return {"parse_failure_rate": failures / items if items else 0, "tokens_per_item": 0, "seconds_per_item": 0, **row}
+
+
+def _tune(args: argparse.Namespace) -> None:
+    _tune_and_print(_run_spec(args), args)
+
+
+def _demo(args: argparse.Namespace) -> None:
+    import os
+
+    mirror = Path(__file__).resolve().parents[2] / "shared" / "data"
+    if "JUDGETUNE_DATA_MIRROR" not in os.environ and mirror.is_dir():
+        os.environ["JUDGETUNE_DATA_MIRROR"] = str(mirror)  # the checkout's sibling copy of the catalog
+    spec = tuning.RunSpec(name=args.run, judge="rubric", data="sts2012-msrpar", n_trials=args.trials, seed=args.seed,
+                          search_items=30, chunk=10, dev_items=80, test_items=150, fixed={"reasoning": False})
+    print(f"demo: tuning a rubric judge on MSRpar with the embedded model ({spec.n_trials} trials); "
+          f"runs/{spec.name}/ holds the results", file=sys.stderr)
+    args.storage, args.json = None, False
+    _tune_and_print(spec, args)
+
+
+def _worker(args: argparse.Namespace) -> None:
+    try:
+        study, spec = tuning.join_study(args.study, args.storage)
+    except (ValueError, KeyError) as err:
+        raise JudgetuneError(str(err)) from None
+    lm = tuning.load_run_lm(spec)
+    try:
+        tuning.run_trials(study, spec, lm, tuning.prepare_splits(spec))
+    finally:
+        if lm is not None:
+            lm.close()
+    print(f"worker done: study {spec.name} has {tuning.finished_trials(study)} finished trials")
+
+
+def _score(args: argparse.Namespace) -> None:
+    from judgetune.calibration.frozen import JudgeConfig, load_config_lm, score_examples
+    from judgetune.calibration.run import write_predictions
+
+    config = JudgeConfig.load(args.config)
+    examples, _ = (datasets.load_data(args.data, mirror=args.mirror) if args.data in datasets.CATALOG
+                   else (datasets.read_examples(args.data, require_label=False), None))
+    lm = load_config_lm(config)
+    verdicts, scores = score_examples(config, examples, lm, progress=True)
+    write_predictions(args.out, examples, verdicts, scores)
+    failed = sum(s is None for s in scores)
+    print(f"{len(examples)} items scored into {args.out} ({failed} failed judgments, score null)")
+
+
+def _compare(args: argparse.Namespace) -> None:
+    from judgetune.calibration.compare import compare_scores
+    from judgetune.calibration.frozen import JudgeConfig, load_config_lm, score_examples
+
+    examples, label_range = datasets.load_data(args.data, mirror=args.mirror)
+    if args.data in datasets.CATALOG or args.split != "all":
+        examples = datasets.split_examples(examples, seed=args.seed)[args.split if args.split != "all" else "test"]
+    examples = evaluate.limit_by_group(examples, args.limit, seed=args.seed)
+    scores = {}
+    for path in args.configs:
+        config = JudgeConfig.load(path)
+        _, scores[str(path)] = score_examples(config, examples, load_config_lm(config), progress=not args.json)
+    result = compare_scores(scores, examples, label_range=label_range, n_resamples=args.resamples, seed=args.seed)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(evaluate.format_rows([_cost_free(r) for r in result["rows"]]))
+    for pair in result["pairs"]:
+        p = pair["p_value"]
+        print(f"{pair['a']} vs {pair['b']}: MAE difference {pair['mae_difference']:+.3f} on {pair['items']} items, "
+              f"Wilcoxon p = {'-' if p is None else f'{p:.3g}'}")
+
+
+def _report(args: argparse.Namespace) -> None:
+    from judgetune.report import write_report
+
+    print(write_report(args.run_dir, storage=args.storage))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="judgetune", description="Tune, calibrate and freeze LLM judges.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -139,17 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
         dest="data_command", required=True)
     listing = data.add_parser("list", help="list the catalog's sources")
     listing.add_argument("--json", action="store_true")
-    listing.set_defaults(run=_data_list)
+    listing.set_defaults(handler=_data_list)
     show = data.add_parser("show", help="counts, label histogram, scale and license of a source")
     show.add_argument("name", choices=sorted(datasets.CATALOG), metavar="NAME")
     show.add_argument("--mirror", type=Path, help="local copy to fetch from when the data is missing")
     show.add_argument("--json", action="store_true")
-    show.set_defaults(run=_data_show)
+    show.set_defaults(handler=_data_show)
     fetch = data.add_parser("fetch", help="download a source (checksummed) or copy it from a mirror folder")
     fetch.add_argument("name", choices=[*sorted(datasets.CATALOG), "all"], metavar="NAME|all")
     fetch.add_argument("--mirror", type=Path, help="folder laid out like the catalog (default $JUDGETUNE_DATA_MIRROR)")
     fetch.add_argument("--dir", type=Path, help="where data lands (default $JUDGETUNE_DATA_DIR or ./datasets)")
-    fetch.set_defaults(run=_data_fetch)
+    fetch.set_defaults(handler=_data_fetch)
 
     ev = commands.add_parser("evaluate", help="score a split with a judge and compare it with human labels and baselines")
     ev.add_argument("--judge", required=True, choices=judges.KINDS)
@@ -166,12 +279,70 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
     ev.add_argument("--mirror", type=Path, help="local copy to fetch catalog data from when it is missing")
     ev.add_argument("--json", action="store_true", help='print {"rows": [{name, n, mae, spearman, ...}]}')
-    ev.set_defaults(run=_evaluate)
+    ev.set_defaults(handler=_evaluate)
+
+    tune = commands.add_parser("tune", help="search, calibrate and freeze a judge against human labels")
+    tune.add_argument("--judge", required=True, choices=judges.KINDS)
+    tune.add_argument("--data", required=True, metavar="NAME|FILE")
+    tune.add_argument("--lm", default="local:smollm2")
+    tune.add_argument("--api-base")
+    tune.add_argument("--run", help="run name: runs/NAME/ and the study name (default JUDGE-DATA)")
+    tune.add_argument("--runs-dir", default="runs", type=Path)
+    tune.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/NAME/study.db), e.g. postgresql://...")
+    tune.add_argument("--trials", type=int, default=12)
+    tune.add_argument("--sampler", default="tpe", choices=tuning.SAMPLERS)
+    tune.add_argument("--seed", type=int, default=0, help="seeds the splits, demos, references, sampler and bootstrap")
+    tune.add_argument("--search-items", type=int, default=40, help="training items each trial is scored on")
+    tune.add_argument("--chunk", type=int, default=10, help="items per chunk before the early-stop check")
+    tune.add_argument("--dev-items", type=int, help="dev items for calibration (default all)")
+    tune.add_argument("--test-items", type=int, help="test items (default all)")
+    tune.add_argument("--max-calls", type=int, help="stop searching after this many LM calls")
+    tune.add_argument("--fix", type=_param, action="append", metavar="KEY=VALUE", help="a setting not to search")
+    tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
+    tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,
+                      help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
+    tune.add_argument("--json", action="store_true")
+    tune.set_defaults(handler=_tune)
+
+    demo = commands.add_parser("demo", help="the embedded defaults end to end: rubric judge, MSRpar, local model")
+    demo.add_argument("--run", default="demo")
+    demo.add_argument("--runs-dir", default="runs", type=Path)
+    demo.add_argument("--trials", type=int, default=12)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(handler=_demo)
+
+    worker = commands.add_parser("worker", help="run trials of an existing study (from any machine)")
+    worker.add_argument("--storage", required=True)
+    worker.add_argument("--study", required=True)
+    worker.set_defaults(handler=_worker)
+
+    score = commands.add_parser("score", help="score data with a frozen judge config")
+    score.add_argument("--config", required=True, type=Path)
+    score.add_argument("--data", required=True, metavar="NAME|FILE")
+    score.add_argument("--out", required=True, type=Path)
+    score.add_argument("--mirror", type=Path)
+    score.set_defaults(handler=_score)
+
+    compare = commands.add_parser("compare", help="score several frozen judges on the same items, with paired tests")
+    compare.add_argument("--data", required=True, metavar="NAME|FILE")
+    compare.add_argument("--configs", required=True, nargs="+", type=Path)
+    compare.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
+    compare.add_argument("--limit", type=int)
+    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--resamples", type=int, default=1000)
+    compare.add_argument("--mirror", type=Path)
+    compare.add_argument("--json", action="store_true")
+    compare.set_defaults(handler=_compare)
+
+    rep = commands.add_parser("report", help="rebuild runs/NAME/report.html")
+    rep.add_argument("run_dir", type=Path)
+    rep.add_argument("--storage")
+    rep.set_defaults(handler=_report)
 
     repro = commands.add_parser("reproduce", help="recompute a published table from the raw data (self-check)")
     repro.add_argument("table", choices=sorted(reproduce.TABLES))
     repro.add_argument("--json", action="store_true", help='print {"rows": [{name, published, computed, ...}]}')
-    repro.set_defaults(run=_reproduce)
+    repro.set_defaults(handler=_reproduce)
     return parser
 
 
@@ -179,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
-        args.run(args)
+        args.handler(args)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         sys.stdout = None
         return 0

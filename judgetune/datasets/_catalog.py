@@ -153,3 +153,32 @@ def summary(name: str, examples: list[Example]) -> dict:
             "labeled": len(labeled), "groups": len(groups), "splits": dict(splits), "label_field": source.target,
             "scale": source.scale.to_dict(), "histogram": histogram, "location": source.location,
             "license": source.license, "citation": source.citation}
+
+
+def load_data(name_or_file: str | Path, *, mirror: str | Path | None = None) -> tuple[list[Example], tuple[float, float]]:
+    """Examples from a catalog source or a JSONL/CSV/TSV file, and the human scale they are on (the
+    source's scale, or the labels' range for a file)."""
+    from judgetune.datasets._readers import read_examples
+
+    name = str(name_or_file)
+    if name in CATALOG:
+        scale = CATALOG[name].scale
+        return load(name, mirror=mirror), (float(scale.low), float(scale.high))
+    if not Path(name).exists():
+        raise DataNotFoundError(f"{name!r} is neither a catalog source ({', '.join(CATALOG)}) nor an existing file")
+    examples = read_examples(name)
+    values = [e.preference if e.answer_b is not None else e.label for e in examples]
+    values = [v for v in values if v is not None]
+    if not values or min(values) == max(values):
+        raise DataNotFoundError(f"{name}: the human labels need at least two distinct values to define a scale")
+    return examples, (float(min(values)), float(max(values)))
+
+
+def data_fingerprint(name_or_file: str | Path) -> dict[str, str]:
+    """SHA-256 per file the data came from (the manifest's checksums for a catalog source)."""
+    name = str(name_or_file)
+    if name in CATALOG:
+        return {e.path: e.sha256 for e in manifest_entries(CATALOG[name].files)}
+    from judgetune._files import sha256_of
+
+    return {name: sha256_of(Path(name))}

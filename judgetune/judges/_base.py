@@ -103,7 +103,7 @@ class LMJudge(Judge):
 
     The instruction comes from the class's pool (``INSTRUCTIONS``, the method-faithful one first)
     unless ``instruction_text`` replaces it; demos are human-labeled Examples, ``k`` of them picked
-    from ``demo_pool``; ``label_range`` is the human scale the demos' labels are on. A judgment
+    from ``demo_pool`` unless ``demos`` gives them; ``label_range`` is the human scale the demos' labels are on. A judgment
     whose labels got at most ``min_label_mass`` of the probability fails (see ``forced_choice``).
     """
 
@@ -111,12 +111,14 @@ class LMJudge(Judge):
 
     def __init__(self, lm: JudgeLM | None = None, *, demo_pool: Sequence[Example] = (),
                  label_range: tuple[float, float] | None = None, instruction_text: str | None = None,
-                 demo_seed: int = 0, max_reasoning_tokens: int = 160, min_label_mass: float = 0.0, **params: Any):
+                 demo_seed: int = 0, max_reasoning_tokens: int = 160, min_label_mass: float = 0.0,
+                 demos: Sequence[Example] | None = None, **params: Any):
         super().__init__(lm, **params)
         self.instruction = instruction_text or self.INSTRUCTIONS[self.params["instruction"]]
         self.label_range = label_range
         self.max_reasoning_tokens, self.min_label_mass = max_reasoning_tokens, min_label_mass
-        self.demos = pick_demos(demo_pool, self.params.get("k", 0), seed=demo_seed)
+        # exact demos (a frozen config) win over picking k of them from the pool
+        self.demos = list(demos) if demos is not None else pick_demos(demo_pool, self.params.get("k", 0), seed=demo_seed)
 
     @classmethod
     def lm_space(cls) -> list[Param]:

@@ -1,0 +1,121 @@
+"""One tuning run from data to a calibrated judge config: search, choose, calibrate on dev, test once.
+
+Writes under ``runs/NAME/``: ``study.db`` (unless another storage is given), ``judge.json`` (the
+frozen config), ``test_predictions.jsonl`` and ``report.html``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import jsonlines
+
+from judgetune import datasets
+from judgetune.calibration.calibrators import fit_calibrator
+from judgetune.calibration.evaluate import gold_of, groups_of
+from judgetune.calibration.frozen import JudgeConfig, examples_fingerprint
+from judgetune.calibration.metrics import constant_baseline, evaluate_predictions, random_baseline
+from judgetune.calibration.tuner import (
+    RunSpec,
+    Splits,
+    default_storage,
+    judge_for,
+    load_run_lm,
+    open_study,
+    pick_trial,
+    prepare_splits,
+    run_trials,
+    search_summary,
+)
+from judgetune.datasets import Example
+from judgetune.judges import Verdict
+from judgetune.lm import parse_lm_spec
+
+log = logging.getLogger(__name__)
+
+
+def metrics_of(scores: list[float | None], examples: list[Example], label_range: tuple[float, float], *,
+               n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Agreement of calibrated scores with the human labels (failures counted, not scored)."""
+    kept = [(s, e) for s, e in zip(scores, examples) if s is not None]
+    row: dict[str, Any] = {"items": len(examples), "parse_failures": len(examples) - len(kept)}
+    if len(kept) < 2:
+        return {**row, "n": len(kept)}
+    return {**row, **evaluate_predictions([s for s, _ in kept], [gold_of(e) for _, e in kept], label_range=label_range,
+                                          groups=groups_of([e for _, e in kept]), n_resamples=n_resamples, seed=seed)}
+
+
+def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdict], scores: list[float | None]) -> None:
+    with jsonlines.open(path, "w") as out:
+        for ex, verdict, score in zip(examples, verdicts, scores):
+            out.write({"id": ex.id, "score": score, "raw_score": verdict.score, "parsed": verdict.parsed,
+                       "human": gold_of(ex), "distribution": verdict.distribution})
+
+
+def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000) -> JudgeConfig:
+    """Choose from the Pareto front, calibrate on dev, evaluate once on test, and freeze."""
+    trial = pick_trial(study, spec.pick)
+    params = {**trial.params, **spec.fixed}
+    judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.train, label_range=splits.label_range)
+    lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if lm is not None else None
+    staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed)
+    # dev: fit the calibrator on the raw scores of the frozen judge
+    dev_judge = staged.build_judge(lm, pool=splits.dev)
+    dev_verdicts = dev_judge.judge_all(splits.dev, progress=True)
+    dev_pairs = [(v.score, gold_of(e)) for v, e in zip(dev_verdicts, splits.dev) if v.parsed]
+    calibrator, cv = fit_calibrator([p for p, _ in dev_pairs], [g for _, g in dev_pairs],
+                                    label_range=splits.label_range, seed=spec.seed)
+    config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=calibrator, label_range=splits.label_range,
+                                    seed=spec.seed)
+    metrics: dict[str, Any] = {}
+    for name, examples, verdicts in (("train", splits.search, None), ("dev", splits.dev, dev_verdicts),
+                                     ("test", splits.test, None)):
+        scoring_judge = config.build_judge(lm, pool=examples if name != "train" else splits.train)
+        if verdicts is None:
+            verdicts = scoring_judge.judge_all(examples, progress=True)
+        scores = config.calibrated(verdicts, scoring_judge, examples)
+        metrics[name] = metrics_of(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed)
+        if name == "test":
+            write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
+            datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
+    metrics["dev"]["note"] = "in-sample for the calibrator (fitted on dev)"
+    train_labels = [gold_of(e) for e in splits.train]
+    gold = [gold_of(e) for e in splits.test]
+    common = {"label_range": splits.label_range, "groups": groups_of(splits.test), "n_resamples": n_resamples,
+              "seed": spec.seed}
+    metrics["baselines"] = {
+        "constant": evaluate_predictions(constant_baseline(train_labels, len(gold)), gold, **common),
+        "random": evaluate_predictions(random_baseline(train_labels, len(gold), seed=spec.seed), gold, **common)}
+    metrics["calibrator_cv_mae"] = cv
+    metrics["search"] = {**search_summary(study), "chosen_trial": trial.number, "pick_rule": spec.pick}
+    config.metrics = metrics
+    config.data = {"source": spec.data, "files": datasets.data_fingerprint(spec.data),
+                   "splits": {name: {"items": len(items), "sha256": examples_fingerprint(items)}
+                              for name, items in (("search", splits.search), ("demo_pool", splits.demo_pool),
+                                                  ("dev", splits.dev), ("test", splits.test))},
+                   "split_seed": spec.seed}
+    config.save(run_dir / "judge.json")
+    return config
+
+
+def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | None = None,
+         progress: bool = False, report: bool = True) -> tuple[JudgeConfig, Path]:
+    """The main job. Re-running the same spec resumes the study where it stopped."""
+    run_dir = Path(runs_dir) / spec.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    study = open_study(spec, storage or default_storage(run_dir))
+    splits = prepare_splits(spec)
+    lm = load_run_lm(spec)
+    try:
+        run_trials(study, spec, lm, splits, progress=progress)
+        config = finish(spec, study, splits, lm, run_dir)
+    finally:
+        if lm is not None:
+            lm.close()
+    if report:
+        from judgetune.report import write_report
+
+        write_report(run_dir, study=study, config=config)
+    return config, run_dir

@@ -1,0 +1,102 @@
+"""report.html: a self-contained page (figures inlined as PNG data URIs, no JavaScript)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonlines
+import optuna
+
+from judgetune.calibration.frozen import JudgeConfig
+from judgetune.report import _plots
+
+METRIC_KEYS = ("n", "parse_failures", "mae", "bracket_accuracy", "spearman", "kendall", "pearson",
+               "spearman_per_group", "best_accuracy")
+
+
+def _figure(title: str, png: bytes | None, note: str = "") -> str:
+    if png is None:
+        return f"<figure><figcaption>{html.escape(title)}</figcaption><p>{html.escape(note)}</p></figure>"
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(title)}</figcaption></figure>")
+
+
+def _cell(row: dict, key: str) -> str:
+    value = row.get(key)
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return str(value)
+    ci = row.get(f"{key}_ci")
+    text = f"{value:.3f}"
+    if ci and ci[0] is not None:
+        text += f" <small>[{ci[0]:.2f}, {ci[1]:.2f}]</small>"
+    return text
+
+
+def _table(rows: list[tuple[str, dict]]) -> str:
+    keys = [k for k in METRIC_KEYS if any(r.get(k) is not None for _, r in rows)]
+    head = "".join(f"<th>{k}</th>" for k in ["", *keys])
+    body = "".join(f"<tr><th>{html.escape(name)}</th>{''.join(f'<td>{_cell(r, k)}</td>' for k in keys)}</tr>"
+                   for name, r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def build_report(*, study: optuna.Study, config: JudgeConfig, predictions: list[dict[str, Any]]) -> str:
+    metrics = config.metrics
+    label_range = tuple(config.label_range)
+    kept = [p for p in predictions if p["score"] is not None]
+    raw, calibrated, human = ([p["raw_score"] for p in kept], [p["score"] for p in kept], [p["human"] for p in kept])
+    rows = [(f"judge ({split})", metrics[split]) for split in ("train", "dev", "test") if split in metrics]
+    rows += [(f"{name} (test)", row) for name, row in metrics.get("baselines", {}).items()]
+    search = metrics.get("search", {})
+    figures = [
+        _figure("Pareto front", _plots.pareto_front(study, search.get("chosen_trial"))),
+        _figure("Optimization history", _plots.history(study)),
+        _figure("Parameter importance", _plots.importance(study), "too few completed trials to estimate importance"),
+        _figure("Predicted vs human, with the calibration curve",
+                _plots.predicted_vs_human(raw, calibrated, human, config.calibrator, label_range)),
+        _figure("Bracket confusion matrix", _plots.bracket_confusion(calibrated, human, label_range)),
+    ]
+    settings = {"judge": config.judge, "params": config.params, "lm": config.lm, "calibrator": config.calibrator,
+                "instruction": config.instruction, "demos": len(config.demos)}
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>judgetune report: {html.escape(config.judge)}</title>
+<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}figure{{display:inline-block;margin:1em}}
+pre{{background:#f6f6f6;padding:1em;overflow:auto}}</style></head>
+<body>
+<h1>judgetune: {html.escape(config.judge)} judge on {html.escape(str(config.data.get('source', '?')))}</h1>
+<p>Scale {label_range[0]:g}-{label_range[1]:g}. Search: {html.escape(json.dumps(search.get('trials', {})))} trials,
+{search.get('lm_calls', 0)} LM calls, {search.get('tokens', 0)} tokens; chosen trial {search.get('chosen_trial')}
+by the rule "{html.escape(str(search.get('pick_rule')))}". Dev figures are in-sample for the calibrator;
+test was scored once.</p>
+<h2>Metrics (calibrated scores, 95% bootstrap intervals)</h2>
+{_table(rows)}
+<h2>Figures</h2>
+{''.join(figures)}
+<h2>Frozen settings</h2>
+<pre>{html.escape(json.dumps(settings, indent=2))}</pre>
+</body></html>
+"""
+
+
+def write_report(run_dir: str | Path, *, study: optuna.Study | None = None, config: JudgeConfig | None = None,
+                 storage: str | None = None) -> Path:
+    """Write ``run_dir/report.html`` from the run's judge.json, test predictions and study."""
+    from judgetune.calibration.tuner import default_storage, storage_for
+
+    run_dir = Path(run_dir)
+    config = config or JudgeConfig.load(run_dir / "judge.json")
+    if study is None:  # the study is named after the run
+        study = optuna.load_study(study_name=run_dir.name, storage=storage_for(storage or default_storage(run_dir)))
+    with jsonlines.open(run_dir / "test_predictions.jsonl") as reader:
+        predictions = list(reader)
+    path = run_dir / "report.html"
+    path.write_text(build_report(study=study, config=config, predictions=predictions), encoding="utf-8")
+    return path
