@@ -147,7 +147,7 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     from judgetune.calibration.run import tune
 
     try:
-        config, run_dir = tune(spec, runs_dir=args.runs_dir, storage=args.storage, progress=not args.json)
+        config, run_dir = tune(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat)
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
     test, search = config.metrics["test"], config.metrics["search"]
@@ -182,13 +182,13 @@ def _demo(args: argparse.Namespace) -> None:
                           search_items=30, chunk=10, dev_items=80, test_items=150, fixed={"reasoning": False})
     print(f"demo: tuning a rubric judge on MSRpar with the embedded model ({spec.n_trials} trials); "
           f"runs/{spec.name}/ holds the results", file=sys.stderr)
-    args.storage, args.json = None, False
+    args.storage, args.json, args.heartbeat = None, False, 10
     _tune_and_print(spec, args)
 
 
 def _worker(args: argparse.Namespace) -> None:
     try:
-        study, spec = tuning.join_study(args.study, args.storage)
+        study, spec = tuning.join_study(args.study, args.storage, heartbeat=args.heartbeat)
     except (ValueError, KeyError) as err:
         raise JudgetuneError(str(err)) from None
     lm = tuning.load_run_lm(spec)
@@ -301,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
     tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
+    tune.add_argument("--heartbeat", type=int, default=10,
+                      help="seconds between a trial's heartbeats; a trial silent for three is retried")
     tune.add_argument("--json", action="store_true")
     tune.set_defaults(handler=_tune)
 
@@ -314,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run trials of an existing study (from any machine)")
     worker.add_argument("--storage", required=True)
     worker.add_argument("--study", required=True)
+    worker.add_argument("--heartbeat", type=int, default=10)
     worker.set_defaults(handler=_worker)
 
     score = commands.add_parser("score", help="score data with a frozen judge config")

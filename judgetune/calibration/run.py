@@ -100,16 +100,17 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
     return config
 
 
-def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | None = None,
-         progress: bool = False, report: bool = True) -> tuple[JudgeConfig, Path]:
-    """The main job. Re-running the same spec resumes the study where it stopped."""
+def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | None = None, heartbeat: int = 10,
+         report: bool = True) -> tuple[JudgeConfig, Path]:
+    """The main job. Re-running the same spec resumes the study where it stopped; a trial whose
+    process died is retried (after three missed heartbeats) with its cached answers."""
     run_dir = Path(runs_dir) / spec.name
     run_dir.mkdir(parents=True, exist_ok=True)
-    study = open_study(spec, storage or default_storage(run_dir))
+    study = open_study(spec, storage or default_storage(run_dir), heartbeat=heartbeat)
     splits = prepare_splits(spec)
     lm = load_run_lm(spec)
     try:
-        run_trials(study, spec, lm, splits, progress=progress)
+        run_trials(study, spec, lm, splits)
         config = finish(spec, study, splits, lm, run_dir)
     finally:
         if lm is not None:

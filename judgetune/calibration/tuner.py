@@ -14,6 +14,8 @@ machines join the same study from the storage URL alone. Trials hold only JSON.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -77,12 +79,14 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-def storage_for(spec_or_url: str, *, heartbeat: int = 10, grace: int = 30) -> optuna.storages.RDBStorage:
-    """An RDB storage (SQLite file or PostgreSQL URL). A trial whose process died stops beating; after
-    ``grace`` seconds it is marked failed and retried once with the same parameters."""
-    return optuna.storages.RDBStorage(
-        spec_or_url, heartbeat_interval=heartbeat, grace_period=grace,
-        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+def storage_for(url: str, *, heartbeat: int = 10) -> optuna.storages.RDBStorage:
+    """An RDB storage (SQLite file or PostgreSQL URL). A trial whose process died stops beating; three
+    heartbeats later it is marked failed and retried once with the same parameters."""
+    with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna since 2.8; we rely on them
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(
+            url, heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
 
 
 @dataclass
@@ -181,6 +185,7 @@ class Objective:
     def __call__(self, trial: optuna.Trial) -> tuple[float, float]:
         spec, s = self.spec, self.splits
         params = suggest(trial, spec)
+        trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
         judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, pool=s.train, label_range=s.label_range)
         calls0 = self._calls()
         verdicts: list[Verdict] = []
@@ -227,9 +232,10 @@ class CallBudget:
             study.stop()
 
 
-def open_study(spec: RunSpec, storage: str) -> optuna.Study:
+def open_study(spec: RunSpec, storage: str, *, heartbeat: int = 10) -> optuna.Study:
     """Create the study, or load it when it exists (same spec required)."""
-    study = optuna.create_study(study_name=spec.name, storage=storage_for(storage), load_if_exists=True,
+    study = optuna.create_study(study_name=spec.name, storage=storage_for(storage, heartbeat=heartbeat),
+                                load_if_exists=True,
                                 directions=["minimize", "maximize"], sampler=make_sampler(spec.sampler, spec.seed))
     stored = study.user_attrs.get("spec")
     if stored is None:
@@ -244,13 +250,14 @@ def open_study(spec: RunSpec, storage: str) -> optuna.Study:
     return study
 
 
-def join_study(name: str, storage: str) -> tuple[optuna.Study, RunSpec]:
+def join_study(name: str, storage: str, *, heartbeat: int = 10) -> tuple[optuna.Study, RunSpec]:
     """An existing study and its spec (for workers)."""
     try:
-        spec = RunSpec(**optuna.load_study(study_name=name, storage=storage_for(storage)).user_attrs["spec"])
+        stored = optuna.load_study(study_name=name, storage=storage_for(storage, heartbeat=heartbeat))
+        spec = RunSpec(**stored.user_attrs["spec"])
     except KeyError:
         raise ValueError(f"study {name} in {storage} has no judgetune spec; start it with `judgetune tune`") from None
-    return open_study(spec, storage), spec
+    return open_study(spec, storage, heartbeat=heartbeat), spec
 
 
 def finished_trials(study: optuna.Study) -> int:
@@ -258,8 +265,7 @@ def finished_trials(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=states))
 
 
-def run_trials(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None, splits: Splits, *,
-               progress: bool = False) -> None:
+def run_trials(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None, splits: Splits) -> None:
     """Run trials until the study has ``n_trials`` finished ones (complete or pruned) or the call budget is spent.
 
     Several processes may run this on one study: each stops when the shared count is reached (a

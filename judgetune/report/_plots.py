@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Sequence
 
 import matplotlib
@@ -58,7 +59,9 @@ def importance(study: optuna.Study) -> bytes | None:
     """fANOVA importance of each parameter for Spearman; None when there is too little to fit."""
     try:
         # the default evaluator ranks parameters by how they lower the target: lower -Spearman is better
-        values = optuna.importance.get_param_importances(study, target=lambda t: -t.values[1])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # its reminder of exactly that
+            values = optuna.importance.get_param_importances(study, target=lambda t: -t.values[1])
     except (RuntimeError, ValueError):
         return None
     if not values:

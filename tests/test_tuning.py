@@ -1,0 +1,180 @@
+"""The main job on the embedded model: tune -> calibrate -> freeze -> score, resume, budgets,
+reports, comparisons; and a kill in the middle of a trial."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonlines
+import optuna
+import pytest
+
+from judgetune.calibration.frozen import ConfigError, JudgeConfig
+from judgetune.cli import main
+
+TINY = ["--judge", "rubric", "--data", "sts2012-msrpar", "--trials", "3", "--search-items", "8", "--chunk", "4",
+        "--dev-items", "12", "--test-items", "8", "--fix", "reasoning=false"]
+
+
+@pytest.fixture(scope="module")
+def env(data_root, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUDGETUNE_DATA_DIR", str(data_root))
+        mp.setenv("JUDGETUNE_CACHE_DIR", str(cache))
+        yield {**os.environ}
+
+
+@pytest.fixture(scope="module")
+def run(env, tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    assert main(["tune", *TINY, "--run", "tiny", "--runs-dir", str(runs)]) == 0
+    return runs / "tiny"
+
+
+def study_of(run_dir: Path) -> optuna.Study:
+    return optuna.load_study(study_name=run_dir.name, storage=f"sqlite:///{run_dir / 'study.db'}")
+
+
+def test_tune_writes_a_frozen_judge_config(run):
+    data = json.loads((run / "judge.json").read_text())
+    assert {"schema_version", "judge", "lm", "instruction", "demos", "calibrator", "metrics"} <= set(data)
+    assert data["judge"] == "rubric" and data["lm"]["spec"] == "local:smollm2"
+    assert {"train", "dev", "test"} <= set(data["metrics"]) and data["metrics"]["test"]["n"] >= 2
+    assert data["metrics"]["test"]["mae_ci"][0] <= data["metrics"]["test"]["mae"] <= data["metrics"]["test"]["mae_ci"][1]
+    assert len(data["demos"]) == data["params"]["k"] and all("label" in d for d in data["demos"])
+    assert data["calibrator"]["kind"] in ("isotonic", "linear")
+    assert set(data["data"]["files"]) and all(len(h) == 64 for h in data["data"]["files"].values())
+    search = data["metrics"]["search"]
+    assert search["trials"] == {"COMPLETE": 3} or sum(search["trials"].values()) == 3
+    assert search["lm_calls"] > 0 and search["tokens"] > 0
+    for trial in study_of(run).get_trials():
+        assert trial.user_attrs["lm_calls"] >= 0 and trial.user_attrs["tokens"] > 0
+
+
+def test_score_reproduces_the_test_predictions_exactly(run, tmp_path, env):
+    out = tmp_path / "preds.jsonl"
+    assert main(["score", "--config", str(run / "judge.json"), "--data", str(run / "test.jsonl"), "--out", str(out)]) == 0
+    with jsonlines.open(out) as a, jsonlines.open(run / "test_predictions.jsonl") as b:
+        mine, theirs = list(a), list(b)
+    assert [p["id"] for p in mine] == [p["id"] for p in theirs]
+    assert [p["score"] for p in mine] == [p["score"] for p in theirs]  # exactly, not approximately
+    assert [p["raw_score"] for p in mine] == [p["raw_score"] for p in theirs]
+
+
+def test_config_round_trip_gives_the_same_file(run, tmp_path):
+    config = JudgeConfig.load(run / "judge.json")
+    config.save(tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == (run / "judge.json").read_bytes()
+
+
+def test_rerunning_the_same_command_resumes_instead_of_starting_over(run, env):
+    before = json.loads((run / "judge.json").read_text())
+    trials = len(study_of(run).get_trials())
+    assert main(["tune", *TINY, "--run", "tiny", "--runs-dir", str(run.parent)]) == 0
+    after = json.loads((run / "judge.json").read_text())
+    assert len(study_of(run).get_trials()) == trials
+    assert after["metrics"]["test"] == before["metrics"]["test"] and after["params"] == before["params"]
+
+
+def test_changed_settings_under_one_run_name_are_refused(run, env, capsys):
+    assert main(["tune", *TINY[:-2], "--fix", "reasoning=true", "--run", "tiny", "--runs-dir", str(run.parent)]) == 2
+    assert "exists with other settings (fixed)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("schema_version", 99, "schema_version: expected 1"),
+    ("judge", "oracle", "judge: expected one of"),
+    ("label_range", [1], "label_range: expected [low, high]"),
+    ("calibrator", {"kind": "isotonic", "label_range": [0, 5], "x": [0, 1], "y": [1]}, "calibrator:"),
+    ("demos", [{"answer": "a", "label": "high"}], "demos[0]: label"),
+])
+def test_a_broken_config_names_the_field(run, tmp_path, field, value, message):
+    data = json.loads((run / "judge.json").read_text())
+    data[field] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        JudgeConfig.load(path)
+
+
+def test_report_is_rebuilt_and_renders_in_headless_chromium(run, tmp_path):
+    (run / "report.html").unlink()
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') >= 4 and "<script" not in page
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("JUDGETUNE_REQUIRE_CHROMIUM"):
+            pytest.fail("chromium is required here (JUDGETUNE_REQUIRE_CHROMIUM) but not installed")
+        pytest.skip("chromium not installed (Debian package chromium)")
+    shot = tmp_path / "report.png"
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+                           f"--screenshot={shot}", "--window-size=1200,2400", (run / "report.html").as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.is_file() and shot.stat().st_size > 20_000, done.stderr[-2000:]
+    assert "Uncaught" not in done.stderr and "ERR_FILE_NOT_FOUND" not in done.stderr
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                          (run / "report.html").as_uri()], capture_output=True, text=True, timeout=120).stdout
+    assert dom.count("<img") >= 4 and "Pareto front" in dom
+
+
+def test_compare_prints_both_judges_and_a_paired_test(run, tmp_path, env, capsys):
+    data = json.loads((run / "judge.json").read_text())
+    data["calibrator"] = None  # the same judge without its calibrator
+    other = tmp_path / "uncalibrated.json"
+    other.write_text(json.dumps(data))
+    assert main(["compare", "--data", str(run / "test.jsonl"), "--split", "all", "--configs", str(run / "judge.json"),
+                 str(other), "--resamples", "50", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in result["rows"]] == [str(run / "judge.json"), str(other)]
+    assert result["pairs"][0]["items"] == 8 and "p_value" in result["pairs"][0]
+
+
+def test_call_budget_stops_the_search(env, tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "fresh-cache"))  # every answer costs a call
+    assert main(["tune", *TINY[:TINY.index("--trials")], "--trials", "10", *TINY[TINY.index("--trials") + 2:],
+                 "--max-calls", "5", "--run", "budget", "--runs-dir", str(tmp_path)]) == 0
+    trials = study_of(tmp_path / "budget").get_trials()
+    assert len(trials) == 1  # the first trial alone spends more than 5 calls
+    assert trials[0].user_attrs["lm_calls"] > 5
+
+
+def test_a_killed_trial_is_retried_with_its_cached_answers(env, tmp_path):
+    command = [sys.executable, "-m", "judgetune.cli", "tune", "--judge", "rubric", "--data", "sts2012-msrpar",
+               "--trials", "2", "--search-items", "16", "--chunk", "4", "--dev-items", "8", "--test-items", "4",
+               "--fix", "reasoning=false", "--heartbeat", "1", "--run", "killed", "--runs-dir", str(tmp_path)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    db = tmp_path / "killed" / "study.db"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # kill once the first trial has scored a chunk but not all of it
+        time.sleep(0.2)
+        if not db.exists():
+            continue
+        try:
+            trials = study_of(db.parent).get_trials()
+        except KeyError:  # the database exists before the study does
+            continue
+        if trials and trials[0].user_attrs.get("items_scored", 0) >= 4:
+            break
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed = study_of(db.parent).get_trials()[0]
+    assert killed.state.name == "RUNNING" and killed.user_attrs["items_scored"] < 16
+    time.sleep(4)  # three missed heartbeats
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = study_of(db.parent).get_trials()
+    assert [t.state.name for t in trials].count("COMPLETE") == 2 and trials[0].state.name == "FAIL"
+    retry = next(t for t in trials[1:] if t.system_attrs.get("failed_trial") == 0)
+    assert retry.params == killed.params and retry.state.name == "COMPLETE"
+    # the items scored before the kill came from the cache: only the rest cost LM calls
+    assert retry.user_attrs["lm_calls"] <= 16 - killed.user_attrs["items_scored"]
+    assert (db.parent / "judge.json").is_file()
