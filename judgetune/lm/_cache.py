@@ -49,6 +49,10 @@ class ResponseCache:
                 self.hits += 1
         return None if value is None else json.loads(value)
 
+    def answers(self) -> int:
+        """How many answers are stored (model fingerprints not counted)."""
+        return sum(1 for key in self._store.iterkeys() if not str(key).startswith("sha256:"))
+
     def set(self, key: str, value: Any) -> None:
         self._store.set(key, json.dumps(value))
 
