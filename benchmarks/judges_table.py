@@ -3,7 +3,8 @@ and constant baselines (the judges issue's benchmark).
 
 Rubric and correctness on MSRpar test; LINKAGE (and pairwise against graded references) on
 TREC-DL-NF and ANTIQUE test questions, scored per question (Spearman per question, averaged, as the
-LINKAGE paper does); pairwise on LLMBar natural and the RAGChecker pairs; fact check on SummaC.
+LINKAGE paper does; sizes there are answers per question, every test question kept); pairwise on
+LLMBar natural and the RAGChecker pairs; fact check on SummaC.
 Every method gets a new, empty answer cache, so its seconds per item are real.
 
     python benchmarks/judges_table.py [--quick] [--json] [--only DATASET]
@@ -20,7 +21,14 @@ import tempfile
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from judgetune import datasets  # noqa: E402
-from judgetune.calibration.evaluate import gold_of, judge_row, limit_by_group, make_judge, timed_verdicts  # noqa: E402
+from judgetune.calibration.evaluate import (
+    gold_of,
+    judge_row,
+    limit_by_group,
+    make_judge,
+    sample_per_group,
+    timed_verdicts,  # noqa: E402
+)
 from judgetune.judges import LM_JUDGES, ConstantJudge  # noqa: E402
 from judgetune.lm import ResponseCache, load_lm  # noqa: E402
 
@@ -29,9 +37,9 @@ BASELINES = ("embedding", "rougeL", "bleu")
 PLAN = {
     "sts2012-msrpar": ((40, 200), [("rubric", "rubric", {}), ("rubric-reasoning", "rubric", {"reasoning": True}),
                                    ("rubric-4shot", "rubric", {"k": 4}), ("correctness", "correctness", {})]),
-    "linkage-trec-dl-nf": ((40, 240), [("linkage", "linkage", {}),
+    "linkage-trec-dl-nf": ((6, 20), [("linkage", "linkage", {}),
                                        ("pairwise-vs-references", "pairwise", {"mode": "references"})]),
-    "linkage-antique": ((40, 240), [("linkage", "linkage", {})]),
+    "linkage-antique": ((4, 8), [("linkage", "linkage", {})]),
     "llmbar-natural": ((20, 100), [("pairwise", "pairwise", {}), ("pairwise-no-swap", "pairwise", {"swap": False})]),
     "ragchecker": ((20, 80), [("pairwise", "pairwise", {})]),
     "summac-factcc": ((20, 60), [("factcheck-iterative", "factcheck", {"max_facts": 4}),
@@ -53,7 +61,10 @@ def rows_for(name: str, size: int, cache_root: str, seed: int, resamples: int) -
     source = datasets.get_source(name)
     label_range = (float(source.scale.low), float(source.scale.high))
     splits = datasets.split_examples(datasets.load(name), seed=seed)
-    test = limit_by_group(splits["test"], size, seed=seed)
+    if source.task == "listwise":  # every test question, `size` answers each (per-question Spearman)
+        test = sample_per_group(splits["test"], size, seed=seed)
+    else:
+        test = limit_by_group(splits["test"], size, seed=seed)
     common = {"label_range": label_range, "n_resamples": resamples, "seed": seed}
     rows = []
     judges = [(label, kind, params) for label, kind, params in PLAN[name][1]] + [(b, b, {}) for b in BASELINES]

@@ -51,6 +51,19 @@ def limit_by_group(examples: Sequence[Example], n: int | None, *, seed: int = 0)
     return picked
 
 
+def sample_per_group(examples: Sequence[Example], m: int, *, seed: int = 0) -> list[Example]:
+    """At most ``m`` examples of every group, drawn seeded per group (per-question metrics keep every question)."""
+    groups: dict[str, list[Example]] = {}
+    for ex in sorted(examples, key=lambda e: e.id):
+        groups.setdefault(ex.group_key, []).append(ex)
+    out: list[Example] = []
+    for key in sorted(groups):
+        members = groups[key]
+        random.Random(f"{seed}:{key}").shuffle(members)
+        out.extend(members[:m])
+    return out
+
+
 def data_defaults(kind: str, examples: Sequence[Example], label_range: tuple[float, float]) -> dict[str, Any]:
     """Judge settings that fit the data when the user sets none (the tuner searches them instead)."""
     pairwise = any(ex.answer_b is not None for ex in examples)
