@@ -51,6 +51,13 @@ def test_expected_score_from_a_known_distribution():
     assert lm.calls[-1]["prefix"] == "[[ ## score ## ]]\n"
 
 
+def test_argmax_scoring_takes_the_most_probable_label():
+    lm = ScriptedLM(fixed({"1": 0.1, "2": 0.5, "3": 0.4}))
+    verdict = forced_choice(lm, [{"role": "user", "content": "x"}], "score", ["1", "2", "3"], [1, 2, 3],
+                            scoring="argmax")
+    assert verdict.score == 2.0
+
+
 def test_expected_score_renormalizes_over_the_labels():
     lm = ScriptedLM(fixed({"0": 0.1, "1": 0.3}))  # 0.6 of the mass went elsewhere
     verdict = forced_choice(lm, [{"role": "user", "content": "x"}], "v", ["0", "1"], [0, 1])

@@ -12,7 +12,7 @@ import dspy
 import numpy as np
 
 from judgetune.datasets import Example
-from judgetune.judges._prompting import forced_choice, format_messages, make_signature
+from judgetune.judges._prompting import SCORING, forced_choice, format_messages, make_signature
 from judgetune.judges._space import Choice, IntRange, Param, check_params
 from judgetune.judges._verdict import Verdict
 from judgetune.lm import JudgeLM, run_items
@@ -123,7 +123,8 @@ class LMJudge(Judge):
     @classmethod
     def lm_space(cls) -> list[Param]:
         return [Choice("instruction", tuple(cls.INSTRUCTIONS), next(iter(cls.INSTRUCTIONS))),
-                IntRange("k", 0, MAX_DEMOS, 0), Choice("reasoning", (False, True), False)]
+                IntRange("k", 0, MAX_DEMOS, 0), Choice("reasoning", (False, True), False),
+                Choice("scoring", SCORING, "expected")]
 
     @classmethod
     def space(cls) -> list[Param]:
@@ -136,7 +137,8 @@ class LMJudge(Judge):
                                    reasoning=self.params.get("reasoning", False))
         messages = format_messages(signature, demos, inputs)
         return forced_choice(self.lm, messages, output, labels, values, reasoning=self.params.get("reasoning", False),
-                             max_reasoning_tokens=self.max_reasoning_tokens, min_label_mass=self.min_label_mass)
+                             max_reasoning_tokens=self.max_reasoning_tokens, min_label_mass=self.min_label_mass,
+                             scoring=self.params.get("scoring", "expected"))
 
     def demo_value(self, example: Example, score_range: tuple[float, float]) -> float:
         """A demo's human label mapped from ``label_range`` onto ``score_range`` (linear)."""

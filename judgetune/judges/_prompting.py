@@ -53,13 +53,22 @@ def marker(field: str) -> str:
     return f"[[ ## {field} ## ]]"
 
 
-def _verdict(dist: LabelDistribution, values: Sequence[float], raw: str, usage: dict, min_label_mass: float) -> Verdict:
+SCORING = ("expected", "argmax")
+
+
+def _verdict(dist: LabelDistribution, values: Sequence[float], raw: str, usage: dict, min_label_mass: float,
+             scoring: str) -> Verdict:
     mass = sum(dist.probabilities.values())
     detail = {"label_mass": mass}
     if mass <= min_label_mass:
         return Verdict.failed(f"the labels {list(dist.labels)} got p={mass:.2g} at the answer position; "
                               f"text: {raw[:200]!r}", usage=usage, detail=detail)
-    return Verdict(dist.expected(values), dist.normalized(), True, raw, usage, detail)
+    probs = dist.normalized()
+    if scoring == "argmax":  # the most probable label's value (ties: the first label)
+        score = values[max(range(len(values)), key=lambda i: (probs[dist.labels[i]], -i))]
+    else:
+        score = dist.expected(values)
+    return Verdict(float(score), probs, True, raw, usage, detail)
 
 
 def read_labels(lm: JudgeLM, messages: list[dict[str, str]], labels: Sequence[str], prefix: str) -> LabelDistribution:
@@ -74,13 +83,16 @@ def read_labels(lm: JudgeLM, messages: list[dict[str, str]], labels: Sequence[st
 
 def forced_choice(lm: JudgeLM, messages: list[dict[str, str]], output: str, labels: Sequence[str],
                   values: Sequence[float], *, reasoning: bool = False, max_reasoning_tokens: int = 160,
-                  min_label_mass: float = 0.0) -> Verdict:
+                  min_label_mass: float = 0.0, scoring: str = "expected") -> Verdict:
     """The expected label value at the ``output`` field's answer position (see the module docstring).
 
     A label's probability includes its capitalized spelling ("Pass" counts as "pass"). The judgment
     fails when the labels' total probability is at most ``min_label_mass`` (by default: exactly zero,
     as when a server lists none of them among its top tokens); the mass is kept in ``detail``.
+    ``scoring`` is ``expected`` (the expected value) or ``argmax`` (the most probable label's value).
     """
+    if scoring not in SCORING:
+        raise ValueError(f"scoring must be one of {SCORING}, got {scoring!r}")
     if lm.in_process:
         prefix, usage, raw = "", {}, ""
         if reasoning:
@@ -90,13 +102,13 @@ def forced_choice(lm: JudgeLM, messages: list[dict[str, str]], output: str, labe
             prefix = f"{start}{raw}\n\n"
         dist = read_labels(lm, messages, labels, f"{prefix}{marker(output)}\n")
         return _verdict(dist, values, raw, add_usage(usage, {"prompt_tokens": dist.usage.get("prompt_tokens", 0)}),
-                        min_label_mass)
+                        min_label_mass, scoring)
     answer = lm.generate(messages, max_tokens=(max_reasoning_tokens if reasoning else 0) + 24, top_logprobs=20)
     dist = distribution_after_marker(answer.logprobs or [], marker(output), labels)
     if dist is None:
         return Verdict.failed(f"no {marker(output)} followed by a label in the answer: {answer.text[:200]!r}",
                               usage=answer.usage)
-    return _verdict(dist, values, answer.text, answer.usage, min_label_mass)
+    return _verdict(dist, values, answer.text, answer.usage, min_label_mass, scoring)
 
 
 def distribution_after_marker(tokens: list[tuple[str, float, list[tuple[str, float]]]], mark: str,
