@@ -192,3 +192,17 @@ def test_fact_list_parsing():
     for bad in ("no list", "[1, 2]", "[]", '["a", ', "{}"):
         with pytest.raises(ValueError):
             parse_fact_list(bad, max_facts=5)
+
+
+def test_linkage_demos_carry_their_references_into_the_frozen_settings():
+    group = graded_group()
+    demo_pool = [Example(id=f"d/{g}-{i}", question="d?", answer=f"demo {g}-{i}", label=float(g), group="d")
+                 for g in range(4) for i in range(2)]
+    lm = ScriptedLM(fixed({"1": 1.0}))
+    judge = LinkageJudge(lm, pool=ReferencePool([*group, *demo_pool]), demo_pool=demo_pool, k=2, seed=3)
+    frozen = judge.settings()["demos"]
+    assert len(frozen) == 2 and all(len(d["references"]) == 4 for d in frozen)
+    elsewhere = LinkageJudge(lm, pool=ReferencePool(group), demos=judge.demos, k=2, seed=3)  # scored on other data
+    elsewhere(group[0])
+    prompt = lm.calls[-1]["messages"]
+    assert sum("demo " in m["content"] for m in prompt) >= 2  # both demos shown, with their references

@@ -10,6 +10,7 @@ Several draws (``samples``) can be averaged.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from judgetune.datasets import Example, Reference
 from judgetune.judges._base import LMJudge
@@ -58,6 +59,13 @@ class LinkageJudge(LMJudge):
         super().__init__(lm, **kwargs)
         self.pool, self.seed = pool or ReferencePool(), seed
         self.generated = generated or (GeneratedReferences(lm) if lm is not None else None)
+        # each demo carries its reference list, so a frozen config shows the same demos wherever it scores
+        self.demos = [d if self._own_references(d) else replace(d, references=self.pool.sample(
+            d, per_grade=self.params["per_grade"], seed=self.seed)) for d in self.demos]
+
+    @staticmethod
+    def _own_references(example: Example) -> bool:
+        return sum(r.grade is not None for r in example.references) >= 2
 
     @classmethod
     def space(cls) -> list[Param]:
@@ -74,7 +82,7 @@ class LinkageJudge(LMJudge):
         return self.generated.for_example(example, self.params["generated_references"])
 
     def _demo(self, demo: Example) -> dict | None:
-        refs = self.pool.sample(demo, per_grade=self.params["per_grade"], seed=self.seed)
+        refs = tuple(r for r in demo.references if r.grade is not None)
         if len(refs) < 2 or demo.label is None:
             return None
         inputs = {"question": demo.question or "", "references": format_references(refs), "answer": demo.answer}
