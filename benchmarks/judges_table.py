@@ -39,7 +39,7 @@ PLAN = {
                                    ("rubric-4shot", "rubric", {"k": 4}), ("correctness", "correctness", {})]),
     "linkage-trec-dl-nf": ((6, 20), [("linkage", "linkage", {}),
                                        ("pairwise-vs-references", "pairwise", {"mode": "references"})]),
-    "linkage-antique": ((4, 8), [("linkage", "linkage", {})]),
+    "linkage-antique": ((3, 6), [("linkage", "linkage", {})]),
     "llmbar-natural": ((20, 100), [("pairwise", "pairwise", {}), ("pairwise-no-swap", "pairwise", {"swap": False})]),
     "ragchecker": ((20, 80), [("pairwise", "pairwise", {})]),
     "summac-factcc": ((20, 60), [("factcheck-iterative", "factcheck", {"max_facts": 4}),
