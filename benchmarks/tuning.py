@@ -80,11 +80,13 @@ def bootstrap_random_search(signature: str, instruction: str, splits, budget: in
                   "answer": e.answer}
         return dspy.Example(**{k: values[k] for k in inputs}, **{output: float(gold_of(e))}).with_inputs(*inputs)
 
-    def metric(example, prediction, trace=None):
+    span = splits.label_range[1] - splits.label_range[0]
+
+    def metric(example, prediction, trace=None):  # DSPy scores a failed parse 0: make that the worst value
         try:
-            return -abs(float(getattr(prediction, output)) - float(getattr(example, output)))
+            return max(0.0, span - abs(float(getattr(prediction, output)) - float(getattr(example, output))))
         except (TypeError, ValueError):
-            return -10.0
+            return 0.0
 
     train = [as_dspy(e) for e in splits.search]
     valset = train
@@ -93,7 +95,8 @@ def bootstrap_random_search(signature: str, instruction: str, splits, budget: in
     start = time.perf_counter()
     with dspy.context(lm=lm.dspy_lm, adapter=PrefillChatAdapter()):
         optimizer = dspy.BootstrapFewShotWithRandomSearch(metric=metric, max_bootstrapped_demos=4, max_labeled_demos=4,
-                                                          num_candidate_programs=candidates, num_threads=1)
+                                                          num_candidate_programs=candidates, num_threads=1,
+                                                          max_errors=10**6)  # parse failures must not abort it
         compiled = optimizer.compile(program, trainset=train, valset=valset)
         scores = []
         for e in splits.test:
