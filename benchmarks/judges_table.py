@@ -104,7 +104,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache_root:
         for name in args.only or PLAN:
             size = PLAN[name][0][0 if args.quick else 1]
-            print(f"{name}: {size} held-out items", file=sys.stderr)
+            unit = "answers per test question" if datasets.get_source(name).task == "listwise" else "held-out items"
+            print(f"{name}: {size} {unit}", file=sys.stderr)
             rows.extend(rows_for(name, size, cache_root, args.seed, resamples))
     rows.extend({"dataset": d, "method": m, "spearman_per_group": v, "published": True} for d, m, v in PUBLISHED
                 if d in (args.only or PLAN))
