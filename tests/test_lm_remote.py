@@ -92,3 +92,17 @@ def test_judge_lm_runs_items_with_its_concurrency(tmp_path):
     assert lm.concurrency == 4
     assert [(o.index, o.ok) for o in outcomes] == [(0, False), (1, False)]
     assert all("HTTP 400" in o.error for o in outcomes)
+
+
+def test_a_judge_keeps_items_whose_server_calls_failed_as_counted_failures():
+    from judgetune.datasets import Example, Reference
+    from judgetune.judges import RubricJudge
+    from judgetune.lm import load_lm
+
+    examples = [Example(id=str(i), answer=f"a{i}", references=(Reference("r"),), label=1.0) for i in range(4)]
+    with FaultServer(fault_rate=1.0, faults=("500",)) as server:
+        lm = load_lm("openai/m", api_base=server.base_url, use_cache=False, max_retries=0)
+        for reasoning in (False, True):  # label reading and generation both go to the server
+            verdicts = RubricJudge(lm, reasoning=reasoning).judge_all(examples)
+            assert [v.parsed for v in verdicts] == [False] * 4
+            assert all("500" in v.raw for v in verdicts)

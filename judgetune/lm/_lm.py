@@ -15,7 +15,7 @@ from judgetune.lm._batch import Outcome, run_items
 from judgetune.lm._cache import ResponseCache, cached
 from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distribution, remote_label_distribution
-from judgetune.lm._remote import OpenAICompatibleClient
+from judgetune.lm._remote import LMCallError, OpenAICompatibleClient
 from judgetune.lm._spec import LMSpec, model_file, parse_lm_spec
 
 T = TypeVar("T")
@@ -75,7 +75,12 @@ class JudgeLM:
             response_format = {"type": "json_schema", "schema": json_schema}
         config = lm15.Config(max_tokens=max_tokens, temperature=0.0, stop=tuple(stop), response_format=response_format,
                              logprobs=top_logprobs)
-        response = self.engine.complete(_request(self.model_id, sent, config))
+        try:
+            response = self.engine.complete(_request(self.model_id, sent, config))
+        except lm15.ProviderError as err:  # the engine's wrapper of a call that failed for good
+            if isinstance(err.__cause__, LMCallError):
+                raise err.__cause__ from None  # callers keep the item as failed, with its reason
+            raise
         text = response.message.text or ""
         logprobs = None
         if response.logprobs is not None:
