@@ -6,7 +6,8 @@ embedded model, held-out test figures of
     number of LM calls as the tuner's search (its parse failures are counted, not scored),
   - the constant predictor (training median).
 LM calls are answers actually computed (each method starts from an empty cache).
-For TREC-DL-NF "spearman" is per question, averaged (the LINKAGE protocol).
+For TREC-DL-NF "spearman" is per question, averaged (the LINKAGE protocol), over questions that keep
+4 (--quick) or 8 answers each.
 
     python benchmarks/tuning.py [--quick] [--json]
 """
@@ -123,8 +124,10 @@ def main() -> None:
         for dataset, kind, signature, instruction in CASES:
             if args.only and dataset not in args.only:
                 continue
+            listwise = kind == "linkage"  # many questions, a few answers each: per-question Spearman needs them
             spec = RunSpec(name=f"bench-{kind}", judge=kind, data=dataset, n_trials=trials, search_items=search,
-                           chunk=8, dev_items=dev, test_items=test, fixed={"reasoning": False})
+                           chunk=8, dev_items=dev, test_items=test, fixed={"reasoning": False},
+                           per_question=(4 if args.quick else 8) if listwise else None)
             splits = prepare_splits(spec)
             print(f"{dataset}: search {len(splits.search)}, dev {len(splits.dev)}, test {len(splits.test)}",
                   file=sys.stderr)

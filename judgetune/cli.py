@@ -137,7 +137,7 @@ def _run_spec(args: argparse.Namespace) -> tuning.RunSpec:
         return tuning.RunSpec(name=name, judge=args.judge, data=args.data, lm=args.lm, api_base=args.api_base,
                               seed=args.seed, n_trials=args.trials, sampler=args.sampler, search_items=args.search_items,
                               chunk=args.chunk, dev_items=args.dev_items, test_items=args.test_items,
-                              max_calls=args.max_calls, fixed=dict(args.fix or []),
+                              max_calls=args.max_calls, per_question=args.per_question, fixed=dict(args.fix or []),
                               instructions=_read_instructions(args.instructions), pick=args.pick)
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
@@ -297,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--dev-items", type=int, help="dev items for calibration (default all)")
     tune.add_argument("--test-items", type=int, help="test items (default all)")
     tune.add_argument("--max-calls", type=int, help="stop searching after this many LM calls")
+    tune.add_argument("--per-question", type=int, help="keep N answers per question in every split (listwise data)")
     tune.add_argument("--fix", type=_param, action="append", metavar="KEY=VALUE", help="a setting not to search")
     tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
     tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,

@@ -178,3 +178,17 @@ def test_a_killed_trial_is_retried_with_its_cached_answers(env, tmp_path):
     # the items scored before the kill came from the cache: only the rest cost LM calls
     assert retry.user_attrs["lm_calls"] <= 16 - killed.user_attrs["items_scored"]
     assert (db.parent / "judge.json").is_file()
+
+
+def test_splits_keep_questions_apart_and_demos_away_from_search_items(env):
+    from collections import Counter
+
+    from judgetune.calibration.tuner import RunSpec, prepare_splits
+
+    s = prepare_splits(RunSpec(name="x", judge="linkage", data="linkage-trec-dl-nf", search_items=12, per_question=3))
+    for items in (s.search, s.demo_pool, s.dev, s.test):
+        assert max(Counter(e.group_key for e in items).values()) <= 3
+    groups = [{e.group_key for e in items} for items in (s.train, s.dev, s.test)]
+    assert not (groups[0] & groups[1] or groups[0] & groups[2] or groups[1] & groups[2])
+    assert not {e.group_key for e in s.search} & {e.group_key for e in s.demo_pool}
+    assert len(s.search) == 12 and len(groups[2]) >= 5

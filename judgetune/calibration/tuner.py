@@ -55,6 +55,7 @@ class RunSpec:
     dev_items: int | None = None
     test_items: int | None = None
     max_calls: int | None = None
+    per_question: int | None = None  # answers kept per question (group) in every split; None keeps all
     fixed: dict[str, Any] = field(default_factory=dict)
     instructions: list[str] = field(default_factory=list)  # the user's own instruction variants
     pick: str = "spearman"
@@ -100,12 +101,15 @@ class Splits:
 
 
 def prepare_splits(spec: RunSpec) -> Splits:
-    """train / dev / test by group (seeded); the search items a seeded sample of train groups."""
-    from judgetune.calibration.evaluate import limit_by_group
+    """train / dev / test by group (seeded); the search items a seeded sample of train groups. With
+    ``per_question``, each question keeps that many of its answers (seeded) first."""
+    from judgetune.calibration.evaluate import limit_by_group, sample_per_group
 
     examples, label_range = datasets.load_data(spec.data)
     examples = [e for e in examples if gold_of(e) is not None]
     splits = datasets.split_examples(examples, seed=spec.seed)
+    if spec.per_question is not None:  # many questions with a few answers each, rather than few whole questions
+        splits = {name: sample_per_group(items, spec.per_question, seed=spec.seed) for name, items in splits.items()}
     search = limit_by_group(splits["train"], spec.search_items, seed=spec.seed)
     search_groups = {e.group_key for e in search}
     demo_pool = [e for e in splits["train"] if e.group_key not in search_groups]
