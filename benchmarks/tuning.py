@@ -125,8 +125,10 @@ def main() -> None:
             if args.only and dataset not in args.only:
                 continue
             listwise = kind == "linkage"  # many questions, a few answers each: per-question Spearman needs them
+            # LINKAGE with 8 references or 3 draws costs minutes per trial on 2 cores: one reference per grade
+            fixed = {"reasoning": False, **({"samples": 1, "per_grade": 1} if listwise else {})}
             spec = RunSpec(name=f"bench-{kind}", judge=kind, data=dataset, n_trials=trials, search_items=search,
-                           chunk=8, dev_items=dev, test_items=test, fixed={"reasoning": False},
+                           chunk=8, dev_items=dev, test_items=test, fixed=fixed,
                            per_question=(4 if args.quick else 8) if listwise else None)
             splits = prepare_splits(spec)
             print(f"{dataset}: search {len(splits.search)}, dev {len(splits.dev)}, test {len(splits.test)}",
@@ -150,6 +152,8 @@ def main() -> None:
                             0, 0.0))
             print(f"  tuner search: {search_calls} LM calls; groups in test: {len(set(groups_of(splits.test) or []))}",
                   file=sys.stderr)
+            for r in rows[-4:]:  # partial results survive an interrupted run
+                print("  " + json.dumps(r), file=sys.stderr)
     if args.json:
         print(json.dumps({"rows": rows}, indent=2))
         return
