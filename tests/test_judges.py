@@ -206,3 +206,20 @@ def test_linkage_demos_carry_their_references_into_the_frozen_settings():
     elsewhere(group[0])
     prompt = lm.calls[-1]["messages"]
     assert sum("demo " in m["content"] for m in prompt) >= 2  # both demos shown, with their references
+
+
+def test_an_oracle_placing_every_answer_correctly_gets_perfect_rank_correlation():
+    """Guards the sign of the whole LINKAGE chain: prompt order, position labels, rank-to-score."""
+    from scipy.stats import spearmanr
+
+    group = graded_group(3)
+
+    def oracle(messages, labels, prefix):
+        user = messages[-1]["content"]
+        listed = user.split("[[ ## references ## ]]")[1].split("[[")[0].strip().splitlines()
+        grades = [int(line.split("answer ")[1][0]) for line in listed]
+        mine = int(user.split("[[ ## answer ## ]]")[1].split("answer ")[1][0])
+        return {str(1 + sum(g > mine for g in grades)): 1.0}
+
+    verdicts = LinkageJudge(ScriptedLM(oracle), pool=ReferencePool(group), seed=5).judge_all(group)
+    assert spearmanr([v.score for v in verdicts], [e.label for e in group]).statistic == pytest.approx(1.0)
