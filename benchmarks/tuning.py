@@ -27,10 +27,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import dspy  # noqa: E402
 
-from judgetune.calibration.evaluate import gold_of, groups_of  # noqa: E402
+from judgetune.calibration.evaluate import agreement, gold_of, groups_of  # noqa: E402
 from judgetune.calibration.frozen import JudgeConfig  # noqa: E402
 from judgetune.calibration.metrics import constant_baseline  # noqa: E402
-from judgetune.calibration.run import metrics_of, tune  # noqa: E402
+from judgetune.calibration.run import tune  # noqa: E402
 from judgetune.calibration.tuner import RunSpec, judge_for, prepare_splits  # noqa: E402
 from judgetune.judges import LM_JUDGES, defaults  # noqa: E402
 from judgetune.lm import ResponseCache, load_lm  # noqa: E402
@@ -68,7 +68,7 @@ def untuned(spec: RunSpec, splits, cache_dir: Path) -> tuple[dict, int, float]:
     config = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=splits.label_range)
     scores = config.calibrated(verdicts, judge, splits.test)  # no calibrator: linear map of the judge's range
     lm.close()
-    return metrics_of(scores, splits.test, splits.label_range), cache_size(cache_dir), seconds
+    return agreement(scores, splits.test, splits.label_range), cache_size(cache_dir), seconds
 
 
 def bootstrap_random_search(signature: str, instruction: str, splits, budget: int, cache_dir: Path):
@@ -108,7 +108,7 @@ def bootstrap_random_search(signature: str, instruction: str, splits, budget: in
                 scores.append(None)
     seconds = time.perf_counter() - start
     lm.close()
-    return metrics_of(scores, splits.test, splits.label_range), cache_size(cache_dir), seconds, candidates
+    return agreement(scores, splits.test, splits.label_range), cache_size(cache_dir), seconds, candidates
 
 
 def main() -> None:
@@ -148,7 +148,7 @@ def main() -> None:
                             seconds))
             gold = [gold_of(e) for e in splits.test]
             const = constant_baseline([gold_of(e) for e in splits.train], len(gold)).tolist()
-            rows.append(row(dataset, "constant (training median)", metrics_of(const, splits.test, splits.label_range),
+            rows.append(row(dataset, "constant (training median)", agreement(const, splits.test, splits.label_range),
                             0, 0.0))
             print(f"  tuner search: {search_calls} LM calls; groups in test: {len(set(groups_of(splits.test) or []))}",
                   file=sys.stderr)

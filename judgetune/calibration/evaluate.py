@@ -31,21 +31,27 @@ def label_range_of(examples: Sequence[Example]) -> tuple[float, float]:
     return float(min(values)), float(max(values))
 
 
-def limit_by_group(examples: Sequence[Example], n: int | None, *, seed: int = 0) -> list[Example]:
-    """``n`` examples taken group by group, groups in a seeded order (all when n is None); only the
-    last group taken may be cut."""
-    if n is None or n >= len(examples):
-        return list(examples)
+def _groups_shuffled(examples: Sequence[Example], seed: int) -> dict[str, list[Example]]:
+    """Examples by group; each group's members in a seeded order that depends only on the seed and group."""
     groups: dict[str, list[Example]] = {}
     for ex in sorted(examples, key=lambda e: e.id):
         groups.setdefault(ex.group_key, []).append(ex)
+    for key, members in groups.items():
+        random.Random(f"{seed}:{key}").shuffle(members)
+    return groups
+
+
+def limit_by_group(examples: Sequence[Example], n: int | None, *, seed: int = 0) -> list[Example]:
+    """``n`` examples taken group by group, groups in a seeded order (all when n is None); only the
+    last group taken may be cut, keeping a random part of it rather than its first ids."""
+    if n is None or n >= len(examples):
+        return list(examples)
+    groups = _groups_shuffled(examples, seed)
     keys = sorted(groups)
     random.Random(seed).shuffle(keys)
     picked: list[Example] = []
     for key in keys:
-        members = groups[key]
-        random.Random(f"{seed}:{key}").shuffle(members)  # a cut group keeps a random part, not the first ids
-        picked.extend(members)
+        picked.extend(groups[key])
         if len(picked) >= n:
             return picked[:n]
     return picked
@@ -53,15 +59,8 @@ def limit_by_group(examples: Sequence[Example], n: int | None, *, seed: int = 0)
 
 def sample_per_group(examples: Sequence[Example], m: int, *, seed: int = 0) -> list[Example]:
     """At most ``m`` examples of every group, drawn seeded per group (per-question metrics keep every question)."""
-    groups: dict[str, list[Example]] = {}
-    for ex in sorted(examples, key=lambda e: e.id):
-        groups.setdefault(ex.group_key, []).append(ex)
-    out: list[Example] = []
-    for key in sorted(groups):
-        members = groups[key]
-        random.Random(f"{seed}:{key}").shuffle(members)
-        out.extend(members[:m])
-    return out
+    groups = _groups_shuffled(examples, seed)
+    return [ex for key in sorted(groups) for ex in groups[key][:m]]
 
 
 def data_defaults(kind: str, examples: Sequence[Example], label_range: tuple[float, float]) -> dict[str, Any]:
@@ -83,27 +82,34 @@ def groups_of(examples: Sequence[Example]) -> list[str] | None:
     return keys if len(set(keys)) < len(keys) else None
 
 
+def agreement(scores: Sequence[float | None], examples: Sequence[Example], label_range: tuple[float, float], *,
+              pred_range: tuple[float, float] | None = None, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Agreement of scores with the human labels; a ``None`` score is a failure, counted and not scored."""
+    kept = [(s, e) for s, e in zip(scores, examples) if s is not None]
+    row: dict[str, Any] = {"items": len(examples), "parse_failures": len(examples) - len(kept)}
+    if len(kept) < 2:
+        return {**row, "n": len(kept)}
+    return {**row, **evaluate_predictions([s for s, _ in kept], [gold_of(e) for _, e in kept], label_range=label_range,
+                                          pred_range=pred_range, groups=groups_of([e for _, e in kept]),
+                                          n_resamples=n_resamples, seed=seed)}
+
+
 def judge_row(name: str, verdicts: Sequence[Verdict], examples: Sequence[Example], *, seconds: float,
               label_range: tuple[float, float], pred_range: tuple[float, float], n_resamples: int = 1000,
               seed: int = 0) -> dict[str, Any]:
     """Agreement of the parsed verdicts with the human labels, plus failure rate and cost."""
-    kept = [(v, ex) for v, ex in zip(verdicts, examples) if v.parsed]
-    failures = len(verdicts) - len(kept)
-    row: dict[str, Any] = {"name": name, "items": len(verdicts), "parse_failures": failures,
-                           "parse_failure_rate": failures / len(verdicts) if verdicts else None,
+    scores = [v.score for v in verdicts]  # None exactly for the failed judgments
+    metrics = agreement(scores, examples, label_range, pred_range=pred_range, n_resamples=n_resamples, seed=seed)
+    row: dict[str, Any] = {"name": name,
+                           "parse_failure_rate": metrics["parse_failures"] / len(verdicts) if verdicts else None,
                            "tokens_per_item": float(np.mean([v.tokens for v in verdicts])) if verdicts else None,
                            "seconds_per_item": seconds / len(verdicts) if verdicts else None}
     masses = [v.detail["label_mass"] for v in verdicts if "label_mass" in v.detail]
     if masses:  # how much of its probability the LM put on the labels at all (1 = always on format)
         row["label_mass"] = float(np.mean(masses))
-    if len(kept) < 2:
-        return {**row, "n": len(kept)}
-    pred = [v.score for v, _ in kept]
-    gold = [gold_of(ex) for _, ex in kept]
-    metrics = evaluate_predictions(pred, gold, label_range=label_range, pred_range=pred_range,
-                                   groups=groups_of([ex for _, ex in kept]), n_resamples=n_resamples, seed=seed)
-    if any(ex.answer_b is not None for _, ex in kept):
-        row["pair_accuracy"] = pair_accuracy(pred, gold)
+    kept = [(s, ex) for s, ex in zip(scores, examples) if s is not None]
+    if len(kept) >= 2 and any(ex.answer_b is not None for _, ex in kept):
+        row["pair_accuracy"] = pair_accuracy([s for s, _ in kept], [gold_of(ex) for _, ex in kept])
     return {**row, **metrics}
 
 

@@ -14,7 +14,7 @@ import jsonlines
 
 from judgetune import datasets
 from judgetune.calibration.calibrators import fit_calibrator
-from judgetune.calibration.evaluate import gold_of, groups_of
+from judgetune.calibration.evaluate import agreement, gold_of, groups_of
 from judgetune.calibration.frozen import JudgeConfig, examples_fingerprint
 from judgetune.calibration.metrics import constant_baseline, evaluate_predictions, random_baseline
 from judgetune.calibration.tuner import (
@@ -34,17 +34,6 @@ from judgetune.judges import Verdict
 from judgetune.lm import parse_lm_spec
 
 log = logging.getLogger(__name__)
-
-
-def metrics_of(scores: list[float | None], examples: list[Example], label_range: tuple[float, float], *,
-               n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Agreement of calibrated scores with the human labels (failures counted, not scored)."""
-    kept = [(s, e) for s, e in zip(scores, examples) if s is not None]
-    row: dict[str, Any] = {"items": len(examples), "parse_failures": len(examples) - len(kept)}
-    if len(kept) < 2:
-        return {**row, "n": len(kept)}
-    return {**row, **evaluate_predictions([s for s, _ in kept], [gold_of(e) for _, e in kept], label_range=label_range,
-                                          groups=groups_of([e for _, e in kept]), n_resamples=n_resamples, seed=seed)}
 
 
 def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdict], scores: list[float | None]) -> None:
@@ -76,7 +65,7 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
         if verdicts is None:
             verdicts = scoring_judge.judge_all(examples, progress=True)
         scores = config.calibrated(verdicts, scoring_judge, examples)
-        metrics[name] = metrics_of(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed)
+        metrics[name] = agreement(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed)
         if name == "test":
             write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
             datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
