@@ -22,7 +22,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from judgetune import datasets  # noqa: E402
 from judgetune.calibration.evaluate import (
-    gold_of,
     judge_row,
     limit_by_group,
     make_judge,
@@ -79,7 +78,7 @@ def rows_for(name: str, size: int, cache_root: str, seed: int, resamples: int) -
         rows.append({"dataset": name, "method": label, **judge_row(label, verdicts, test, seconds=seconds,
                                                                   pred_range=judge.range_for(test), **common)})
         print(f"  {name} {label}: done in {seconds:.0f} s", file=sys.stderr)
-    constant = ConstantJudge.from_labels([gold_of(e) for e in splits["train"]], label_range)
+    constant = ConstantJudge.from_labels([e.judgment for e in splits["train"]], label_range)
     verdicts, seconds = timed_verdicts(constant, test)
     rows.append({"dataset": name, "method": "constant", **judge_row("constant", verdicts, test, seconds=seconds,
                                                                    pred_range=label_range, **common)})

@@ -27,7 +27,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import dspy  # noqa: E402
 
-from judgetune.calibration.evaluate import agreement, gold_of, groups_of  # noqa: E402
+from judgetune.calibration.evaluate import agreement, groups_of  # noqa: E402
 from judgetune.calibration.frozen import JudgeConfig  # noqa: E402
 from judgetune.calibration.metrics import constant_baseline  # noqa: E402
 from judgetune.calibration.run import tune  # noqa: E402
@@ -79,7 +79,7 @@ def bootstrap_random_search(signature: str, instruction: str, splits, budget: in
     def as_dspy(e):
         values = {"reference": e.references[0].text if e.references else "", "question": e.question or "",
                   "answer": e.answer}
-        return dspy.Example(**{k: values[k] for k in inputs}, **{output: float(gold_of(e))}).with_inputs(*inputs)
+        return dspy.Example(**{k: values[k] for k in inputs}, **{output: float(e.judgment)}).with_inputs(*inputs)
 
     span = splits.label_range[1] - splits.label_range[0]
 
@@ -146,8 +146,8 @@ def main() -> None:
                                                                           tmp / f"{kind}-bfsrs")
             rows.append(row(dataset, f"DSPy BootstrapFewShotWithRandomSearch ({candidates} candidates)", metrics, calls,
                             seconds))
-            gold = [gold_of(e) for e in splits.test]
-            const = constant_baseline([gold_of(e) for e in splits.train], len(gold)).tolist()
+            gold = [e.judgment for e in splits.test]
+            const = constant_baseline([e.judgment for e in splits.train], len(gold)).tolist()
             rows.append(row(dataset, "constant (training median)", agreement(const, splits.test, splits.label_range),
                             0, 0.0))
             print(f"  tuner search: {search_calls} LM calls; groups in test: {len(set(groups_of(splits.test) or []))}",

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import wilcoxon
 
-from judgetune.calibration.evaluate import agreement, gold_of
+from judgetune.calibration.evaluate import agreement
 from judgetune.datasets import Example
 
 
@@ -29,7 +29,7 @@ def paired_test(a: list[float | None], b: list[float | None], gold: list[float])
 
 def compare_scores(scores: dict[str, list[float | None]], examples: list[Example], *,
                    label_range: tuple[float, float], n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
-    gold = [gold_of(e) for e in examples]
+    gold = [e.judgment for e in examples]
     rows = [{"name": name, **agreement(s, examples, label_range, n_resamples=n_resamples, seed=seed)}
             for name, s in scores.items()]
     pairs = [{"a": a, "b": b, **paired_test(scores[a], scores[b], gold)} for a, b in combinations(scores, 2)]

@@ -19,13 +19,8 @@ from judgetune.judges import ConstantJudge, EmbeddingJudge, Judge, RandomJudge, 
 from judgetune.judges._baselines import target_text
 
 
-def gold_of(example: Example) -> float | None:
-    """The human judgment: ``preference`` for a pairwise item, else ``label``."""
-    return example.preference if example.answer_b is not None else example.label
-
-
 def label_range_of(examples: Sequence[Example]) -> tuple[float, float]:
-    values = [v for v in map(gold_of, examples) if v is not None]
+    values = [e.judgment for e in examples if e.judgment is not None]
     if not values:
         raise ValueError("no human labels to evaluate against")
     return float(min(values)), float(max(values))
@@ -89,7 +84,7 @@ def agreement(scores: Sequence[float | None], examples: Sequence[Example], label
     row: dict[str, Any] = {"items": len(examples), "parse_failures": len(examples) - len(kept)}
     if len(kept) < 2:
         return {**row, "n": len(kept)}
-    return {**row, **evaluate_predictions([s for s, _ in kept], [gold_of(e) for _, e in kept], label_range=label_range,
+    return {**row, **evaluate_predictions([s for s, _ in kept], [e.judgment for _, e in kept], label_range=label_range,
                                           pred_range=pred_range, groups=groups_of([e for _, e in kept]),
                                           n_resamples=n_resamples, seed=seed)}
 
@@ -109,7 +104,7 @@ def judge_row(name: str, verdicts: Sequence[Verdict], examples: Sequence[Example
         row["label_mass"] = float(np.mean(masses))
     kept = [(s, ex) for s, ex in zip(scores, examples) if s is not None]
     if len(kept) >= 2 and any(ex.answer_b is not None for _, ex in kept):
-        row["pair_accuracy"] = pair_accuracy([s for s, _ in kept], [gold_of(ex) for _, ex in kept])
+        row["pair_accuracy"] = pair_accuracy([s for s, _ in kept], [ex.judgment for _, ex in kept])
     return {**row, **metrics}
 
 
@@ -131,7 +126,7 @@ def evaluate_judge(judge: Judge, test: Sequence[Example], *, train: Sequence[Exa
                    seed: int = 0, progress: bool = False) -> dict[str, Any]:
     """Rows for the judge and the baselines (constant training median, random training label, and
     embedding similarity where the examples have a text to compare with), and the judge's verdicts."""
-    train_labels = [g for g in map(gold_of, train) if g is not None]
+    train_labels = [e.judgment for e in train if e.judgment is not None]
     if not train_labels:
         raise ValueError("the training split has no human labels (the baselines are fitted on it)")
     label_range = label_range or label_range_of([*train, *test])

@@ -14,7 +14,7 @@ import jsonlines
 
 from judgetune import datasets
 from judgetune.calibration.calibrators import fit_calibrator
-from judgetune.calibration.evaluate import agreement, gold_of, groups_of
+from judgetune.calibration.evaluate import agreement, groups_of
 from judgetune.calibration.frozen import JudgeConfig, examples_fingerprint
 from judgetune.calibration.metrics import constant_baseline, evaluate_predictions, random_baseline
 from judgetune.calibration.tuner import (
@@ -40,7 +40,7 @@ def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdic
     with jsonlines.open(path, "w") as out:
         for ex, verdict, score in zip(examples, verdicts, scores):
             out.write({"id": ex.id, "score": score, "raw_score": verdict.score, "parsed": verdict.parsed,
-                       "human": gold_of(ex), "distribution": verdict.distribution})
+                       "human": ex.judgment, "distribution": verdict.distribution})
 
 
 def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000) -> JudgeConfig:
@@ -53,7 +53,7 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
     # dev: fit the calibrator on the raw scores of the frozen judge
     dev_judge = staged.build_judge(lm, pool=splits.dev)
     dev_verdicts = dev_judge.judge_all(splits.dev, progress=True)
-    dev_pairs = [(v.score, gold_of(e)) for v, e in zip(dev_verdicts, splits.dev) if v.parsed]
+    dev_pairs = [(v.score, e.judgment) for v, e in zip(dev_verdicts, splits.dev) if v.parsed]
     calibrator, cv = fit_calibrator([p for p, _ in dev_pairs], [g for _, g in dev_pairs],
                                     label_range=splits.label_range, seed=spec.seed)
     config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=calibrator, label_range=splits.label_range,
@@ -70,8 +70,8 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
             write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
             datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
     metrics["dev"]["note"] = "in-sample for the calibrator (fitted on dev)"
-    train_labels = [gold_of(e) for e in splits.train]
-    gold = [gold_of(e) for e in splits.test]
+    train_labels = [e.judgment for e in splits.train]
+    gold = [e.judgment for e in splits.test]
     common = {"label_range": splits.label_range, "groups": groups_of(splits.test), "n_resamples": n_resamples,
               "seed": spec.seed}
     metrics["baselines"] = {

@@ -25,7 +25,7 @@ import numpy as np
 import optuna
 
 from judgetune import datasets
-from judgetune.calibration.evaluate import gold_of, groups_of, make_judge
+from judgetune.calibration.evaluate import groups_of, make_judge
 from judgetune.calibration.metrics import bootstrap_interval, correlation, grouped_correlation, rescale
 from judgetune.datasets import Example
 from judgetune.judges import LM_JUDGES, Choice, IntRange, Verdict
@@ -106,7 +106,7 @@ def prepare_splits(spec: RunSpec) -> Splits:
     from judgetune.calibration.evaluate import limit_by_group, sample_per_group
 
     examples, label_range = datasets.load_data(spec.data)
-    examples = [e for e in examples if gold_of(e) is not None]
+    examples = [e for e in examples if e.judgment is not None]
     splits = datasets.split_examples(examples, seed=spec.seed)
     if spec.per_question is not None:  # many questions with a few answers each, rather than few whole questions
         splits = {name: sample_per_group(items, spec.per_question, seed=spec.seed) for name, items in splits.items()}
@@ -152,7 +152,7 @@ def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo
 def objectives(verdicts: list[Verdict], examples: list[Example], *, judge_range: tuple[float, float],
                label_range: tuple[float, float]) -> tuple[float, float, dict[str, Any]]:
     """(MAE, Spearman) of the parsed verdicts; the worst values when too many failed or nothing varies."""
-    kept = [(v.score, gold_of(e), e) for v, e in zip(verdicts, examples) if v.parsed]
+    kept = [(v.score, e.judgment, e) for v, e in zip(verdicts, examples) if v.parsed]
     failure_rate = 1 - len(kept) / len(verdicts)
     worst = (label_range[1] - label_range[0], -1.0)
     info: dict[str, Any] = {"parse_failure_rate": failure_rate}
@@ -198,7 +198,7 @@ class Objective:
             chunk = s.search[start:start + spec.chunk]
             verdicts.extend(judge.judge_all(chunk))
             done = s.search[:len(verdicts)]
-            kept = [(v.score, gold_of(e)) for v, e in zip(verdicts, done) if v.parsed]
+            kept = [(v.score, e.judgment) for v, e in zip(verdicts, done) if v.parsed]
             trial.set_user_attr("items_scored", len(verdicts))
             self._record_cost(trial, verdicts, calls0)
             if len(verdicts) < len(s.search) and len(kept) >= 6:

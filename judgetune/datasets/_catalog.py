@@ -167,8 +167,7 @@ def load_data(name_or_file: str | Path, *, mirror: str | Path | None = None) -> 
     if not Path(name).exists():
         raise DataNotFoundError(f"{name!r} is neither a catalog source ({', '.join(CATALOG)}) nor an existing file")
     examples = read_examples(name)
-    values = [e.preference if e.answer_b is not None else e.label for e in examples]
-    values = [v for v in values if v is not None]
+    values = [e.judgment for e in examples if e.judgment is not None]
     if not values or min(values) == max(values):
         raise DataNotFoundError(f"{name}: the human labels need at least two distinct values to define a scale")
     return examples, (float(min(values)), float(max(values)))

@@ -69,6 +69,11 @@ class Example:
     meta: dict[str, Any] = field(default_factory=dict, hash=False)
 
     @property
+    def judgment(self) -> float | None:
+        """The human judgment: ``preference`` for a pairwise item (one with ``answer_b``), else ``label``."""
+        return self.preference if self.answer_b is not None else self.label
+
+    @property
     def group_key(self) -> str:
         """The group used for splitting and per-group metrics: the item itself when ungrouped."""
         return self.group if self.group is not None else f"id:{self.id}"
