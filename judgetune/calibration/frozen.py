@@ -48,6 +48,20 @@ class ConfigError(JudgetuneError):
     """A judge config file that cannot be loaded; the message names the file and the field."""
 
 
+def demos_from_records(records: list[dict[str, Any]], *, where: str) -> list[Example]:
+    """The demos of a config as Examples, validated like rows of a data file.
+
+    Raises:
+        ConfigError: listing every bad demo field.
+    """
+    problems: list[str] = []
+    demos = [example_from_record(d, where=f"{where}: demos[{i}]", default_id=f"demo-{i}", problems=problems)
+             for i, d in enumerate(records)]
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return demos
+
+
 @dataclass
 class JudgeConfig:
     judge: str
@@ -118,11 +132,7 @@ class JudgeConfig:
         label_range = need("label_range", list, "[low, high]")
         if len(label_range) != 2 or not all(isinstance(v, (int, float)) for v in label_range):
             raise ConfigError(f"{where}: label_range: expected [low, high], found {label_range}")
-        problems: list[str] = []
-        for i, demo in enumerate(need("demos", list, "a list of examples")):
-            example_from_record(demo, where=f"{where}: demos[{i}]", default_id=f"demo-{i}", problems=problems)
-        if problems:
-            raise ConfigError("\n".join(problems))
+        demos_from_records(need("demos", list, "a list of examples"), where=where)
         if data.get("calibrator") is not None:
             try:
                 calibrator_from_dict(data["calibrator"])
@@ -137,10 +147,7 @@ class JudgeConfig:
         return cls(**{k: data[k] for k in known if k in data})
 
     def demo_examples(self) -> list[Example]:
-        problems: list[str] = []
-        demos = [example_from_record(d, where=f"demos[{i}]", default_id=f"demo-{i}", problems=problems)
-                 for i, d in enumerate(self.demos)]
-        return [d for d in demos if d is not None]
+        return demos_from_records(self.demos, where="config")
 
     def build_judge(self, lm=None, *, pool: list[Example] | None = None) -> Judge:
         """The judge this config describes, on ``lm`` (references drawn from ``pool`` where the kind needs them)."""
