@@ -9,11 +9,10 @@ import json
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from judgetune import datasets
-from judgetune.calibration.metrics import correlation, rbo, rescale
-from judgetune.nrp import normalized_rank_position
+from judgetune.calibration.metrics import correlation, rescale
+from judgetune.nrp import expert_agreement, normalized_rank_position, read_clef_ehealth
 
 NRP_LLMS = {  # ranking file stem -> (name in the paper, published mean NRP with the MultiMedQA prompt)
     "chatgpt": ("ChatGPT", 0.998),
@@ -47,9 +46,9 @@ def nrp_paper(root: Path | None = None) -> dict:
     """The NRP paper: mean NRP per LLM (MultiMedQA prompt, monoT5) and monoT5-vs-expert agreement.
 
     NRP per answer is recomputed from the file's ``rank`` and |D_q| (rank / weighted_position),
-    then averaged over the 50 topics x 10 answers. Agreement: per expert-ranked topic, the expert's
-    order of 4 answers + 1 document against the same items sorted by monoT5 score; RBO (p=1) and
-    Kendall's tau averaged over the 20 topics.
+    then averaged over the 50 topics x 10 answers. Agreement (``nrp.expert_agreement``): per
+    expert-ranked topic, the expert's order of 4 answers + 1 document against the same items sorted
+    by monoT5 score; RBO (p=1) and Kendall's tau averaged over the 20 topics.
     """
     base = datasets.ensure_fetched("nrp-clef-ehealth", root=root) / "nrp_webis"
     rows, extra = [], []
@@ -66,20 +65,11 @@ def nrp_paper(root: Path | None = None) -> dict:
         else:
             rows.append(_row(f"mean NRP {name} (MultiMedQA prompt)", published, mean, 3,
                              CHATGPT_NOTE if stem == "chatgpt" else ""))
-    rbos, taus = [], []
-    with (base / "expert_rankings_labelstudio_project151.json").open(encoding="utf-8") as handle:
-        tasks = json.load(handle)
-    for task in tasks:
-        expert = list(task["annotations"][0]["result"][0]["value"]["ranker"]["rank"])  # best first
-        qid = {d.split("_")[-3] for d in expert if "_multimedqa_" in d}.pop()  # <llm>_<qid>_multimedqa_<n>
-        scores = {r["docno"]: float(r["score"]) for r in
-                  _read_csv(base / f"top_1_answers_with_original_ranking/qid_{qid}.csv")}
-        system = sorted(expert, key=lambda d: scores[d], reverse=True)
-        rbos.append(rbo(expert, system, p=1.0))
-        position = {d: i for i, d in enumerate(system)}
-        taus.append(stats.kendalltau(range(len(expert)), [position[d] for d in expert]).statistic)
-    rows.append(_row(f"monoT5 vs expert: mean RBO p=1 ({len(tasks)} topics)", 0.84, float(np.mean(rbos)), 2))
-    rows.append(_row(f"monoT5 vs expert: mean Kendall tau ({len(tasks)} topics)", 0.64, float(np.mean(taus)), 2))
+    clef = read_clef_ehealth(root=root)
+    agreement = expert_agreement(clef.expert, clef.scores["monot5"], p=1.0)
+    topics = agreement["topics"]
+    rows.append(_row(f"monoT5 vs expert: mean RBO p=1 ({topics} topics)", 0.84, agreement["rbo"], 2))
+    rows.append(_row(f"monoT5 vs expert: mean Kendall tau ({topics} topics)", 0.64, agreement["kendall"], 2))
     return {"rows": rows, "computed_only": extra}
 
 

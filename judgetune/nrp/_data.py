@@ -1,0 +1,278 @@
+"""What NRP ranks: queries, human-judged documents, generated answers, expert orderings.
+
+Two readers fill a :class:`Collection`: ``read_folder`` for the plain JSONL layout users write, and
+``read_clef_ehealth`` for the NRP paper's CLEF eHealth 2021 files in the catalog.
+
+The JSONL layout, one folder::
+
+    queries.jsonl     {"query_id": "1", "text": "..."}
+    documents.jsonl   {"query_id": "1", "doc_id": "d7", "text": "...", "judgments": {"relevance": 2, ...}}
+    answers.jsonl     {"query_id": "1", "system": "llm-a", "prompt": "p1", "text": "...", "answer_id": "..."?}
+    expert.jsonl      {"query_id": "1", "ranking": ["answer or doc id, best first", ...]}      (optional)
+    sizes.json        {"llm-a": 7.0, ...}  parameters in billions, for the size plot        (optional)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from judgetune import datasets
+from judgetune.datasets._readers import _jsonl_rows
+from judgetune.datasets._sources import generated_answer_llm, read_clef_topics
+from judgetune.errors import DataValidationError, JudgetuneError
+
+
+@dataclass(frozen=True)
+class Document:
+    query_id: str
+    doc_id: str
+    text: str
+    judgments: dict[str, float]  # quality dimension -> human grade; a dimension the assessor could not judge is absent
+
+
+@dataclass(frozen=True)
+class Answer:
+    query_id: str
+    answer_id: str
+    system: str
+    prompt: str
+    text: str
+
+
+@dataclass
+class Collection:
+    queries: dict[str, str]
+    documents: list[Document]
+    answers: list[Answer]
+    expert: dict[str, list[str]] = field(default_factory=dict)  # query id -> item ids, best first
+    sizes: dict[str, float] = field(default_factory=dict)  # system -> parameters in billions
+    scores: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)  # shipped rankers' scores
+
+    @property
+    def dimensions(self) -> list[str]:
+        return sorted({d for doc in self.documents for d in doc.judgments})
+
+    def documents_by_query(self) -> dict[str, list[Document]]:
+        grouped: dict[str, list[Document]] = defaultdict(list)
+        for doc in self.documents:
+            grouped[doc.query_id].append(doc)
+        return dict(grouped)
+
+    def item_texts(self) -> dict[tuple[str, str], str]:
+        """(query id, item id) -> text, for documents and answers alike."""
+        texts = {(d.query_id, d.doc_id): d.text for d in self.documents}
+        texts.update({(a.query_id, a.answer_id): a.text for a in self.answers})
+        return texts
+
+    def check(self, where: str) -> None:
+        """Every answer and expert ordering belongs to a query that has judged documents; ids are unique."""
+        problems = []
+        with_documents = {d.query_id for d in self.documents}
+        for qid in sorted({a.query_id for a in self.answers} - with_documents):
+            problems.append(f"{where}: query {qid}: answers but no judged documents to rank them among")
+        for qid in sorted(set(self.queries) - with_documents - {a.query_id for a in self.answers}):
+            problems.append(f"{where}: query {qid}: no documents and no answers")
+        for qid in sorted(({d.query_id for d in self.documents} | {a.query_id for a in self.answers}) - set(self.queries)):
+            problems.append(f"{where}: query {qid}: documents or answers, but no query text")
+        ids = Counter(self.item_texts().keys())
+        n_items = len(self.documents) + len(self.answers)
+        if sum(ids.values()) != n_items or len(ids) != n_items:
+            repeated = Counter([(d.query_id, d.doc_id) for d in self.documents]
+                               + [(a.query_id, a.answer_id) for a in self.answers])
+            problems += [f"{where}: query {q}: id {i!r} used {n} times" for (q, i), n in repeated.items() if n > 1]
+        texts = self.item_texts()
+        for qid, ranking in self.expert.items():
+            missing = [i for i in ranking if (qid, i) not in texts]
+            if missing:
+                problems.append(f"{where}: expert ordering of query {qid}: unknown item(s) {missing}")
+        if problems:
+            raise DataValidationError(problems)
+
+
+def _text_field(record: dict, name: str, where: str, problems: list[str]) -> str | None:
+    value = record.get(name)
+    if not isinstance(value, str) or (name != "text" and not value):
+        found = "nothing" if name not in record else f"{type(value).__name__} {value!r}"[:80]
+        problems.append(f"{where}: {name}: expected a {'non-empty ' if name != 'text' else ''}string, found {found}")
+        return None
+    return value
+
+
+def _id_field(record: dict, name: str, where: str, problems: list[str]) -> str | None:
+    value = record.get(name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _text_field(record, name, where, problems)
+
+
+def _rows(path: Path, fields: set[str], problems: list[str]):
+    for line, record in _jsonl_rows(path, problems):
+        where = f"{path}:{line}"
+        unknown = sorted(set(record) - fields)
+        if unknown:
+            problems.append(f"{where}: {unknown[0]}: unknown field (expected only {', '.join(sorted(fields))})")
+        yield where, record
+
+
+def read_folder(folder: str | Path) -> Collection:
+    """A Collection from the JSONL layout in the module docstring; every problem is reported at once."""
+    folder = Path(folder)
+    for name in ("queries.jsonl", "documents.jsonl", "answers.jsonl"):
+        if not (folder / name).is_file():
+            raise JudgetuneError(f"{folder}: missing {name} (expected queries.jsonl, documents.jsonl, answers.jsonl "
+                                 "and optionally expert.jsonl and sizes.json)")
+    problems: list[str] = []
+    queries = {}
+    for where, r in _rows(folder / "queries.jsonl", {"query_id", "text"}, problems):
+        qid, text = _id_field(r, "query_id", where, problems), _text_field(r, "text", where, problems)
+        if qid is not None and text is not None:
+            queries[qid] = text
+    documents = []
+    for where, r in _rows(folder / "documents.jsonl", {"query_id", "doc_id", "text", "judgments"}, problems):
+        qid, doc_id = _id_field(r, "query_id", where, problems), _id_field(r, "doc_id", where, problems)
+        text, judgments = _text_field(r, "text", where, problems), r.get("judgments")
+        if not isinstance(judgments, dict) or not judgments or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in judgments.values()):
+            problems.append(f"{where}: judgments: expected an object of quality dimension -> grade >= 0, "
+                            f"found {json.dumps(judgments)[:80] if 'judgments' in r else 'nothing'}")
+            continue
+        if None not in (qid, doc_id, text):
+            documents.append(Document(qid, doc_id, text, {k: float(v) for k, v in judgments.items()}))
+    answers, counters = [], Counter()
+    for where, r in _rows(folder / "answers.jsonl", {"query_id", "system", "prompt", "text", "answer_id"}, problems):
+        qid, system = _id_field(r, "query_id", where, problems), _text_field(r, "system", where, problems)
+        prompt, text = _text_field(r, "prompt", where, problems), _text_field(r, "text", where, problems)
+        if None in (qid, system, prompt, text):
+            continue
+        counters[(system, qid, prompt)] += 1
+        answer_id = (_id_field(r, "answer_id", where, problems) if "answer_id" in r
+                     else f"{system}_{qid}_{prompt}_{counters[(system, qid, prompt)]}")
+        if answer_id is not None:
+            answers.append(Answer(qid, answer_id, system, prompt, text))
+    expert = {}
+    if (folder / "expert.jsonl").is_file():
+        for where, r in _rows(folder / "expert.jsonl", {"query_id", "ranking"}, problems):
+            qid, ranking = _id_field(r, "query_id", where, problems), r.get("ranking")
+            if not isinstance(ranking, list) or len(ranking) < 2 or not all(isinstance(i, str) for i in ranking) \
+                    or len(set(ranking)) != len(ranking):
+                problems.append(f"{where}: ranking: expected a list of 2 or more distinct item ids, best first")
+            elif qid is not None:
+                expert[qid] = ranking
+    sizes = {}
+    if (folder / "sizes.json").is_file():
+        sizes = json.loads((folder / "sizes.json").read_text(encoding="utf-8"))
+        if not isinstance(sizes, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in sizes.values()):
+            problems.append(f"{folder / 'sizes.json'}: expected an object of system -> parameters in billions (> 0)")
+    if problems:
+        raise DataValidationError(problems)
+    collection = Collection(queries, documents, answers, expert, {k: float(v) for k, v in sizes.items()})
+    collection.check(str(folder))
+    return collection
+
+
+def read_scores(path: str | Path) -> dict[tuple[str, str], float]:
+    """Precomputed ranker scores: JSONL or CSV rows with ``query_id``, ``id`` (a doc or answer id) and ``score``."""
+    path = Path(path)
+    problems: list[str] = []
+    scores = {}
+    if path.suffix == ".csv":
+        with path.open(encoding="utf-8", newline="") as handle:
+            rows = [(f"{path}:{i}", r) for i, r in enumerate(csv.DictReader(handle), 2)]
+    else:
+        rows = [(f"{path}:{line}", r) for line, r in _jsonl_rows(path, problems)]
+    for where, r in rows:
+        qid, item = _id_field(r, "query_id", where, problems), _id_field(r, "id", where, problems)
+        try:
+            score = float(r.get("score"))
+        except (TypeError, ValueError):
+            problems.append(f"{where}: score: expected a number, found {r.get('score')!r}")
+            continue
+        if score != score:
+            problems.append(f"{where}: score: expected a number, found NaN")
+        elif qid is not None and item is not None:
+            scores[(qid, item)] = score
+    if problems:
+        raise DataValidationError(problems)
+    return scores
+
+
+# Parameters in billions of the CLEF eHealth study's LLMs (from their model cards); ChatGPT's is not public.
+CLEF_MODEL_SIZES = {
+    "distilgpt2": 0.082, "gpt2": 0.124, "gpt2-medium": 0.355, "gpt2-large": 0.774, "gpt2-xl": 1.5,
+    "google_flan-t5-small": 0.077, "google_flan-t5-base": 0.248, "google_flan-t5-large": 0.783,
+    "google_flan-t5-xl": 2.85, "meta-llama_Llama-2-7b-chat-hf": 7.0, "meta-llama_Llama-2-13b-chat-hf": 13.0,
+    "tiiuae_falcon-7b-instruct": 7.0,
+}
+ANSWER_SETS = ("top1", "multimedqa")
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    csv.field_size_limit(1 << 30)
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def read_clef_expert(path: Path) -> dict[str, list[str]]:
+    """The medical expert's orderings (Label Studio export): query id -> item ids, best first."""
+    orderings = {}
+    for task in json.loads(path.read_text(encoding="utf-8")):
+        ranking = list(task["annotations"][0]["result"][0]["value"]["ranker"]["rank"])
+        qids = {m.group(1) for i in ranking if (m := re.fullmatch(r".+?_(\d+)_[a-z]+_\d+", i))}
+        if len(qids) != 1:
+            raise JudgetuneError(f"{path}: task {task.get('id')}: cannot tell the query from {ranking}")
+        orderings[qids.pop()] = ranking
+    return orderings
+
+
+def read_clef_ehealth(*, answers: str = "top1", root: Path | None = None, mirror: str | Path | None = None) -> Collection:
+    """The NRP paper's CLEF eHealth 2021 files (catalog source ``nrp-clef-ehealth``).
+
+    Documents: the 5 judged documents per topic whose text ships (relevance, readability, credibility
+    0-2; credibility 3, "unable to judge", is left out). Answers: ``top1`` is the top answer of each of
+    8 LLMs per topic (MultiMedQA prompt), ``multimedqa`` all 10 answers of 13 LLMs per topic. The
+    documents' and top answers' monoT5 scores come as the precomputed ranker ``monot5``.
+    """
+    if answers not in ANSWER_SETS:
+        raise JudgetuneError(f"answers must be one of {ANSWER_SETS}, got {answers!r}")
+    base = datasets.ensure_fetched("nrp-clef-ehealth", root=root, mirror=mirror) / "nrp_webis"
+    judged = {}
+    with (base / "assessments/qrels_cred_read.txt").open(encoding="utf-8") as handle:
+        next(handle)
+        for line in handle:
+            qid, docno, rel, cred, read = line.split()
+            grades = {"relevance": float(rel), "readability": float(read)}
+            if cred != "3":
+                grades["credibility"] = float(cred)
+            judged[(qid, docno)] = grades
+    queries = read_clef_topics(base / "topics/topics.txt")
+    documents, top_answers, monot5 = [], [], {}
+    for path in sorted(base.glob("top_1_answers_with_original_ranking/qid_*.csv"), key=lambda p: int(p.stem[4:])):
+        qid = path.stem[4:]
+        for row in _read_csv(path):
+            monot5[(qid, row["docno"])] = float(row["score"])
+            if (qid, row["docno"]) in judged:
+                documents.append(Document(qid, row["docno"], row["text"], judged[(qid, row["docno"])]))
+            else:
+                top_answers.append(Answer(qid, row["docno"], generated_answer_llm(row["docno"]), "multimedqa", row["text"]))
+    if answers == "top1":
+        chosen = top_answers
+    else:
+        chosen = []
+        for path in sorted(base.glob("generated_answers_multimedqa/*.csv")):
+            for row in _read_csv(path):
+                if row["qid"] not in queries:
+                    continue
+                chosen += [Answer(row["qid"], f"{path.stem}_{row['qid']}_multimedqa_{n}", path.stem, "multimedqa",
+                                  row[f"answer{n}"]) for n in range(1, 11)]
+    with_documents = {d.query_id for d in documents}
+    collection = Collection({q: t for q, t in queries.items() if q in with_documents}, documents,
+                            [a for a in chosen if a.query_id in with_documents],
+                            read_clef_expert(base / "expert_rankings_labelstudio_project151.json"),
+                            dict(CLEF_MODEL_SIZES), {"monot5": monot5})
+    collection.check(str(base))
+    return collection
