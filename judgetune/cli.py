@@ -243,6 +243,72 @@ def _report(args: argparse.Namespace) -> None:
     print(write_report(args.run_dir, storage=args.storage))
 
 
+def _nrp_collection(args: argparse.Namespace):
+    from judgetune import nrp
+
+    if args.data == "nrp-clef-ehealth":
+        collection = nrp.read_clef_ehealth(answers=args.answers, mirror=args.mirror)
+    elif Path(args.data).is_dir():
+        collection = nrp.read_folder(args.data)
+    else:
+        raise JudgetuneError(f"--data {args.data}: expected nrp-clef-ehealth or a folder with queries.jsonl, "
+                             "documents.jsonl and answers.jsonl")
+    queries = set(collection.expert) if args.expert_queries else None
+    if args.queries:
+        queries = set(sorted(queries or collection.queries, key=lambda q: (len(q), q))[:args.queries])
+    return collection.subset(query_ids=queries, samples=args.samples)
+
+
+def _nrp(args: argparse.Namespace) -> None:
+    from judgetune import nrp
+    from judgetune.report._nrp import nrp_by_system, nrp_vs_size
+
+    collection = _nrp_collection(args)
+    rankers = [nrp.make_ranker(spec, collection) for spec in args.ranker]
+    try:
+        result = nrp.run_nrp(collection, rankers, select_by=args.select_by, ties=args.ties, rbo_p=args.rbo_p,
+                             naive=args.naive, n_resamples=args.resamples, seed=args.seed, progress=not args.json)
+    except ValueError as err:
+        raise JudgetuneError(str(err)) from None
+    out = args.out or Path("runs") / f"nrp-{Path(args.data).name}-{result['chosen'].replace(':', '-')}"
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "answers.jsonl").open("w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(a) + "\n" for a in result["answers"])
+    summary = {k: v for k, v in result.items() if k != "answers"}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (out / "nrp_by_system.png").write_bytes(nrp_by_system(result["answers"], result["systems"], seed=args.seed))
+    by_size = nrp_vs_size(result["systems"], collection.sizes)
+    if by_size:
+        (out / "nrp_vs_size.png").write_bytes(by_size)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return
+    dims = collection.dimensions
+    print(f"rankers: nDCG@10 on the judged documents ({len(collection.documents)} in {len(collection.queries)} queries)"
+          + ("; agreement with the expert's orderings" if collection.expert else ""))
+    print(f"  {'name':<24}" + "".join(f"{d:>12}" for d in dims) + f"{'mean':>8}"
+          + (f"{'RBO':>7}{'tau':>7}" if collection.expert else ""))
+    for row in result["rankers"]:
+        mark = "*" if row["name"] == result["chosen"] else " "
+        cells = "".join(f"{row['ndcg@10'][d]:>12.3f}" if row["ndcg@10"][d] is not None else f"{'-':>12}" for d in dims)
+        agreement = row.get("agreement")
+        extra = f"{agreement['rbo']:>7.3f}{agreement['kendall']:>7.3f}" if agreement and agreement["rbo"] is not None else ""
+        print(f"{mark} {row['name']:<24}{cells}{row['mean']:>8.3f}{extra}")
+    placement = result["placement"]
+    print(f"* chosen by {args.select_by}: {result['chosen']}; {len(result['answers'])} answers placed with "
+          f"{placement['ranker_calls']} ranker calls in {placement['seconds']:.2f} s"
+          f"{' (naive re-ranking)' if placement['naive'] else ''}; ties: {result['ties']}")
+    print(f"\n  {'system':<34}{'prompt':<14}{'n':>5}{'failed':>7}{'NRP':>7}  95% interval (queries resampled)")
+    for r in result["systems"]:
+        value = "-" if r["nrp_mean"] is None else f"{r['nrp_mean']:.3f}  [{r['nrp_low']:.3f}, {r['nrp_high']:.3f}]"
+        print(f"  {r['system']:<34}{r['prompt']:<14}{r['n']:>5}{r['failed']:>7}  {value}")
+    agreement = result.get("agreement")
+    if agreement and agreement["rbo"] is not None:
+        print(f"\nagreement of {result['chosen']} with the expert ({agreement['topics']} topics): "
+              f"RBO (p={agreement['p']:g}) {agreement['rbo']:.3f}, Kendall's tau {agreement['kendall']:.3f}")
+    print(f"written: {out}/ (answers.jsonl, summary.json, nrp_by_system.png{', nrp_vs_size.png' if by_size else ''})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="judgetune", description="Tune, calibrate and freeze LLM judges.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -342,6 +408,30 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", type=Path)
     rep.add_argument("--storage")
     rep.set_defaults(handler=_report)
+
+    nrp_cmd = commands.add_parser("nrp", help="rank generated answers among human-judged documents (NRP)")
+    nrp_cmd.add_argument("--data", required=True, metavar="nrp-clef-ehealth|FOLDER",
+                         help="the catalog's CLEF eHealth files, or a folder with queries/documents/answers.jsonl")
+    nrp_cmd.add_argument("--answers", default="top1", choices=("top1", "multimedqa"),
+                         help="CLEF answer set: each LLM's top answer, or all 10 answers of 13 LLMs")
+    nrp_cmd.add_argument("--ranker", action="append", required=True, metavar="NAME",
+                         help="embedding, bm25, judge:CONFIG.json, scores:FILE, or monot5 (CLEF); repeat to compare")
+    nrp_cmd.add_argument("--select-by", default="relevance", metavar="DIMENSION|mean",
+                         help="nDCG@10 dimension that picks the ranker (default relevance)")
+    nrp_cmd.add_argument("--ties", default="answer-first", choices=("answer-first", "document-first"),
+                         help="where an answer goes when it scores exactly as a document")
+    nrp_cmd.add_argument("--rbo-p", type=float, default=1.0, help="RBO persistence (1 = the paper's setting)")
+    nrp_cmd.add_argument("--naive", action="store_true", help="re-rank |D_q|+1 items per answer (for comparison)")
+    nrp_cmd.add_argument("--expert-queries", action="store_true", help="only the queries with an expert ordering")
+    nrp_cmd.add_argument("--queries", type=int, help="at most N queries")
+    nrp_cmd.add_argument("--samples", type=int, help="at most N answers per system x prompt x query")
+    nrp_cmd.add_argument("--out", type=Path, help="output folder (default runs/nrp-DATA-RANKER)")
+    nrp_cmd.add_argument("--resamples", type=int, default=1000)
+    nrp_cmd.add_argument("--seed", type=int, default=0)
+    nrp_cmd.add_argument("--mirror", type=Path)
+    nrp_cmd.add_argument("--json", action="store_true",
+                         help='print {"rankers": [...], "systems": [...], "agreement": {...}}')
+    nrp_cmd.set_defaults(handler=_nrp)
 
     repro = commands.add_parser("reproduce", help="recompute a published table from the raw data (self-check)")
     repro.add_argument("table", choices=sorted(reproduce.TABLES))

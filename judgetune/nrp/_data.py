@@ -69,6 +69,22 @@ class Collection:
         texts.update({(a.query_id, a.answer_id): a.text for a in self.answers})
         return texts
 
+    def subset(self, *, query_ids: set[str] | None = None, samples: int | None = None) -> Collection:
+        """The same collection cut to ``query_ids`` and to the first ``samples`` answers of every
+        system x prompt x query."""
+        keep = set(self.queries) if query_ids is None else set(query_ids) & set(self.queries)
+        seen: Counter[tuple[str, str, str]] = Counter()
+        answers = []
+        for a in self.answers:
+            seen[(a.system, a.prompt, a.query_id)] += 1
+            if a.query_id in keep and (samples is None or seen[(a.system, a.prompt, a.query_id)] <= samples):
+                answers.append(a)
+        kept = {(a.query_id, a.answer_id) for a in answers} | {(d.query_id, d.doc_id) for d in self.documents}
+        return Collection({q: t for q, t in self.queries.items() if q in keep},
+                          [d for d in self.documents if d.query_id in keep], answers,
+                          {q: r for q, r in self.expert.items() if q in keep and all((q, i) in kept for i in r)},
+                          dict(self.sizes), dict(self.scores))
+
     def check(self, where: str) -> None:
         """Every answer and expert ordering belongs to a query that has judged documents; ids are unique."""
         problems = []
@@ -79,12 +95,8 @@ class Collection:
             problems.append(f"{where}: query {qid}: no documents and no answers")
         for qid in sorted(({d.query_id for d in self.documents} | {a.query_id for a in self.answers}) - set(self.queries)):
             problems.append(f"{where}: query {qid}: documents or answers, but no query text")
-        ids = Counter(self.item_texts().keys())
-        n_items = len(self.documents) + len(self.answers)
-        if sum(ids.values()) != n_items or len(ids) != n_items:
-            repeated = Counter([(d.query_id, d.doc_id) for d in self.documents]
-                               + [(a.query_id, a.answer_id) for a in self.answers])
-            problems += [f"{where}: query {q}: id {i!r} used {n} times" for (q, i), n in repeated.items() if n > 1]
+        ids = Counter([(d.query_id, d.doc_id) for d in self.documents] + [(a.query_id, a.answer_id) for a in self.answers])
+        problems += [f"{where}: query {q}: id {i!r} used {n} times" for (q, i), n in ids.items() if n > 1]
         texts = self.item_texts()
         for qid, ranking in self.expert.items():
             missing = [i for i in ranking if (qid, i) not in texts]
