@@ -7,19 +7,6 @@ import json
 import pytest
 
 from judgetune import cli, reproduce
-from judgetune.nrp import answer_nrp, normalized_rank_position, rank_among
-
-
-def test_nrp_formula():
-    assert normalized_rank_position(0, 250) == 1.0
-    assert normalized_rank_position(25, 250) == 0.9
-    assert normalized_rank_position(250, 250) == 0.0
-    assert rank_among(0.5, [0.9, 0.5, 0.1, 0.7]) == 2  # a tie with a document favours the answer
-    assert answer_nrp(0.5, [0.9, 0.5, 0.1, 0.7]) == 0.5
-    with pytest.raises(ValueError):
-        normalized_rank_position(3, 2)
-    with pytest.raises(ValueError):
-        normalized_rank_position(0, 0)
 
 
 def test_nrp_paper_table(data_root):

@@ -128,7 +128,7 @@ class BM25Ranker(Ranker):
         scores = []
         for tokens in self.tokenize([text for _, text in items]):
             tf, norm = Counter(tokens), self.k1 * (1 - self.b + self.b * len(tokens) / self.average_length)
-            scores.append(sum(self.idf(t) * tf[t] * (self.k1 + 1) / (tf[t] + norm) for t in terms if tf[t]))
+            scores.append(float(sum(self.idf(t) * tf[t] * (self.k1 + 1) / (tf[t] + norm) for t in terms if tf[t])))
         return scores
 
 
