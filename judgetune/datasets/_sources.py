@@ -6,7 +6,7 @@ import csv
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from judgetune.datasets._schema import Example, Reference
@@ -149,29 +149,41 @@ def nrp_clef_ehealth(root: Path) -> list[Example]:
     generated answers are unlabeled. ``meta['monot5_score']`` is the paper's monoT5 score.
     """
     base = root / "nrp_webis"
+    judgments = clef_judgments(base)
+    topics = read_clef_topics(base / "topics/topics.txt")
+    examples = []
+    for qid, row in clef_top1_rows(base):
+        judged = judgments.get((qid, row["docno"]))
+        meta = {"docno": row["docno"], "monot5_score": float(row["score"]),
+                "kind": "document" if judged else "generated"}
+        if judged:
+            meta.update(credibility=judged[1], readability=judged[2])
+        else:
+            meta["llm"] = generated_answer_llm(row["docno"])
+        examples.append(Example(id=f"nrp-{qid}/{row['docno']}", question=topics[qid], answer=row["text"],
+                                label=None if judged is None else float(judged[0]), group=qid, meta=meta))
+    return examples
+
+
+def clef_judgments(base: Path) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(topic id, docno) -> (relevance, credibility, readability) from the CLEF eHealth 2021 assessments;
+    credibility 3 means the assessor could not judge it."""
     judgments = {}
     with (base / "assessments/qrels_cred_read.txt").open(encoding="utf-8") as handle:
         next(handle)
         for line in handle:
             qid, docno, rel, cred, read = line.split()
             judgments[(qid, docno)] = (int(rel), int(cred), int(read))
-    topics = read_clef_topics(base / "topics/topics.txt")
-    examples = []
-    for path in sorted(base.glob("top_1_answers_with_original_ranking/qid_*.csv"),
-                       key=lambda p: int(p.stem.split("_")[1])):
-        qid = path.stem.split("_")[1]
+    return judgments
+
+
+def clef_top1_rows(base: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """(topic id, row) of the NRP paper's top-1 files, topics in numeric order: judged documents and
+    each LLM's top answer, with ``docno``, ``text`` and the monoT5 ``score``."""
+    for path in sorted(base.glob("top_1_answers_with_original_ranking/qid_*.csv"), key=lambda p: int(p.stem[4:])):
         with path.open(encoding="utf-8", newline="") as handle:
             for row in csv.DictReader(handle):
-                judged = judgments.get((qid, row["docno"]))
-                meta = {"docno": row["docno"], "monot5_score": float(row["score"]),
-                        "kind": "document" if judged else "generated"}
-                if judged:
-                    meta.update(credibility=judged[1], readability=judged[2])
-                else:
-                    meta["llm"] = generated_answer_llm(row["docno"])
-                examples.append(Example(id=f"nrp-{qid}/{row['docno']}", question=topics[qid], answer=row["text"],
-                                        label=None if judged is None else float(judged[0]), group=qid, meta=meta))
-    return examples
+                yield path.stem[4:], row
 
 
 def generated_answer_llm(docno: str) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from judgetune import datasets
 from judgetune.datasets._readers import _jsonl_rows
-from judgetune.datasets._sources import generated_answer_llm, read_clef_topics
+from judgetune.datasets._sources import clef_judgments, clef_top1_rows, generated_answer_llm, read_clef_topics
 from judgetune.errors import DataValidationError, JudgetuneError
 
 
@@ -177,7 +177,10 @@ def read_folder(folder: str | Path) -> Collection:
                 expert[qid] = ranking
     sizes = {}
     if (folder / "sizes.json").is_file():
-        sizes = json.loads((folder / "sizes.json").read_text(encoding="utf-8"))
+        try:
+            sizes = json.loads((folder / "sizes.json").read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise JudgetuneError(f"{folder / 'sizes.json'}: line {err.lineno}: not JSON ({err.msg})") from None
         if not isinstance(sizes, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in sizes.values()):
             problems.append(f"{folder / 'sizes.json'}: expected an object of system -> parameters in billions (> 0)")
     if problems:
@@ -224,7 +227,6 @@ ANSWER_SETS = ("top1", "multimedqa")
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
-    csv.field_size_limit(1 << 30)
     with path.open(encoding="utf-8", newline="") as handle:
         return list(csv.DictReader(handle))
 
@@ -253,24 +255,17 @@ def read_clef_ehealth(*, answers: str = "top1", root: Path | None = None, mirror
         raise JudgetuneError(f"answers must be one of {ANSWER_SETS}, got {answers!r}")
     base = datasets.ensure_fetched("nrp-clef-ehealth", root=root, mirror=mirror) / "nrp_webis"
     judged = {}
-    with (base / "assessments/qrels_cred_read.txt").open(encoding="utf-8") as handle:
-        next(handle)
-        for line in handle:
-            qid, docno, rel, cred, read = line.split()
-            grades = {"relevance": float(rel), "readability": float(read)}
-            if cred != "3":
-                grades["credibility"] = float(cred)
-            judged[(qid, docno)] = grades
+    for key, (rel, cred, read) in clef_judgments(base).items():
+        judged[key] = {"relevance": float(rel), "readability": float(read),
+                       **({"credibility": float(cred)} if cred != 3 else {})}
     queries = read_clef_topics(base / "topics/topics.txt")
     documents, top_answers, monot5 = [], [], {}
-    for path in sorted(base.glob("top_1_answers_with_original_ranking/qid_*.csv"), key=lambda p: int(p.stem[4:])):
-        qid = path.stem[4:]
-        for row in _read_csv(path):
-            monot5[(qid, row["docno"])] = float(row["score"])
-            if (qid, row["docno"]) in judged:
-                documents.append(Document(qid, row["docno"], row["text"], judged[(qid, row["docno"])]))
-            else:
-                top_answers.append(Answer(qid, row["docno"], generated_answer_llm(row["docno"]), "multimedqa", row["text"]))
+    for qid, row in clef_top1_rows(base):
+        monot5[(qid, row["docno"])] = float(row["score"])
+        if (qid, row["docno"]) in judged:
+            documents.append(Document(qid, row["docno"], row["text"], judged[(qid, row["docno"])]))
+        else:
+            top_answers.append(Answer(qid, row["docno"], generated_answer_llm(row["docno"]), "multimedqa", row["text"]))
     if answers == "top1":
         chosen = top_answers
     else:
