@@ -412,8 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
     nrp_cmd = commands.add_parser("nrp", help="rank generated answers among human-judged documents (NRP)")
     nrp_cmd.add_argument("--data", required=True, metavar="nrp-clef-ehealth|FOLDER",
                          help="the catalog's CLEF eHealth files, or a folder with queries/documents/answers.jsonl")
-    nrp_cmd.add_argument("--answers", default="top1", choices=("top1", "multimedqa"),
-                         help="CLEF answer set: each LLM's top answer, or all 10 answers of 13 LLMs")
+    nrp_cmd.add_argument("--answers", default="top1", choices=("top1", "multimedqa", "prompts"),
+                         help="CLEF answers: each LLM's top one (8 LLMs), all 10 of 13 LLMs (MultiMedQA prompt), "
+                              "or all 10 of 8 LLMs under each of 4 prompts")
     nrp_cmd.add_argument("--ranker", action="append", required=True, metavar="NAME",
                          help="embedding, bm25, judge:CONFIG.json, scores:FILE, or monot5 (CLEF); repeat to compare")
     nrp_cmd.add_argument("--select-by", default="relevance", metavar="DIMENSION|mean",

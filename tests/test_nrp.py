@@ -220,6 +220,13 @@ def test_clef_reader_counts(data_root):
     assert len({a.system for a in full.answers}) == 13 and len(full.answers) == 13 * 50 * 10
     texts = full.item_texts()
     assert all((q, i) in texts for q, r in full.expert.items() for i in r)  # expert items are in the full set too
+    prompts = read_clef_ehealth(answers="prompts", root=data_root)
+    assert len(prompts.answers) == 8 * 4 * 50 * 10
+    assert {a.prompt for a in prompts.answers} == {"multimedqa", "question", "q", "no_prompt"}
+    assert all((a.query_id, a.answer_id) in prompts.scores["monot5"] for a in prompts.answers)
+    top_answer = top1.answers[0]  # the top-1 file and the ranking file agree on its monoT5 score
+    assert prompts.scores["monot5"][(top_answer.query_id, top_answer.answer_id)] == \
+        top1.scores["monot5"][(top_answer.query_id, top_answer.answer_id)]
 
 
 def test_nrp_with_the_shipped_monot5_scores_gives_the_papers_picture(data_root, tmp_path, capsys, monkeypatch):

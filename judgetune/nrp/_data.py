@@ -223,7 +223,7 @@ CLEF_MODEL_SIZES = {
     "google_flan-t5-xl": 2.85, "meta-llama_Llama-2-7b-chat-hf": 7.0, "meta-llama_Llama-2-13b-chat-hf": 13.0,
     "tiiuae_falcon-7b-instruct": 7.0,
 }
-ANSWER_SETS = ("top1", "multimedqa")
+ANSWER_SETS = ("top1", "multimedqa", "prompts")
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
@@ -248,8 +248,9 @@ def read_clef_ehealth(*, answers: str = "top1", root: Path | None = None, mirror
 
     Documents: the 5 judged documents per topic whose text ships (relevance, readability, credibility
     0-2; credibility 3, "unable to judge", is left out). Answers: ``top1`` is the top answer of each of
-    8 LLMs per topic (MultiMedQA prompt), ``multimedqa`` all 10 answers of 13 LLMs per topic. The
-    documents' and top answers' monoT5 scores come as the precomputed ranker ``monot5``.
+    8 LLMs per topic (MultiMedQA prompt); ``multimedqa`` all 10 answers of 13 LLMs per topic;
+    ``prompts`` all 10 answers of the 8 ranked LLMs under each of the paper's 4 prompts. The monoT5
+    scores shipped for the documents and answers come as the precomputed ranker ``monot5``.
     """
     if answers not in ANSWER_SETS:
         raise JudgetuneError(f"answers must be one of {ANSWER_SETS}, got {answers!r}")
@@ -268,6 +269,14 @@ def read_clef_ehealth(*, answers: str = "top1", root: Path | None = None, mirror
             top_answers.append(Answer(qid, row["docno"], generated_answer_llm(row["docno"]), "multimedqa", row["text"]))
     if answers == "top1":
         chosen = top_answers
+    elif answers == "prompts":
+        chosen = []
+        for path in sorted(base.glob("monot5_rankings/*_rankings.csv")):
+            system = path.name[:-len("_rankings.csv")]
+            for row in _read_csv(path):
+                answer_id = f"{system}_{row['qid']}_{row['prompt']}_{row['answer_number']}"
+                chosen.append(Answer(row["qid"], answer_id, system, row["prompt"], row["text"]))
+                monot5[(row["qid"], answer_id)] = float(row["score"])
     else:
         chosen = []
         for path in sorted(base.glob("generated_answers_multimedqa/*.csv")):

@@ -53,7 +53,7 @@ def nrp_vs_size(systems: Sequence[dict], sizes: dict[str, float]) -> bytes | Non
         ax.errorbar(x, y, yerr=[[r["nrp_mean"] - r["nrp_low"] for r in series],
                                 [r["nrp_high"] - r["nrp_mean"] for r in series]], fmt="o", color=f"C{k % 10}",
                     capsize=3, label=prompt)
-        for r in series:
+        for r in series if k == 0 else ():  # one label per system
             ax.annotate(r["system"], (sizes[r["system"]], r["nrp_mean"]), fontsize=6, xytext=(3, 3),
                         textcoords="offset points")
     ax.set_xscale("log")
