@@ -3,8 +3,9 @@
 1. Rankers: the shipped monoT5 scores, BM25, the bundled MiniLM embedding and (with --judge) a frozen
    judge from the tuner; nDCG@10 per quality dimension on the judged documents and agreement with the
    expert's orderings (RBO p=1, Kendall's tau).
-2. NRP per LLM with each ranker on the top-1 answers (8 LLMs x 50 topics), and how close each
-   ranker's ordering of the LLMs is to monoT5's (Kendall's tau between the mean NRPs).
+2. NRP per LLM with each ranker on the top-1 answers (8 LLMs x 50 topics), and per LLM x prompt on
+   the answers under the paper's 4 prompts (2 answers per LLM, prompt and topic with --quick), and how
+   close each ranker's ordering is to monoT5's (Kendall's tau between the mean NRPs).
 3. Efficiency: the answers placed with one ranker call each among cached document scores, against
    re-ranking |D_q| + 1 items per answer, on the full answer set (13 LLMs x 10 answers x the topics
    kept); calls and seconds, and the ratio. A fresh ranker for each timing (no cache carried over).
@@ -79,6 +80,11 @@ def main() -> None:
         runs += nrp_by_ranker(subset, ["monot5", f"judge:{args.judge}", "bm25", "embedding"])
         for run in runs[-4:]:
             run["topics"] = "expert topics"
+    prompts = nrp.read_clef_ehealth(answers="prompts").subset(samples=2 if args.quick else None)
+    prompt_runs = nrp_by_ranker(prompts, ["monot5", "bm25", "embedding"])
+    for run in prompt_runs:
+        run["topics"] = f"all topics, 4 prompts, {'2' if args.quick else '10'} answers each"
+    runs += prompt_runs
     speed = []
     if not args.no_efficiency:
         full = nrp.read_clef_ehealth(answers="multimedqa")
@@ -90,7 +96,7 @@ def main() -> None:
     table = []
     for run in runs:
         topics = run.get("topics", "all topics")
-        means = {r["system"]: r["nrp_mean"] for r in run["systems"]}
+        means = {(r["system"], r["prompt"]): r["nrp_mean"] for r in run["systems"]}
         if run["chosen"] == "monot5":  # each group of runs starts with monoT5: the reference order
             reference.setdefault(topics, means)
         ref = reference[topics]
@@ -99,8 +105,8 @@ def main() -> None:
         ranker_row = run["rankers"][0]
         table.append({"ranker": run["chosen"], "topics": topics, "ndcg@10": ranker_row["ndcg@10"],
                       "expert": ranker_row.get("agreement"), "systems": run["systems"],
-                      "kendall_vs_monot5_system_order": float(tau), "seconds": run["seconds"],
-                      "ranker_calls": run["ranker_calls"]})
+                      "kendall_vs_monot5_system_order": float(tau), "answers": len(run["answers"]),
+                      "seconds": run["seconds"], "ranker_calls": run["ranker_calls"]})
     if args.json:
         print(json.dumps({"rankers": table, "efficiency": speed}, indent=2))
         return
@@ -109,10 +115,11 @@ def main() -> None:
         e = row["expert"] or {}
         print(f"\n{row['ranker']} ({row['topics']}): nDCG@10 relevance {n['relevance']:.3f}, readability "
               f"{n['readability']:.3f}, credibility {n['credibility']:.3f}; expert RBO {e.get('rbo', 0):.3f}, "
-              f"tau {e.get('kendall', 0):.3f} ({e.get('topics')} topics); LLM order vs monoT5: Kendall "
+              f"tau {e.get('kendall', 0):.3f} ({e.get('topics')} topics); LLM x prompt order vs monoT5: Kendall "
               f"{row['kendall_vs_monot5_system_order']:.3f}; {row['ranker_calls']} calls, {row['seconds']:.1f} s")
         for s in row["systems"]:
-            print(f"    {s['system']:<34} n={s['n']:<4} NRP {s['nrp_mean']:.3f} [{s['nrp_low']:.3f}, {s['nrp_high']:.3f}]")
+            print(f"    {s['system']:<32} {s['prompt']:<11} n={s['n']:<4} NRP {s['nrp_mean']:.3f} "
+                  f"[{s['nrp_low']:.3f}, {s['nrp_high']:.3f}]")
     if speed:
         print("\nefficiency (full answer set: 13 LLMs x 10 answers per topic)")
     for row in speed:
