@@ -37,7 +37,7 @@ def parse_fact_list(text: str, *, max_facts: int) -> list[str]:
     if start < 0 or end < start:
         raise ValueError(f"no JSON array in {text[:200]!r}")
     try:
-        facts = json.loads(text[start:end + 1])
+        facts = json.loads(text[start:end + 1], strict=False)  # llama.cpp's JSON grammar lets raw newlines into strings
     except json.JSONDecodeError as err:
         raise ValueError(f"invalid JSON array ({err.msg}) in {text[:200]!r}") from None
     if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
@@ -93,9 +93,13 @@ class FactCheckJudge(LMJudge):
 
         return (text(source), text(target)) if text(source) and text(target) else None
 
-    def extract_facts(self, source: str) -> tuple[list[str], dict]:
-        """The facts of ``source`` and the tokens spent. Raises ValueError when the list is unreadable."""
-        messages = [{"role": "system", "content": EXTRACT_INSTRUCTION}, {"role": "user", "content": f"Text: {source}"}]
+    def extract_facts(self, source: str, *, question: str | None = None) -> tuple[list[str], dict]:
+        """The facts of ``source`` and the tokens spent; ``question``, when given, is shown as what the
+        text answers (so that "Yes, it does" yields a self-contained fact). Raises ValueError when the
+        list is unreadable."""
+        asked = f"Question the text answers: {question}\n\n" if question else ""
+        messages = [{"role": "system", "content": EXTRACT_INSTRUCTION},
+                    {"role": "user", "content": f"{asked}Text: {source}"}]
         max_facts = self.params["max_facts"]
         # a token holds at least one character: this budget always fits a schema-constrained answer
         budget = max_facts * (MAX_FACT_CHARS + 4) + 4
@@ -122,6 +126,11 @@ class FactCheckJudge(LMJudge):
                        else "1 (none of the source's information is in the text) to 5 (all of it is)")
         return self.ask({"source": source, "text": target}, "verdict", description, labels, values, demos)
 
+    def check_fact(self, text: str, fact: str) -> Verdict:
+        """Is ``fact`` supported by ``text``: ``distribution["1"]`` is p("1") renormalized over "1" and "0"
+        (the score too, unless the judge's ``scoring`` is argmax)."""
+        return self.ask({"text": text, "fact": fact}, "supported", "1 or 0", ["1", "0"], [1.0, 0.0])
+
     def _iterative(self, source: str, target: str) -> Verdict:
         try:
             facts, usage = self.extract_facts(source)
@@ -129,7 +138,7 @@ class FactCheckJudge(LMJudge):
             return Verdict.failed(f"fact extraction: {err}")
         scores = []
         for fact in facts:
-            verdict = self.ask({"text": target, "fact": fact}, "supported", "1 or 0", ["1", "0"], [1.0, 0.0])
+            verdict = self.check_fact(target, fact)
             usage = add_usage(usage, verdict.usage)
             if not verdict.parsed:
                 return Verdict.failed(f"checking {fact!r}: {verdict.raw}", usage=usage, detail={"facts": facts})
