@@ -14,6 +14,7 @@ answer, checked in the context: is the answer backed by its source).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from judgetune.datasets import Example
 from judgetune.judges._base import LMJudge, nearest_label
@@ -93,13 +94,19 @@ class FactCheckJudge(LMJudge):
 
         return (text(source), text(target)) if text(source) and text(target) else None
 
-    def extract_facts(self, source: str, *, question: str | None = None) -> tuple[list[str], dict]:
-        """The facts of ``source`` and the tokens spent; ``question``, when given, is shown as what the
-        text answers (so that "Yes, it does" yields a self-contained fact). Raises ValueError when the
-        list is unreadable."""
+    def extract_facts(self, source: str, *, question: str | None = None,
+                      demos: Sequence[tuple[str, Sequence[str]]] = ()) -> tuple[list[str], dict]:
+        """The facts of ``source`` and the tokens spent. Raises ValueError when the list is unreadable.
+
+        ``question``, when given, is shown as what the text answers (so that "Yes, it does" yields a
+        self-contained fact); ``demos`` are worked examples ``(text, facts)`` shown as earlier turns.
+        """
+        messages = [{"role": "system", "content": EXTRACT_INSTRUCTION}]
+        for text, facts in demos:
+            messages += [{"role": "user", "content": f"Text: {text}"},
+                         {"role": "assistant", "content": json.dumps(list(facts), ensure_ascii=False)}]
         asked = f"Question the text answers: {question}\n\n" if question else ""
-        messages = [{"role": "system", "content": EXTRACT_INSTRUCTION},
-                    {"role": "user", "content": f"{asked}Text: {source}"}]
+        messages.append({"role": "user", "content": f"{asked}Text: {source}"})
         max_facts = self.params["max_facts"]
         # a token holds at least one character: this budget always fits a schema-constrained answer
         budget = max_facts * (MAX_FACT_CHARS + 4) + 4
