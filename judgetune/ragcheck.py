@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from judgetune import datasets
 from judgetune.datasets import RagItem, read_rag_items
 from judgetune.judges import FactCheckJudge
 from judgetune.lm import JudgeLM
@@ -251,7 +252,8 @@ def check_claims(items: Sequence[RagItem], checker: FactCheckJudge, *, progress:
 
     Extractions and checks are deduplicated across items and run in batches through the checker's LM
     (in threads on a server); checks are ordered by reference text, so that an in-process model reuses
-    the text's KV cache. Every answer is cached on disk by the LM. A text that is empty has no claims.
+    the text's KV cache. Every answer is cached on disk by the LM. A blank text has no claims and
+    entails none (p = 0, no LM call: an empty response covers no gold claim).
     An unreadable claim list, or a check whose labels got no probability, fails its item with the reason.
     """
     texts = list(dict.fromkeys((text, item.query) for item in items for text in (item.response, item.gold_answer)
@@ -294,10 +296,11 @@ def check_claims(items: Sequence[RagItem], checker: FactCheckJudge, *, progress:
 
 def _needed(item: RagItem, response_claims: list[str], gold_claims: list[str]) -> list[tuple[str, str]]:
     """The (reference text, claim) checks of an item: response claims against the gold answer and each
-    chunk, gold claims against the response and each chunk."""
+    chunk, gold claims against the response and each chunk. A blank text entails nothing: not asked."""
     chunks = item.chunks or ()
-    return ([(reference, claim) for claim in response_claims for reference in (item.gold_answer, *chunks)]
-            + [(reference, claim) for claim in gold_claims for reference in (item.response, *chunks)])
+    return [(reference, claim) for claims, references in ((response_claims, (item.gold_answer, *chunks)),
+                                                          (gold_claims, (item.response, *chunks)))
+            for claim in claims for reference in references if reference.strip()]
 
 
 def _fill(item: RagItem, response_claims: list[str], gold_claims: list[str], verdicts: dict,
@@ -314,7 +317,8 @@ def _fill(item: RagItem, response_claims: list[str], gold_claims: list[str], ver
             return ItemChecks(item, error=f"checking claim {claim!r}: {why}", usage=usage)
 
     def matrix(claims: list[str], references: Sequence[str]) -> np.ndarray:
-        return np.array([[verdicts[(r, c)].value.distribution["1"] for r in references] for c in claims],
+        return np.array([[verdicts[(r, c)].value.distribution["1"] if r.strip() else 0.0 for r in references]
+                         for c in claims],
                         dtype=float).reshape(len(claims), len(references))
 
     chunks = item.chunks
@@ -351,6 +355,14 @@ RAGCHECKER_EXAMPLES = "ragchecker/examples_checking_inputs.json"
 RAGCHECKER_EXAMPLE_OUTPUTS = "ragchecker/examples_checking_outputs.json"
 RAGCHECKER_NAMES = {"noise_sensitivity_in_relevant": "noise_sensitivity_relevant",
                     "noise_sensitivity_in_irrelevant": "noise_sensitivity_irrelevant"}
+
+
+def read_items(data: str | Path, *, root: Path | None = None, mirror: str | Path | None = None) -> list[RagItem]:
+    """The items of a JSON/JSONL file, or of RAGChecker's two example inputs for ``ragchecker-examples``
+    (fetched with the ``ragchecker`` catalog source)."""
+    if str(data) == "ragchecker-examples":
+        data = datasets.ensure_fetched("ragchecker", root=root, mirror=mirror) / RAGCHECKER_EXAMPLES
+    return read_rag_items(data)
 
 
 def read_ragchecker_outputs(path: str | Path) -> list[tuple[RagItem, ClaimChecks, dict[str, float]]]:
