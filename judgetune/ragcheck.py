@@ -240,6 +240,10 @@ class ItemChecks:
     error: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if (self.checks is None) == (self.error is None):
+            raise ValueError("an ItemChecks holds either checks or an error")
+
 
 def default_checker(lm: JudgeLM, *, max_claims: int = 12) -> FactCheckJudge:
     """The fact-check judge with its entailment instruction: at most ``max_claims`` claims per text."""
