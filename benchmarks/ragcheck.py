@@ -71,21 +71,25 @@ def meta_evaluation(checker, instances: list[int], threshold: float, resamples: 
     rows = [_published_row("RAGChecker, published (Llama3-70B, 280 instances)", human=False),
             _row("RAGChecker's released scores, same instances", {d: {i: theirs[d][i] for i in instances}
                                                                     for d in DIMENSIONS}, labels, resamples, seed)]
+    # An empty response has recall 0 and every human prefers the other one: those few instances alone
+    # can make a correlation, so every row is also computed without them.
+    answered = [i for i in instances if labels[1][i].answer.strip() and labels[1][i].answer_b.strip()]
     for name, t in ((f"ours, entailed at p >= {threshold:g}", threshold), ("ours, probabilities", None)):
-        deltas, undefined = {}, {}
-        for dimension, metric in DIMENSIONS.items():
-            deltas[dimension], undefined[dimension] = {}, 0
-            for i in instances:
-                one, two = by_id[f"{i}-model1"], by_id[f"{i}-model2"]
-                if one.checks is None or two.checks is None:
-                    continue
-                a = ragcheck.item_metrics(one.checks, threshold=t)[metric]
-                b = ragcheck.item_metrics(two.checks, threshold=t)[metric]
-                if a is None or b is None:
-                    undefined[dimension] += 1
-                else:
-                    deltas[dimension][i] = b - a
-        rows.append({**_row(name, deltas, labels, resamples, seed), "undefined": undefined})
+        for subset, suffix in ((instances, ""), (answered, f", both responses non-empty ({len(answered)})")):
+            deltas, undefined = {}, {}
+            for dimension, metric in DIMENSIONS.items():
+                deltas[dimension], undefined[dimension] = {}, 0
+                for i in subset:
+                    one, two = by_id[f"{i}-model1"], by_id[f"{i}-model2"]
+                    if one.checks is None or two.checks is None:
+                        continue
+                    a = ragcheck.item_metrics(one.checks, threshold=t)[metric]
+                    b = ragcheck.item_metrics(two.checks, threshold=t)[metric]
+                    if a is None or b is None:
+                        undefined[dimension] += 1
+                    else:
+                        deltas[dimension][i] = b - a
+            rows.append({**_row(name + suffix, deltas, labels, resamples, seed), "undefined": undefined})
     rows.append(_published_row("annotator 1 vs annotator 2, published (280 instances)", human=True))
     rows.append({"name": "annotator 1 vs annotator 2, same instances",
                  **{f"{d}_{m}": _x100(reproduce.annotator_agreement(labels, d, instances, m))
@@ -166,7 +170,8 @@ def print_report(out: dict) -> None:
             if interval:
                 cell += f" [{_fmt(interval[0])}, {_fmt(interval[1])}]"
             cells.append(cell)
-        extra = f" (undefined: {row['undefined']})" if any(row.get("undefined", {}).values()) else ""
+        undefined = ", ".join(f"{d} {n}" for d, n in row.get("undefined", {}).items() if n)
+        extra = f" (instances left out, a metric undefined: {undefined})" if undefined else ""
         print(f"| {row['name']}{extra} | {' | '.join(cells)} |")
 
 
