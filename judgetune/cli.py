@@ -237,6 +237,48 @@ def _compare(args: argparse.Namespace) -> None:
               f"Wilcoxon p = {'-' if p is None else f'{p:.3g}'}")
 
 
+def _ragcheck(args: argparse.Namespace) -> None:
+    from judgetune import ragcheck
+    from judgetune.lm import load_lm
+
+    items = ragcheck.read_items(args.data, mirror=args.mirror)
+    lm = load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache)
+    try:
+        try:
+            checker = ragcheck.default_checker(lm, max_claims=args.max_claims)
+        except ValueError as err:  # --max-claims out of range
+            raise JudgetuneError(str(err)) from None
+        results = ragcheck.check_claims(items, checker, progress=not args.json)
+    finally:
+        lm.close()
+    out = ragcheck.report(results, threshold=args.threshold)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    for item in out["items"]:
+        if item["parsed"]:
+            e = item["entailment"]
+            print(f"{item['id']}: {len(e['response_claims'])} response claims, {len(e['gold_claims'])} gold claims, "
+                  f"{'no' if item['chunks'] is None else item['chunks']} chunks")
+        else:
+            print(f"{item['id']}: FAILED: {item['error']}")
+    print(f"\n{len(items)} items, {out['failed']} failed; entailed when p >= {args.threshold:g}; x100, "
+          "mean over the items where defined")
+    for group, names in (("overall", ragcheck.OVERALL), ("retriever", ragcheck.RETRIEVER),
+                         ("generator", ragcheck.GENERATOR)):
+        for name in names:
+            value = out["aggregate"][name]
+            shown = "-" if value is None else f"{100 * value:.1f}"
+            print(f"  {group:<9}  {name:<28} {shown:>6}  ({out['defined'][name]} items)")
+
+
+def _threshold(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text}")
+    return value
+
+
 def _report(args: argparse.Namespace) -> None:
     from judgetune.report import write_report
 
@@ -403,6 +445,18 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--mirror", type=Path)
     compare.add_argument("--json", action="store_true")
     compare.set_defaults(handler=_compare)
+
+    rag = commands.add_parser("ragcheck", help="RAGChecker's claim-level metrics for a RAG system's answers")
+    rag.add_argument("--data", required=True, metavar="FILE|ragchecker-examples",
+                     help="JSON or JSONL items: query, gt_answer, response, retrieved_context (RAGChecker's layout)")
+    rag.add_argument("--lm", default="local:smollm2", help="LM spec for claim extraction and checking")
+    rag.add_argument("--api-base", help="server URL for an openai/MODEL spec")
+    rag.add_argument("--threshold", type=_threshold, default=0.5, help="a claim is entailed when p(entailed) >= this")
+    rag.add_argument("--max-claims", type=int, default=12, help="claims extracted per text (2-12)")
+    rag.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
+    rag.add_argument("--mirror", type=Path, help="local copy to fetch the catalog's RAGChecker files from")
+    rag.add_argument("--json", action="store_true", help='print {"items": [...], "aggregate": {precision, ...}}')
+    rag.set_defaults(handler=_ragcheck)
 
     rep = commands.add_parser("report", help="rebuild runs/NAME/report.html")
     rep.add_argument("run_dir", type=Path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,51 @@ RAGCHECKER_TABLE = {  # dimension -> RAGChecker metric, (Pearson, Spearman) x100
 }
 
 
+def ragchecker_labels(root: Path | None = None) -> dict[int, dict[int, datasets.Example]]:
+    """The RAGChecker meta-evaluation's human labels: annotator (1, 2) -> instance id -> Example."""
+    by_annotator: dict[int, dict[int, datasets.Example]] = {1: {}, 2: {}}
+    for e in datasets.load("ragchecker", root=root):
+        by_annotator[e.meta["annotator"]][e.meta["instance_id"]] = e
+    if sorted(by_annotator[1]) != sorted(by_annotator[2]):
+        raise ValueError("ragchecker: the two annotators do not cover the same instances")
+    return by_annotator
+
+
+def preference_pairs(delta: Mapping[int, float], labels: dict[int, dict[int, datasets.Example]],
+                     dimension: str) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """RAGChecker's meta-evaluation pairing of a metric with the human preference labels.
+
+    ``delta`` maps instance ids to the metric difference model2 - model1. The differences are min-max
+    mapped to [-2, 2] over the instances given (all 0 when they are constant) and each is paired with
+    both annotators' ``dimension`` label (correctness, completeness or overall). Returns the scores,
+    the labels and the instance of each pair (to resample instances as groups).
+    """
+    instances = sorted(delta)
+    values = np.array([delta[i] for i in instances], dtype=float)
+    score = (rescale(values, (values.min(), values.max()), (-2, 2)) if np.ptp(values) > 0
+             else np.zeros_like(values))
+    gold = np.array([labels[a][i].meta[dimension] for a in (1, 2) for i in instances], dtype=float)
+    return np.concatenate([score, score]), gold, instances * 2
+
+
+def annotator_agreement(labels: dict[int, dict[int, datasets.Example]], dimension: str, instances: Sequence[int],
+                        method: str) -> float | None:
+    """Correlation of annotator 1's ``dimension`` labels with annotator 2's over ``instances``."""
+    return correlation([labels[1][i].meta[dimension] for i in instances],
+                       [labels[2][i].meta[dimension] for i in instances], method)
+
+
+def ragchecker_deltas(root: Path | None = None) -> dict[str, dict[int, float]]:
+    """RAGChecker's own metric difference model2 - model1 per dimension and instance, from its released
+    meta-evaluation output (precision for correctness, recall for completeness, F1 for overall)."""
+    base = datasets.ensure_fetched("ragchecker", root=root) / "ragchecker"
+    with (base / "baseline_ragchecker.json").open(encoding="utf-8") as handle:
+        rows = json.load(handle)
+    return {dimension: {r["instance_id"]: r["model2"]["ragchecker"][f"{dimension}_label"]
+                        - r["model1"]["ragchecker"][f"{dimension}_label"] for r in rows}
+            for dimension in RAGCHECKER_TABLE}
+
+
 def ragchecker(root: Path | None = None) -> dict:
     """RAGChecker Table 2: correlation of its metric with the human preference labels.
 
@@ -87,31 +133,20 @@ def ragchecker(root: Path | None = None) -> dict:
     completeness, F1 for overall), min-max mapped to [-2, 2], paired with both annotators' labels
     (560 pairs); the human row correlates annotator 1 with annotator 2 over the 280 instances.
     """
-    examples = datasets.load("ragchecker", root=root)
-    base = datasets.ensure_fetched("ragchecker", root=root) / "ragchecker"
-    with (base / "baseline_ragchecker.json").open(encoding="utf-8") as handle:
-        metric_rows = {r["instance_id"]: r for r in json.load(handle)}
-    by_annotator = {1: {}, 2: {}}
-    for e in examples:
-        by_annotator[e.meta["annotator"]][e.meta["instance_id"]] = e
-    instances = sorted(by_annotator[1])
-    if sorted(by_annotator[2]) != instances or sorted(metric_rows) != instances:
-        raise ValueError("ragchecker: annotators and metric file do not cover the same instances")
+    labels = ragchecker_labels(root)
+    deltas = ragchecker_deltas(root)
+    instances = sorted(labels[1])
     rows = []
     for dimension, (metric, published, human) in RAGCHECKER_TABLE.items():
-        delta = np.array([metric_rows[i]["model2"]["ragchecker"][f"{dimension}_label"]
-                          - metric_rows[i]["model1"]["ragchecker"][f"{dimension}_label"] for i in instances])
-        score = rescale(delta, (delta.min(), delta.max()), (-2, 2))
-        pred = np.concatenate([score, score])
-        gold = np.array([by_annotator[a][i].meta[dimension] for a in (1, 2) for i in instances], dtype=float)
-        first = [by_annotator[1][i].meta[dimension] for i in instances]
-        second = [by_annotator[2][i].meta[dimension] for i in instances]
+        if sorted(deltas[dimension]) != instances:
+            raise ValueError("ragchecker: annotators and metric file do not cover the same instances")
+        pred, gold, _ = preference_pairs(deltas[dimension], labels, dimension)
         for method, k in (("pearson", 0), ("spearman", 1)):
             rows.append(_row(f"RAGChecker {metric} vs human {dimension}: {method} x100", published[k],
                              100 * correlation(pred, gold, method), 2))
         for method, k in (("pearson", 0), ("spearman", 1)):
             rows.append(_row(f"annotator 1 vs annotator 2 {dimension}: {method} x100", human[k],
-                             100 * correlation(first, second, method), 2))
+                             100 * annotator_agreement(labels, dimension, instances, method), 2))
     return {"rows": rows}
 
 

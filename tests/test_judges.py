@@ -189,6 +189,7 @@ def test_fact_list_parsing():
     assert parse_fact_list('["A is B.", " ", "C is D."]', max_facts=5) == ["A is B.", "C is D."]
     assert parse_fact_list('Facts: ["x"] done', max_facts=5) == ["x"]
     assert parse_fact_list(json.dumps([f"f{i}" for i in range(9)]), max_facts=3) == ["f0", "f1", "f2"]
+    assert parse_fact_list('[ "Raw\nnewline." ," \n" ]', max_facts=5) == ["Raw\nnewline."]  # llama.cpp's grammar
     for bad in ("no list", "[1, 2]", "[]", '["a", ', "{}"):
         with pytest.raises(ValueError):
             parse_fact_list(bad, max_facts=5)

@@ -14,6 +14,7 @@ answer, checked in the context: is the answer backed by its source).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from judgetune.datasets import Example
 from judgetune.judges._base import LMJudge, nearest_label
@@ -37,7 +38,7 @@ def parse_fact_list(text: str, *, max_facts: int) -> list[str]:
     if start < 0 or end < start:
         raise ValueError(f"no JSON array in {text[:200]!r}")
     try:
-        facts = json.loads(text[start:end + 1])
+        facts = json.loads(text[start:end + 1], strict=False)  # llama.cpp's JSON grammar lets raw newlines into strings
     except json.JSONDecodeError as err:
         raise ValueError(f"invalid JSON array ({err.msg}) in {text[:200]!r}") from None
     if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
@@ -93,9 +94,19 @@ class FactCheckJudge(LMJudge):
 
         return (text(source), text(target)) if text(source) and text(target) else None
 
-    def extract_facts(self, source: str) -> tuple[list[str], dict]:
-        """The facts of ``source`` and the tokens spent. Raises ValueError when the list is unreadable."""
-        messages = [{"role": "system", "content": EXTRACT_INSTRUCTION}, {"role": "user", "content": f"Text: {source}"}]
+    def extract_facts(self, source: str, *, question: str | None = None,
+                      demos: Sequence[tuple[str, Sequence[str]]] = ()) -> tuple[list[str], dict]:
+        """The facts of ``source`` and the tokens spent. Raises ValueError when the list is unreadable.
+
+        ``question``, when given, is shown as what the text answers (so that "Yes, it does" yields a
+        self-contained fact); ``demos`` are worked examples ``(text, facts)`` shown as earlier turns.
+        """
+        messages = [{"role": "system", "content": EXTRACT_INSTRUCTION}]
+        for text, facts in demos:
+            messages += [{"role": "user", "content": f"Text: {text}"},
+                         {"role": "assistant", "content": json.dumps(list(facts), ensure_ascii=False)}]
+        asked = f"Question the text answers: {question}\n\n" if question else ""
+        messages.append({"role": "user", "content": f"{asked}Text: {source}"})
         max_facts = self.params["max_facts"]
         # a token holds at least one character: this budget always fits a schema-constrained answer
         budget = max_facts * (MAX_FACT_CHARS + 4) + 4
@@ -122,6 +133,11 @@ class FactCheckJudge(LMJudge):
                        else "1 (none of the source's information is in the text) to 5 (all of it is)")
         return self.ask({"source": source, "text": target}, "verdict", description, labels, values, demos)
 
+    def check_fact(self, text: str, fact: str) -> Verdict:
+        """Is ``fact`` supported by ``text``: ``distribution["1"]`` is p("1") renormalized over "1" and "0"
+        (the score too, unless the judge's ``scoring`` is argmax)."""
+        return self.ask({"text": text, "fact": fact}, "supported", "1 or 0", ["1", "0"], [1.0, 0.0])
+
     def _iterative(self, source: str, target: str) -> Verdict:
         try:
             facts, usage = self.extract_facts(source)
@@ -129,7 +145,7 @@ class FactCheckJudge(LMJudge):
             return Verdict.failed(f"fact extraction: {err}")
         scores = []
         for fact in facts:
-            verdict = self.ask({"text": target, "fact": fact}, "supported", "1 or 0", ["1", "0"], [1.0, 0.0])
+            verdict = self.check_fact(target, fact)
             usage = add_usage(usage, verdict.usage)
             if not verdict.parsed:
                 return Verdict.failed(f"checking {fact!r}: {verdict.raw}", usage=usage, detail={"facts": facts})
