@@ -113,10 +113,11 @@ def main() -> None:
     for row in table:
         n = row["ndcg@10"]
         e = row["expert"] or {}
+        expert = (f"expert RBO {e['rbo']:.3f}, tau {e['kendall']:.3f} ({e['topics']} topics)" if e.get("rbo") is not None
+                  else "no expert ordering among these answers")
         print(f"\n{row['ranker']} ({row['topics']}): nDCG@10 relevance {n['relevance']:.3f}, readability "
-              f"{n['readability']:.3f}, credibility {n['credibility']:.3f}; expert RBO {e.get('rbo', 0):.3f}, "
-              f"tau {e.get('kendall', 0):.3f} ({e.get('topics')} topics); LLM x prompt order vs monoT5: Kendall "
-              f"{row['kendall_vs_monot5_system_order']:.3f}; {row['ranker_calls']} calls, {row['seconds']:.1f} s")
+              f"{n['readability']:.3f}, credibility {n['credibility']:.3f}; {expert}; LLM x prompt order vs monoT5: "
+              f"Kendall {row['kendall_vs_monot5_system_order']:.3f}; {row['ranker_calls']} calls, {row['seconds']:.1f} s")
         for s in row["systems"]:
             print(f"    {s['system']:<32} {s['prompt']:<11} n={s['n']:<4} NRP {s['nrp_mean']:.3f} "
                   f"[{s['nrp_low']:.3f}, {s['nrp_high']:.3f}]")
