@@ -13,7 +13,7 @@ import numpy as np
 from scipy import stats
 from tqdm import tqdm
 
-from judgetune.calibration.metrics import ndcg, rbo, resample_indices
+from judgetune.calibration.metrics import bootstrap_interval, ndcg, rbo
 from judgetune.errors import JudgetuneError
 from judgetune.nrp._data import Collection
 from judgetune.nrp._formula import normalized_rank_position, rank_by_sorting, ranks_in_sorted
@@ -103,14 +103,12 @@ def place_answers(ranker: Ranker, collection: Collection, document_scores: dict[
 
 
 def mean_interval(values: Sequence[float], groups: Sequence[str], *, n_resamples: int = 1000,
-                  confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of ``values`` with a bootstrap interval that resamples whole queries (answers to one query
-    are not independent)."""
-    v = np.asarray(values, dtype=float)
-    means = [v[idx].mean() for idx in resample_indices(len(v), groups, n_resamples=n_resamples, seed=seed)]
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(v.mean()), float(low), float(high)
+                  seed: int = 0) -> tuple[float, float, float]:
+    """Mean of ``values`` with a 95% bootstrap interval that resamples whole queries (answers to one
+    query are not independent)."""
+    interval = bootstrap_interval(lambda v, _: float(v.mean()), values, values, groups, n_resamples=n_resamples,
+                                  seed=seed)
+    return float(np.mean(values)), interval.low, interval.high
 
 
 def summarize(placements: Sequence[Placement], *, n_resamples: int = 1000, seed: int = 0) -> list[dict]:
