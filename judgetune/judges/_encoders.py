@@ -131,9 +131,14 @@ class EmbeddingCache:
         return np.stack([found[t] for t in texts])
 
 
-@functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=4)
+def _cache_in(directory: str) -> EmbeddingCache:
+    return EmbeddingCache(directory)
+
+
 def default_embedding_cache() -> EmbeddingCache:
-    return EmbeddingCache()
+    """The cache under ``$JUDGETUNE_CACHE_DIR/embeddings`` (read at each call, so tests can move it)."""
+    return _cache_in(str(default_cache_dir() / "embeddings"))
 
 
 def encode(encoder: str, texts: Sequence[str]) -> np.ndarray:

@@ -53,24 +53,35 @@ MODELS = ("ridge", "logistic", "pairwise")
 MAX_PAIRS_PER_GROUP = 400
 
 
+NEUTRAL = {"z": 0.0, "rank": 0.5, "global": 0.0}  # a missing feature after normalization: no information
+
+
 def normalize(x: np.ndarray, groups: Sequence[str], how: str, *, center: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Features normalized per group (``z``, ``rank``) or with the training statistics (``global``)."""
+    """Features normalized per group (``z``, ``rank``) or with the training statistics (``global``).
+    A missing feature (NaN: its signal failed on that item) becomes the neutral value: the group's
+    mean for ``z``, the middle rank for ``rank``, the training mean for ``global``."""
+    x = np.asarray(x, dtype=float)
     if how == "global":
-        return (x - center) / scale
-    out = np.zeros_like(x, dtype=float)
-    members: dict[str, list[int]] = defaultdict(list)
-    for i, g in enumerate(groups):
-        members[g].append(i)
-    for rows in members.values():
-        block = x[rows]
-        if how == "z":
-            spread = block.std(axis=0)
-            out[rows] = np.where(spread > 0, (block - block.mean(axis=0)) / np.where(spread > 0, spread, 1), 0.0)
-        elif len(rows) == 1:
-            out[rows] = 0.5
-        else:
-            out[rows] = (stats.rankdata(block, axis=0) - 1) / (len(rows) - 1)
-    return out
+        out = (x - center) / scale
+    else:
+        out = np.full_like(x, np.nan)
+        members: dict[str, list[int]] = defaultdict(list)
+        for i, g in enumerate(groups):
+            members[g].append(i)
+        for rows in members.values():
+            for col in range(x.shape[1]):
+                values = x[rows, col]
+                seen = ~np.isnan(values)
+                if how == "z":
+                    spread = values[seen].std() if seen.any() else 0.0
+                    column = (values - values[seen].mean()) / spread if spread > 0 else np.where(seen, 0.0, np.nan)
+                elif seen.sum() > 1:
+                    column = np.full(len(rows), np.nan)
+                    column[seen] = (stats.rankdata(values[seen]) - 1) / (seen.sum() - 1)
+                else:
+                    column = np.where(seen, 0.5, np.nan)
+                out[rows, col] = column
+    return np.where(np.isnan(out), NEUTRAL[how], out)
 
 
 def training_pairs(x: np.ndarray, y: np.ndarray, groups: Sequence[str], *, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,8 +121,9 @@ class HybridModel:
         from sklearn.linear_model import LogisticRegression, Ridge
 
         y = np.asarray(y, dtype=float)
-        self.center_ = x.mean(axis=0)
-        self.scale_ = np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
+        self.center_ = np.nan_to_num(np.nanmean(x, axis=0))
+        spread = np.nan_to_num(np.nanstd(x, axis=0))
+        self.scale_ = np.where(spread > 0, spread, 1.0)
         z = normalize(x, groups, self.normalization, center=self.center_, scale=self.scale_)
         self.classes_ = None
         if self.model == "ridge":
@@ -252,15 +264,16 @@ class HybridJudge(Judge):
         return block, self.feature_names(name), failures
 
     def features(self, examples: Sequence[Example], signals: Sequence[str], *,
-                 pool: ReferencePool | None = None) -> tuple[np.ndarray, list[str], list[str | None]]:
-        """The feature matrix of these signals, feature names, and per example the first failure (or None)."""
+                 pool: ReferencePool | None = None) -> tuple[np.ndarray, list[str], list[list[str]]]:
+        """The feature matrix of these signals, feature names, and per example the failures of its signals."""
         blocks = [self.signal_block(name, examples, pool=pool) for name in signals]
-        failures = [next((b[2][i] for b in blocks if b[2][i]), None) for i in range(len(examples))]
+        failures = [[b[2][i] for b in blocks if b[2][i]] for i in range(len(examples))]
         x = np.hstack([b[0] for b in blocks]) if blocks else np.zeros((len(examples), 0))
         return x, [n for b in blocks for n in b[1]], failures
 
     def fit(self, examples: Sequence[Example]) -> HybridJudge:
-        """Fit on labeled training examples. A signal that fails on any of them is dropped (and recorded).
+        """Fit on labeled training examples. A signal that fails on more than half of them is dropped
+        (and recorded); where it fails on fewer, the missing values take the neutral value (see ``normalize``).
 
         References a training example needs (and does not carry) come from the training examples
         alone, never from the judge's ``pool``, which serves the data it scores.
@@ -275,8 +288,8 @@ class HybridJudge(Judge):
         blocks, names, self.dropped_ = [], [], []
         for name in (n for n in SIGNALS if self.params[f"use_{n}"]):
             block, block_names, failures = self.signal_block(name, labeled, pool=own_pool)
-            if any(failures):
-                log.warning("hybrid: signal %s is unavailable on some training examples (%s); dropped", name,
+            if sum(f is not None for f in failures) > len(labeled) / 2:
+                log.warning("hybrid: signal %s is unavailable on most training examples (%s); dropped", name,
                             next(f for f in failures if f))
                 self.dropped_.append(name)
                 continue
@@ -284,7 +297,7 @@ class HybridJudge(Judge):
             names.extend(block_names)
         if not blocks:
             raise JudgetuneError("the hybrid judge has no usable signal on this data (every chosen signal failed on "
-                                 "some training example)")
+                                 "most training examples)")
         self.model_ = HybridModel(names, normalization=self.params["normalization"], model=self.params["model"],
                                   alpha=self.params["alpha"], seed=self.seed).fit(
             np.hstack(blocks), [e.judgment for e in labeled], [e.group_key for e in labeled])
@@ -300,19 +313,27 @@ class HybridJudge(Judge):
         return self.judge_all([example])[0]
 
     def judge_all(self, examples: Sequence[Example], *, progress: bool = False) -> list[Verdict]:
+        """A score per example. A signal that fails on an item is imputed (neutral value, listed in
+        ``detail["imputed"]``); an item on which every signal fails gets a failed Verdict."""
         if self.model_ is None:
             raise JudgetuneError("the hybrid judge is not fitted: call fit(training examples) or load a frozen config")
-        x, names, failures = self.features(examples, self.signals)
-        ok = [i for i, why in enumerate(failures) if why is None]
-        out: list[Verdict] = [Verdict.failed(why) if why else None for why in failures]  # type: ignore[misc]
+        signals = self.signals
+        x, names, failures = self.features(examples, signals)
+        ok = [i for i, why in enumerate(failures) if len(why) < len(signals)]
+        out: list[Verdict | None] = [None] * len(examples)
+        for i, why in enumerate(failures):
+            if len(why) == len(signals):
+                out[i] = Verdict.failed("every signal failed: " + "; ".join(why))
         if ok:
             scores, probs = self.model_.predict(x[ok], [examples[i].group_key for i in ok])
             for k, i in enumerate(ok):
                 distribution = ({f"{c:g}": float(p) for c, p in zip(self.model_.classes_, probs[k])}
                                 if probs is not None else {})
-                out[i] = Verdict(float(scores[k]), distribution,
-                                 detail={"features": dict(zip(names, (float(v) for v in x[i])))})
-        return out
+                detail = {"features": {n: (None if np.isnan(v) else float(v)) for n, v in zip(names, x[i])}}
+                if failures[i]:
+                    detail["imputed"] = failures[i]
+                out[i] = Verdict(float(scores[k]), distribution, detail=detail)
+        return out  # type: ignore[return-value]
 
     def settings(self) -> dict[str, Any]:
         fitted = None if self.model_ is None else {**self.model_.to_dict(), "dropped": self.dropped_}
