@@ -27,7 +27,7 @@ from collections import defaultdict
 import numpy as np
 
 from judgetune import datasets
-from judgetune.calibration.metrics import bootstrap_mean_interval, correlation, per_group_values
+from judgetune.calibration.metrics import bootstrap_mean_interval, correlation
 from judgetune.calibration.protocol import cross_fit, draw_references, question_folds
 from judgetune.datasets import Example
 from judgetune.judges import SIGNALS, HybridJudge, HybridModel, build_judge

@@ -17,7 +17,7 @@ from judgetune.calibration.evaluate import make_judge
 from judgetune.calibration.frozen import ConfigError, JudgeConfig
 from judgetune.calibration.protocol import cross_fit, draw_references, question_folds
 from judgetune.datasets import Example, Reference
-from judgetune.judges import SIGNALS, HybridJudge, HybridModel, ReferencePool, build_judge
+from judgetune.judges import SIGNALS, HybridJudge, ReferencePool, build_judge
 
 MINILM_ONLY = {f"use_{name}": "mpnet" not in name for name in SIGNALS}
 
@@ -239,5 +239,5 @@ def test_make_judge_fits_the_hybrid_on_training_data_alone(trec, monkeypatch):
     assert not spy.texts & (texts_of(test) - texts_of(train))
     verdicts = judge.judge_all(test)  # references for test answers are drawn among the test answers
     assert all(v.parsed for v in verdicts)
-    for e, v in zip(test, verdicts):
+    for e in test:
         assert e.answer not in {r.text for r in judge.signal_judge("refsim-minilm").references_for(e)}
