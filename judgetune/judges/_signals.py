@@ -8,6 +8,7 @@ score is answer_b's minus answer's, as for the other text baselines.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -82,6 +83,7 @@ class BM25Judge(_BatchSignal):
     def judge_all(self, examples: Sequence[Example], *, progress: bool = False) -> list[Verdict]:
         import bm25s
 
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index it builds
         verdicts: list[Verdict | None] = [None] * len(examples)
         by_group: dict[str, list[int]] = defaultdict(list)
         for i, ex in enumerate(examples):
