@@ -279,3 +279,22 @@ def test_evaluate_with_the_linkage_protocol_reports_qualifying_questions(data_ro
     test_groups = {e.group_key for e in datasets.split_examples(examples, seed=0)["test"]}
     assert set(protocol["qualified"]) | set(protocol["skipped"]) == test_groups
     assert out["rows"][0]["n"] == protocol["candidates"]
+
+
+def test_tune_searches_freezes_and_reproduces_a_hybrid(data_root, tmp_path, monkeypatch):
+    import jsonlines
+
+    from judgetune.cli import main
+
+    monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
+    fixed = [arg for name in SIGNALS if "mpnet" in name for arg in ("--fix", f"use_{name}=false")]
+    assert main(["tune", "--judge", "hybrid", "--data", "linkage-trec-dl-nf", "--trials", "2", "--per-question", "6",
+                 "--search-items", "30", "--dev-items", "30", "--test-items", "30", "--run", "hyb",
+                 "--runs-dir", str(tmp_path), *fixed]) == 0
+    run = tmp_path / "hyb"
+    config = JudgeConfig.load(run / "judge.json")
+    assert config.judge == "hybrid" and config.fitted["features"] and config.calibrator is not None
+    assert main(["score", "--config", str(run / "judge.json"), "--data", str(run / "test.jsonl"),
+                 "--out", str(tmp_path / "again.jsonl")]) == 0
+    with jsonlines.open(run / "test_predictions.jsonl") as first, jsonlines.open(tmp_path / "again.jsonl") as again:
+        assert [r["score"] for r in first] == [r["score"] for r in again]
