@@ -12,7 +12,7 @@ Also: the keep-every-question mode, transfer (fit on one dataset, score the othe
 train/test, no groups) and the RAGChecker pairs (5 folds over queries), and seconds per item.
 Figures of LM judges are quoted, not recomputed (see the README's measured tables).
 
-    python benchmarks/hybrid.py [--quick] [--json] [--seeds N]
+    python benchmarks/hybrid.py [--quick] [--json] [--seeds N] [--only DATASET] [--parts PART ...]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from judgetune.judges import SIGNALS, HybridJudge, HybridModel, build_judge
 from judgetune.judges._encoders import load_encoder
 
 LINKAGE = ("linkage-trec-dl-nf", "linkage-antique")
+PARTS = ("linkage", "all", "transfer", "msrpar", "ragchecker", "cost", "published")
 SHORT = {"linkage-trec-dl-nf": "TREC-DL-NF", "linkage-antique": "ANTIQUE", "sts2012-msrpar": "MSRpar",
          "ragchecker": "RAGChecker"}
 SINGLE = {  # single signals scored as they are (no fit)
@@ -290,28 +291,34 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one seed, one composition, no ablation or transfer")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--seeds", type=int, help="seeds per composition (default 3, 1 with --quick)")
-    parser.add_argument("--only", choices=[*LINKAGE, "sts2012-msrpar", "ragchecker"], action="append",
-                        help="just these datasets (no transfer unless both LINKAGE datasets are in)")
+    parser.add_argument("--only", choices=LINKAGE, action="append", help="LINKAGE datasets for the linkage and all parts")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="which parts to run (default all; transfer needs no --only)")
     args = parser.parse_args()
-    only = set(args.only or [*LINKAGE, "sts2012-msrpar", "ragchecker"])
     seeds = args.seeds or (1 if args.quick else 3)
     resamples = 200 if args.quick else 1000
+    linkage = [n for n in LINKAGE if n in (args.only or LINKAGE)]
+    parts = set(args.parts)
     rows: list[dict] = []
-    for name in (n for n in LINKAGE if n in only):
-        for per_grade in ((1,) if args.quick else (1, 2)):
-            rows.extend(linkage_rows(name, per_grade=per_grade, seeds=seeds, resamples=resamples,
-                                     ablation=not args.quick and per_grade == 1))
-        if not args.quick:
+    for name in linkage:
+        if "linkage" in parts:
+            for per_grade in ((1,) if args.quick else (1, 2)):
+                rows.extend(linkage_rows(name, per_grade=per_grade, seeds=seeds, resamples=resamples,
+                                         ablation=not args.quick and per_grade == 1))
+        if "all" in parts and not args.quick:
             rows.extend(keep_all_rows(name, resamples=resamples))
-    if not args.quick and set(LINKAGE) <= only:
+    if "transfer" in parts and not args.quick:
         rows.extend(transfer_rows(seeds=seeds, resamples=resamples))
-    if "sts2012-msrpar" in only:
+    if "msrpar" in parts:
         rows.extend(msrpar_rows(resamples=resamples))
-    if "ragchecker" in only:
+    if "ragchecker" in parts:
         rows.extend(ragchecker_rows(resamples=resamples))
-    rows.extend(cost_rows(30 if args.quick else 100))
-    rows.extend({"dataset": d, "method": m, "spearman": v, "low": None, "high": None, "questions": None,
-                 "published": True} for d, m, v in [*PUBLISHED, *QUOTED] if d in only)
+    if "cost" in parts:
+        rows.extend(cost_rows(30 if args.quick else 100))
+    if "published" in parts:
+        datasets_in = {*linkage, "sts2012-msrpar", "ragchecker"}
+        rows.extend({"dataset": d, "method": m, "spearman": v, "low": None, "high": None, "questions": None,
+                     "published": True} for d, m, v in [*PUBLISHED, *QUOTED] if d in datasets_in)
     if args.json:
         print(json.dumps({"rows": rows}, indent=2))
         return
