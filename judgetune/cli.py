@@ -91,7 +91,21 @@ def _evaluate(args: argparse.Namespace) -> None:
     splits = datasets.split_examples(examples, seed=args.seed)
     if not splits[args.split]:
         raise JudgetuneError(f"{args.data}: the {args.split} split is empty")
-    test = evaluate.limit_by_group(splits[args.split], args.limit, seed=args.seed)
+    draw = None
+    if args.protocol:  # LINKAGE's protocol: the split's questions with their drawn references
+        from judgetune.calibration.protocol import draw_references
+
+        grades = sorted({e.label for e in examples if e.label is not None})
+        draw = draw_references(evaluate.limit_by_group(splits[args.split], args.limit, seed=args.seed),
+                               per_grade=args.per_grade, seed=args.seed, mode=args.protocol, grades=grades)
+        if not draw.candidates:
+            raise JudgetuneError(f"{args.data}: no {args.split} question qualifies for the {args.protocol} protocol "
+                                 f"with {args.per_grade} reference(s) per grade")
+        splits["train"] = draw_references(splits["train"], per_grade=args.per_grade, seed=args.seed,
+                                          mode=args.protocol, grades=grades).candidates
+        test = draw.candidates
+    else:
+        test = evaluate.limit_by_group(splits[args.split], args.limit, seed=args.seed)
     lm = load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache) if args.judge in LM_JUDGES else None
     try:
         judge = evaluate.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
@@ -105,12 +119,16 @@ def _evaluate(args: argparse.Namespace) -> None:
         lm.transcript = None
     result = evaluate.evaluate_judge(judge, test, train=splits["train"], label_range=label_range,
                                      n_resamples=args.resamples, seed=args.seed, progress=not args.json)
+    protocol = None if draw is None else {**draw.summary(), "qualified": draw.qualified, "skipped": draw.skipped}
     if args.json:
         print(json.dumps({"judge": judge.settings(), "data": args.data, "split": args.split,
-                          "label_range": result["label_range"], "rows": result["rows"]}, indent=2))
+                          "label_range": result["label_range"], "protocol": protocol, "rows": result["rows"]}, indent=2))
         return
     low, high = label_range
     print(f"{args.judge} on {args.data} ({args.split}, {len(test)} items; human scale {low:g}-{high:g})")
+    if draw is not None:
+        print(f"protocol {draw.mode}, {draw.per_grade} reference(s) per grade: {len(draw.qualified)} questions "
+              f"qualify, {len(draw.skipped)} skipped (--json lists them with the reason)")
     print(evaluate.format_rows(result["rows"]))
 
 
@@ -382,6 +400,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="seeds the split, the demos, the references and the bootstrap")
     ev.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
                     help="a judge setting, e.g. k=4, reasoning=true, scale=0-5 (repeatable)")
+    ev.add_argument("--protocol", choices=("linkage", "all"),
+                    help="graded answer lists: draw references by grade per question and remove them from the "
+                         "candidates, skipping questions short of a grade (linkage), or keep every question with "
+                         "references drawn from each answer's other answers (all)")
+    ev.add_argument("--per-grade", type=int, default=1, help="references per grade for --protocol (1 or 2 in the paper)")
     ev.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the intervals")
     ev.add_argument("--show-prompt", action="store_true", help="print the prompts sent for the first item (stderr)")
     ev.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")

@@ -147,10 +147,15 @@ def evaluate_judge(judge: Judge, test: Sequence[Example], *, train: Sequence[Exa
 def make_judge(kind: str, lm=None, *, train: Sequence[Example], pool: Sequence[Example],
                label_range: tuple[float, float], params: dict[str, Any] | None = None, seed: int = 0) -> Judge:
     """A judge set up for this data: demos drawn from ``train``, references (LINKAGE, pairwise against
-    references) from the graded answers in ``pool``, settings = data defaults overridden by ``params``."""
+    references, reference similarity) from the graded answers in ``pool``, settings = data defaults
+    overridden by ``params``. A hybrid judge comes back fitted on ``train``."""
     from judgetune.judges import LM_JUDGES, ReferencePool, build_judge
 
     settings = {**data_defaults(kind, [*train, *pool], label_range), **(params or {})}
+    if kind in ("refsim", "hybrid"):
+        settings.update(pool=ReferencePool(pool), seed=seed)
+    if kind == "hybrid":  # fitted on the training examples alone (their references drawn among themselves)
+        return build_judge(kind, **settings).fit(train)
     if kind not in LM_JUDGES:
         return build_judge(kind, **settings)
     extra: dict[str, Any] = {"demo_pool": list(train), "label_range": label_range, "demo_seed": seed}

@@ -77,6 +77,7 @@ class JudgeConfig:
     versions: dict[str, Any] = field(default_factory=versions)
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     schema_version: int = SCHEMA_VERSION
+    fitted: dict[str, Any] | None = None  # a hybrid judge's fitted model (HybridModel.to_dict); absent otherwise
 
     @classmethod
     def from_judge(cls, judge: Judge, *, lm: dict | None, calibrator: Calibrator | None,
@@ -84,11 +85,12 @@ class JudgeConfig:
         settings = judge.settings()
         return cls(judge=judge.kind, params=settings["params"], lm=lm, instruction=settings.get("instruction"),
                    demos=settings.get("demos", []), calibrator=calibrator.to_dict() if calibrator else None,
-                   label_range=[float(label_range[0]), float(label_range[1])], **extra)
+                   label_range=[float(label_range[0]), float(label_range[1])], fitted=settings.get("fitted"),
+                   **extra)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": self.schema_version, **{k: v for k, v in asdict(self).items()
-                                                           if k != "schema_version"}}
+                                                           if k != "schema_version" and not (k == "fitted" and v is None)}}
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -140,6 +142,17 @@ class JudgeConfig:
                 raise ConfigError(f"{where}: calibrator: {err}") from None
         for key in ("metrics", "data", "versions"):
             need(key, dict, "an object")
+        if kind == "hybrid" and not isinstance(data.get("fitted"), dict):
+            raise ConfigError(f"{where}: fitted: expected the hybrid judge's fitted model (an object)")
+        if data.get("fitted") is not None:
+            if kind != "hybrid" or not isinstance(data["fitted"], dict):
+                raise ConfigError(f"{where}: fitted: only a hybrid judge has a fitted model (an object)")
+            from judgetune.judges import HybridModel
+
+            try:
+                HybridModel.from_dict(data["fitted"])
+            except (TypeError, ValueError) as err:
+                raise ConfigError(f"{where}: {err}") from None
         known = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -153,6 +166,9 @@ class JudgeConfig:
         """The judge this config describes, on ``lm`` (references drawn from ``pool`` where the kind needs them)."""
         from judgetune.judges import ReferencePool, build_judge
 
+        if self.judge in ("hybrid", "refsim"):
+            fitted = {"fitted": self.fitted} if self.judge == "hybrid" else {}
+            return build_judge(self.judge, pool=ReferencePool(pool or []), seed=self.seed, **fitted, **self.params)
         if self.judge not in LM_JUDGES:
             return build_judge(self.judge, **self.params)
         extra: dict[str, Any] = {"demos": self.demo_examples(), "instruction_text": self.instruction,

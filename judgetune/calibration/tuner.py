@@ -194,8 +194,10 @@ class Objective:
         calls0 = self._calls()
         verdicts: list[Verdict] = []
         front = [tuple(t.values) for t in trial.study.best_trials] if trial.study.best_trials else []
-        for start in range(0, len(s.search), spec.chunk):
-            chunk = s.search[start:start + spec.chunk]
+        # a judge without an LM costs little and may normalize within a question: score it in one batch
+        step = spec.chunk if judge.needs_lm else len(s.search)
+        for start in range(0, len(s.search), step):
+            chunk = s.search[start:start + step]
             verdicts.extend(judge.judge_all(chunk))
             done = s.search[:len(verdicts)]
             kept = [(v.score, e.judgment) for v, e in zip(verdicts, done) if v.parsed]

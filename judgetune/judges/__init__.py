@@ -3,18 +3,23 @@
 from judgetune.judges._base import Judge, LMJudge, pick_demos
 from judgetune.judges._baselines import ConstantJudge, EmbeddingJudge, LexicalJudge, RandomJudge
 from judgetune.judges._correctness import CorrectnessJudge
+from judgetune.judges._encoders import ENCODERS, EmbeddingCache, encode, mpnet_path
 from judgetune.judges._factcheck import FactCheckJudge, parse_fact_list
+from judgetune.judges._hybrid import SIGNALS, HybridJudge, HybridModel
 from judgetune.judges._linkage import LinkageJudge, position_labels, position_to_score
 from judgetune.judges._pairwise import PairwiseJudge
 from judgetune.judges._prompting import distribution_after_marker, forced_choice
 from judgetune.judges._references import GeneratedReferences, ReferencePool
-from judgetune.judges._registry import KINDS, LM_JUDGES, TEXT_BASELINES, build_judge
+from judgetune.judges._registry import KINDS, LM_JUDGES, SIGNAL_JUDGES, TEXT_BASELINES, build_judge
 from judgetune.judges._rubric import RubricJudge
+from judgetune.judges._signals import BM25Judge, LengthJudge, OverlapJudge, ReferenceSimilarityJudge
 from judgetune.judges._space import Choice, IntRange, Param, check_params, defaults
 from judgetune.judges._verdict import Verdict
 
-__all__ = ["KINDS", "LM_JUDGES", "TEXT_BASELINES", "Choice", "ConstantJudge", "CorrectnessJudge", "EmbeddingJudge",
-           "FactCheckJudge", "GeneratedReferences", "IntRange", "Judge", "LMJudge", "LexicalJudge", "LinkageJudge",
-           "PairwiseJudge", "Param", "RandomJudge", "ReferencePool", "RubricJudge", "Verdict", "build_judge",
+__all__ = ["ENCODERS", "KINDS", "LM_JUDGES", "SIGNALS", "SIGNAL_JUDGES", "TEXT_BASELINES", "BM25Judge", "Choice",
+           "ConstantJudge", "CorrectnessJudge", "EmbeddingCache", "EmbeddingJudge", "FactCheckJudge",
+           "GeneratedReferences", "HybridJudge", "HybridModel", "IntRange", "Judge", "LMJudge", "LengthJudge",
+           "LexicalJudge", "LinkageJudge", "OverlapJudge", "PairwiseJudge", "Param", "RandomJudge", "ReferencePool",
+           "ReferenceSimilarityJudge", "RubricJudge", "Verdict", "build_judge", "encode", "mpnet_path",
            "check_params", "defaults", "distribution_after_marker", "forced_choice", "parse_fact_list", "pick_demos",
            "position_labels", "position_to_score"]

@@ -18,6 +18,7 @@ import numpy as np
 from judgetune.datasets import Example
 from judgetune.errors import JudgetuneError
 from judgetune.judges._base import Judge
+from judgetune.judges._encoders import ENCODERS, encode
 from judgetune.judges._space import Choice, Param
 from judgetune.judges._verdict import Verdict
 
@@ -87,12 +88,18 @@ class _TextSimilarityJudge(Judge):
 
 
 class EmbeddingJudge(_TextSimilarityJudge):
+    """Cosine similarity of sentence embeddings: all-MiniLM-L6-v2 by default, or all-mpnet-base-v2
+    (``model=mpnet``); embeddings are cached on disk (see ``_encoders``)."""
+
     kind = "embedding"
 
+    @classmethod
+    def space(cls) -> list[Param]:
+        return [*super().space(), Choice("model", ENCODERS, "minilm")]
+
     def similarities(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        model = minilm()
         texts = sorted({t for pair in pairs for t in pair})
-        vectors = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+        vectors = encode(self.params["model"], texts)
         index = {t: i for i, t in enumerate(texts)}
         return [float(np.dot(vectors[index[a]], vectors[index[b]])) for a, b in pairs]
 

