@@ -54,6 +54,16 @@ def test_bm25_overlap_and_length_read_the_texts():
     assert build_judge("overlap", target="reference").judge_all([on_topic])[0].parsed is False  # no reference
 
 
+def test_a_question_of_stopwords_fails_bm25_and_overlap_with_the_reason_not_a_zero():
+    answers = [qa("a", "Hamlet asks it in act three.", 3, question="to be or not to be?"),
+               qa("b", "Boil the egg for eight minutes.", 0, question="to be or not to be?"),
+               qa("c", "Boil the egg for eight minutes.", 3, group="other")]
+    for kind in ("bm25", "overlap"):
+        verdicts = build_judge(kind).judge_all(answers)
+        assert [v.parsed for v in verdicts] == [False, False, True], kind
+        assert "no content terms" in verdicts[0].raw and verdicts[2].score > 0
+
+
 def test_reference_similarity_reads_the_grade_of_the_closest_reference():
     refs = (Reference("Boil the egg for eight minutes in water.", 3.0), Reference("Eggs are laid by hens.", 1.0),
             Reference("I like trains.", 0.0))

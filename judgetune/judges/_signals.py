@@ -98,9 +98,15 @@ class BM25Judge(_BatchSignal):
                             show_progress=False)
             index = {d: k for k, d in enumerate(docs)}
             queries = {target_text(examples[i], self.params["target"]) for i in members}
-            scores = {q: retriever.get_scores(terms([q])[0]) for q in queries}
+            query_terms = {q: terms([q])[0] for q in queries}
+            scores = {q: retriever.get_scores(t) for q, t in query_terms.items() if t}
             for i in members:
-                row = scores[target_text(examples[i], self.params["target"])]
+                query = target_text(examples[i], self.params["target"])
+                if query not in scores:
+                    verdicts[i] = Verdict.failed(f"the {self.params['target']} text has no content terms "
+                                                 f"(only stopwords or punctuation): {query!r}")
+                    continue
+                row = scores[query]
                 values = [float(row[index[a]]) for a in _answers(examples[i])]
                 verdicts[i] = Verdict(_combine(values), detail={"bm25": values})
         return verdicts
@@ -125,7 +131,11 @@ class OverlapJudge(_BatchSignal):
                 continue
             wanted, *answers = terms([target, *_answers(ex)])
             wanted_set = set(wanted)
-            values = [len(wanted_set & set(a)) / len(wanted_set) if wanted_set else 0.0 for a in answers]
+            if not wanted_set:
+                verdicts.append(Verdict.failed(f"the {self.params['target']} text has no content terms "
+                                               f"(only stopwords or punctuation): {target!r}"))
+                continue
+            values = [len(wanted_set & set(a)) / len(wanted_set) for a in answers]
             verdicts.append(Verdict(_combine(values), detail={"overlap": values}))
         return verdicts
 
