@@ -138,6 +138,25 @@ def test_hybrid_fits_scores_and_freezes_to_the_same_numbers(trec, tmp_path):
         assert [v.score for v in again] == [v.score for v in verdicts]
 
 
+def test_nrp_takes_a_hybrid_that_scores_each_answer_alone_and_refuses_one_normalized_within_a_question(
+        trec, tmp_path):
+    from judgetune.errors import JudgetuneError
+    from judgetune.nrp import JudgeRanker
+
+    draw = draw_references(trec, per_grade=1, seed=0)
+    alone = {**MINILM_ONLY, "normalization": "global", "use_bm25": False}
+    for name, settings in (("z", MINILM_ONLY), ("global", alone)):
+        judge = HybridJudge(**settings).fit(draw.candidates)
+        JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 3.0)).save(tmp_path / f"{name}.json")
+    with pytest.raises(JudgetuneError, match="scores an answer relative to the others"):
+        JudgeRanker.from_config(tmp_path / "z.json")
+    ranker = JudgeRanker.from_config(tmp_path / "global.json")
+    one = [e for e in draw.candidates if e.group_key == draw.candidates[0].group_key][:3]
+    together = ranker.score_examples(one)
+    assert [ranker.score_examples([e])[0] for e in one] == pytest.approx(together)
+    assert len(set(together)) == 3
+
+
 def test_hybrid_beats_chance_on_held_out_questions(trec):
     draw = draw_references(trec, per_grade=1, seed=0)
     verdicts = cross_fit(lambda train: HybridJudge(**MINILM_ONLY).fit(train), draw.candidates, folds=4, seed=0)

@@ -235,6 +235,12 @@ class HybridJudge(Judge):
         """The signals in use: the ones switched on, minus those the training data could not give."""
         return [n for n in SIGNALS if self.params[f"use_{n}"] and n not in self.dropped_]
 
+    @property
+    def scores_alone(self) -> bool:
+        """Whether an item's score is independent of the items judged with it: not so with
+        normalization within a question, nor with BM25 (its corpus is the batch's answers)."""
+        return self.params["normalization"] == "global" and "bm25" not in self.signals
+
     @staticmethod
     def feature_names(name: str) -> list[str]:
         if SIGNALS[name][0] is ReferenceSimilarityJudge:

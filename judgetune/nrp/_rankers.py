@@ -84,6 +84,11 @@ class JudgeRanker(Ranker):
         from judgetune.calibration.frozen import JudgeConfig, load_config_lm, score_examples
 
         config = JudgeConfig.load(path)
+        if config.judge == "bm25" or (config.judge == "hybrid" and not config.build_judge(None).scores_alone):
+            raise JudgetuneError(f"{path}: this {config.judge} judge scores an answer relative to the others judged "
+                                 "with it (normalization within a question, or BM25 over the batch), but NRP scores "
+                                 "each answer alone: use the bm25 ranker, or a hybrid frozen with normalization=global "
+                                 "and use_bm25=false")
         lm = load_config_lm(config)
         return cls(name or f"judge:{Path(path).parent.name or Path(path).stem}",
                    lambda examples: score_examples(config, examples, lm)[1])
