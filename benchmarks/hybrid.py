@@ -104,13 +104,15 @@ def hybrid_judge(settings: dict, *, signals=None):
     return make
 
 
-def feature_matrix(examples: list[Example]) -> tuple[np.ndarray, list[str], dict[str, list[int]]]:
-    """Every signal's features once (the benchmark fits ablations and variants on column subsets)."""
+def feature_matrix(examples: list[Example], *, keep_all: bool = False) -> tuple[np.ndarray, list[str],
+                                                                              dict[str, list[int]]]:
+    """Every signal's features once (the benchmark fits ablations and variants on column subsets); a
+    signal failing on most examples is left out unless ``keep_all`` (its gaps are imputed in the fit)."""
     judge = HybridJudge()
     blocks, names, columns = [], [], {}
     for name in SIGNALS:
         block, block_names, failures = judge.signal_block(name, examples)
-        if sum(f is not None for f in failures) > len(examples) / 2:
+        if not keep_all and sum(f is not None for f in failures) > len(examples) / 2:
             continue
         columns[name] = list(range(len(names), len(names) + len(block_names)))
         blocks.append(block)
@@ -118,8 +120,10 @@ def feature_matrix(examples: list[Example]) -> tuple[np.ndarray, list[str], dict
     return np.hstack(blocks), names, columns
 
 
-def model_cross_fit(x, names, examples, settings: dict, *, seed: int, folds: int = 5) -> list[float]:
-    """The same cross-fit as ``protocol.cross_fit``, on a precomputed feature matrix."""
+def model_cross_fit(x, names, examples, settings: dict, *, seed: int, folds: int = 5,
+                    extra: tuple[np.ndarray, list[Example]] | None = None) -> list[float]:
+    """The same cross-fit as ``protocol.cross_fit``, on a precomputed feature matrix. ``extra``
+    (features, examples of other questions) joins every training fold and is never scored."""
     groups = [e.group_key for e in examples]
     y = [e.label if e.judgment is None else e.judgment for e in examples]
     out = np.zeros(len(examples))
@@ -127,10 +131,23 @@ def model_cross_fit(x, names, examples, settings: dict, *, seed: int, folds: int
         held = set(held_out)
         train = [i for i, g in enumerate(groups) if g not in held]
         test = [i for i, g in enumerate(groups) if g in held]
-        model = HybridModel(names, seed=seed, **{**MAIN, **settings}).fit(x[train], [y[i] for i in train],
-                                                                          [groups[i] for i in train])
+        x_train, y_train, g_train = x[train], [y[i] for i in train], [groups[i] for i in train]
+        if extra is not None:
+            x_train = np.vstack([x_train, extra[0]])
+            y_train += [e.label for e in extra[1]]
+            g_train += [e.group_key for e in extra[1]]
+        model = HybridModel(names, seed=seed, **{**MAIN, **settings}).fit(x_train, y_train, g_train)
         out[test] = model.predict(x[test], [groups[i] for i in test])[0]
     return out.tolist()
+
+
+def skipped_questions_features(examples: list[Example], draw, columns: list[str]) -> tuple[np.ndarray, list[Example]]:
+    """Features of the questions the protocol skipped (each answer with references drawn from its question's
+    other answers), restricted to ``columns``: extra training data that no evaluated question shares."""
+    skipped = draw_references([e for e in examples if e.group_key in draw.skipped], per_grade=draw.per_grade,
+                              seed=draw.seed, mode="all").candidates
+    x, names, _ = feature_matrix(skipped, keep_all=True)
+    return x[:, [names.index(c) for c in columns]], skipped
 
 
 def linkage_rows(name: str, *, per_grade: int, seeds: int, resamples: int, ablation: bool) -> list[dict]:
@@ -159,6 +176,10 @@ def linkage_rows(name: str, *, per_grade: int, seeds: int, resamples: int, ablat
             log("  warning: the precomputed-feature cross-fit disagrees with the judge's (a signal dropped in a fold?)")
         for method, settings in VARIANTS.items():
             results[method].append(per_question(model_cross_fit(x, names, cands, settings, seed=seed), cands))
+        if draw.skipped:
+            extra = skipped_questions_features(examples, draw, names)
+            scores = model_cross_fit(x, names, cands, {}, seed=seed, extra=extra)
+            results["hybrid z + ridge, trained also on the skipped questions"].append(per_question(scores, cands))
         if ablation:
             for left_out in columns:
                 keep = [c for n, cols in columns.items() if n != left_out for c in cols]
