@@ -10,6 +10,9 @@ are reported beside it, not chosen on these figures.
 
 Also: the keep-every-question mode, transfer (fit on one dataset, score the other), MSRpar (official
 train/test, no groups) and the RAGChecker pairs (5 folds over queries), and seconds per item.
+``lm`` (not in the default parts: about a second per answer) adds the embedded LM's label
+distribution (a 1-5 rubric on question and answer, its expected value) as one more hybrid feature,
+on the first ``--lm-questions`` qualifying ANTIQUE questions, and compares the hybrid with and without it.
 Figures of LM judges are quoted, not recomputed (see the README's measured tables).
 
     python benchmarks/hybrid.py [--quick] [--json] [--seeds N] [--only DATASET] [--parts PART ...]
@@ -23,6 +26,7 @@ import random
 import sys
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
@@ -34,7 +38,7 @@ from judgetune.judges import SIGNALS, HybridJudge, HybridModel, build_judge
 from judgetune.judges._encoders import load_encoder
 
 LINKAGE = ("linkage-trec-dl-nf", "linkage-antique")
-PARTS = ("linkage", "all", "transfer", "msrpar", "ragchecker", "cost", "published")
+PARTS = ("linkage", "all", "transfer", "msrpar", "ragchecker", "cost", "published", "lm")
 SHORT = {"linkage-trec-dl-nf": "TREC-DL-NF", "linkage-antique": "ANTIQUE", "sts2012-msrpar": "MSRpar",
          "ragchecker": "RAGChecker"}
 SINGLE = {  # single signals scored as they are (no fit)
@@ -190,6 +194,36 @@ def linkage_rows(name: str, *, per_grade: int, seeds: int, resamples: int, ablat
             for method, values in results.items()]
 
 
+def lm_signal_rows(name: str, *, questions: int, seeds: int, resamples: int, spec: str = "local:smollm2") -> list[dict]:
+    """The hybrid with and without the LM's rubric score as a feature, on a fixed subset of questions.
+    The rubric sees the question and the answer only, so its prompts (and cache entries) are the same
+    for every seed."""
+    from judgetune.lm import load_lm
+
+    examples, _ = datasets.load_data(name)
+    judge = build_judge("rubric", load_lm(spec), instruction="helpful", scale="1-5")
+    results: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for seed in range(seeds):
+        draw = draw_references(examples, per_grade=1, seed=seed)
+        chosen = set(sorted(draw.qualified)[:questions])
+        cands = [e for e in draw.candidates if e.group_key in chosen]
+        log(f"{name} LM signal, seed={seed}: {len(chosen)} questions, {len(cands)} candidates")
+        start = time.perf_counter()
+        verdicts = judge.judge_all([replace(e, references=()) for e in cands], progress=True)
+        log(f"  LM rubric: {time.perf_counter() - start:.0f} s, {sum(not v.parsed for v in verdicts)} failed")
+        lm_column = np.asarray([[v.score if v.parsed else np.nan] for v in verdicts])
+        results["LM rubric 1-5 (SmolLM2-135M, question + answer)"].append(
+            per_question([v.score if v.parsed else None for v in verdicts], cands))
+        x, names, _ = feature_matrix(cands)
+        results["hybrid z + ridge (all signals)"].append(per_question(model_cross_fit(x, names, cands, {}, seed=seed),
+                                                                      cands))
+        scores = model_cross_fit(np.hstack([x, lm_column]), [*names, "lm-rubric"], cands, {}, seed=seed)
+        results["hybrid z + ridge + LM rubric"].append(per_question(scores, cands))
+    protocol = f"linkage per_grade=1, first {questions} qualifying questions"
+    return [summarize(name, method, values, resamples=resamples, protocol=protocol)
+            for method, values in results.items()]
+
+
 def keep_all_rows(name: str, *, resamples: int) -> list[dict]:
     examples, _ = datasets.load_data(name)
     draw = draw_references(examples, per_grade=1, seed=0, mode="all")
@@ -313,8 +347,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--seeds", type=int, help="seeds per composition (default 3, 1 with --quick)")
     parser.add_argument("--only", choices=LINKAGE, action="append", help="LINKAGE datasets for the linkage and all parts")
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
-                        help="which parts to run (default all; transfer needs no --only)")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=[p for p in PARTS if p != "lm"],
+                        help="which parts to run (default all but lm; transfer needs no --only)")
+    parser.add_argument("--lm-questions", type=int, default=60, help="ANTIQUE questions for the lm part")
     args = parser.parse_args()
     seeds = args.seeds or (1 if args.quick else 3)
     resamples = 200 if args.quick else 1000
@@ -328,6 +363,8 @@ def main() -> None:
                                          ablation=not args.quick and per_grade == 1))
         if "all" in parts and not args.quick:
             rows.extend(keep_all_rows(name, resamples=resamples))
+    if "lm" in parts:
+        rows.extend(lm_signal_rows("linkage-antique", questions=args.lm_questions, seeds=seeds, resamples=resamples))
     if "transfer" in parts and not args.quick:
         rows.extend(transfer_rows(seeds=seeds, resamples=resamples))
     if "msrpar" in parts:
