@@ -10,7 +10,7 @@ are reported beside it, not chosen on these figures.
 
 Also: the keep-every-question mode, transfer (fit on one dataset, score the other), MSRpar (official
 train/test, no groups) and the RAGChecker pairs (5 folds over queries), and seconds per item.
-``lm`` (not in the default parts: about a second per answer) adds the embedded LM's label
+``lm`` (not in the default parts: about 0.3 s per answer) adds the embedded LM's label
 distribution (a 1-5 rubric on question and answer, its expected value) as one more hybrid feature,
 on the first ``--lm-questions`` qualifying ANTIQUE questions, and compares the hybrid with and without it.
 Figures of LM judges are quoted, not recomputed (see the README's measured tables).
@@ -196,8 +196,8 @@ def linkage_rows(name: str, *, per_grade: int, seeds: int, resamples: int, ablat
 
 def lm_signal_rows(name: str, *, questions: int, seeds: int, resamples: int, spec: str = "local:smollm2") -> list[dict]:
     """The hybrid with and without the LM's rubric score as a feature, on a fixed subset of questions.
-    The rubric sees the question and the answer only, so its prompts (and cache entries) are the same
-    for every seed."""
+    The rubric sees the question and the answer only, so an answer's prompt (and cache entry) is the
+    same in every seed; a seed only changes which answers are candidates."""
     from judgetune.lm import load_lm
 
     examples, _ = datasets.load_data(name)
