@@ -55,7 +55,8 @@ MAIN = {"normalization": "z", "model": "ridge", "alpha": 1.0}
 VARIANTS = {"hybrid rank + ridge": {"normalization": "rank", "model": "ridge"},
             "hybrid z + pairwise": {"normalization": "z", "model": "pairwise"},
             "hybrid z + logistic": {"normalization": "z", "model": "logistic"},
-            "hybrid global + ridge": {"normalization": "global", "model": "ridge"}}
+            "hybrid global + ridge": {"normalization": "global", "model": "ridge"},
+            "hybrid z + ridge + pairwise products (alpha 100)": {"interactions": True, "alpha": 100.0}}
 PUBLISHED = [("linkage-trec-dl-nf", "published: LINKAGE few-shot Mistral-7B", 0.4725),
              ("linkage-antique", "published: LINKAGE few-shot Mistral-7B", 0.4200),
              ("linkage-trec-dl-nf", "published: ROUGE-L", 0.2721), ("linkage-antique", "published: ROUGE-L", 0.2463),

@@ -123,9 +123,12 @@ def test_hybrid_fits_scores_and_freezes_to_the_same_numbers(trec, tmp_path):
     held = set(folds[0])
     train = [e for e in draw.candidates if e.group_key not in held]
     test = [e for e in draw.candidates if e.group_key in held]
-    for settings in ({}, {"model": "pairwise"}, {"model": "logistic", "normalization": "rank"}):
+    for settings in ({}, {"model": "pairwise"}, {"model": "logistic", "normalization": "rank"},
+                     {"interactions": True, "alpha": 100.0}):
         judge = HybridJudge(**MINILM_ONLY, **settings).fit(train)
         assert judge.signals == ["minilm-question", "minilm-reference", "bm25", "overlap", "length", "refsim-minilm"]
+        n = len(judge.model_.features)  # 5 single features and 4 of refsim
+        assert judge.model_.coef_.shape[-1] == (n + n * (n + 1) // 2 if settings.get("interactions") else n)
         verdicts = judge.judge_all(test)
         assert all(v.parsed for v in verdicts)
         if settings.get("model") == "logistic":
@@ -172,6 +175,8 @@ def test_hybrid_beats_chance_on_held_out_questions(trec):
     ("scale", None, "scale"),
     ("normalization", "cube", "normalization must be one of"),
     ("classes", [0.0, 1.0], "classes: required exactly for the logistic model"),
+    ("interactions", "yes", "fitted: interactions must be true or false"),
+    ("interactions", True, "coef: expected 54 coefficients per row"),
 ])
 def test_a_broken_fitted_model_is_refused_naming_the_field(trec, tmp_path, field, value, message):
     draw = draw_references(trec, per_grade=1, seed=0)
@@ -186,6 +191,14 @@ def test_a_broken_fitted_model_is_refused_naming_the_field(trec, tmp_path, field
     data.pop("fitted")
     with pytest.raises(ConfigError, match="fitted: expected the hybrid judge's fitted model"):
         JudgeConfig.from_dict(data)
+
+
+def test_interactions_are_the_features_then_every_pairwise_product():
+    from judgetune.judges._hybrid import with_interactions
+
+    z = np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 0.5]])
+    expected = [[1, 2, 3, 1, 2, 3, 4, 6, 9], [0, -1, 0.5, 0, 0, 0, 1, -0.5, 0.25]]
+    assert with_interactions(z).tolist() == expected
 
 
 def test_an_unfitted_hybrid_says_so():

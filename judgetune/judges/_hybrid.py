@@ -10,6 +10,8 @@
    rounded to integers; the score is the expected label) or ``pairwise`` (logistic regression on
    feature differences of two answers of one group with different labels; the score is the linear
    utility). ``alpha`` is the L2 strength (``C = 1 / alpha`` for the logistic models).
+   ``interactions`` adds the product of every pair of normalized features (squares included) to the
+   model's inputs; it wants a larger ``alpha``.
 
 The fitted model is plain JSON (``HybridModel.to_dict``) and lives in the frozen config's ``fitted``.
 """
@@ -84,6 +86,12 @@ def normalize(x: np.ndarray, groups: Sequence[str], how: str, *, center: np.ndar
     return np.where(np.isnan(out), NEUTRAL[how], out)
 
 
+def with_interactions(z: np.ndarray) -> np.ndarray:
+    """The normalized features followed by the product of every pair of them, squares included."""
+    rows, cols = np.triu_indices(z.shape[1])
+    return np.hstack([z, z[:, rows] * z[:, cols]])
+
+
 def training_pairs(x: np.ndarray, y: np.ndarray, groups: Sequence[str], *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Feature differences of two answers with different labels, within a group (across the data when
     every group is a single item), both orders, at most ``MAX_PAIRS_PER_GROUP`` per group (seeded)."""
@@ -111,11 +119,18 @@ class HybridModel:
     state is plain data (trailing underscores) and round-trips through ``to_dict``/``from_dict``."""
 
     def __init__(self, features: Sequence[str], *, normalization: str = "z", model: str = "ridge",
-                 alpha: float = 1.0, seed: int = 0):
+                 alpha: float = 1.0, interactions: bool = False, seed: int = 0):
         if normalization not in NORMALIZATIONS or model not in MODELS:
             raise ValueError(f"normalization must be one of {NORMALIZATIONS} and model one of {MODELS}")
-        self.features, self.normalization, self.model, self.alpha, self.seed = (
-            list(features), normalization, model, float(alpha), seed)
+        if not isinstance(interactions, bool):
+            raise ValueError(f"interactions must be true or false, got {interactions!r}")
+        self.features, self.normalization, self.model, self.alpha, self.interactions, self.seed = (
+            list(features), normalization, model, float(alpha), interactions, seed)
+
+    def inputs(self, x: np.ndarray, groups: Sequence[str]) -> np.ndarray:
+        """The linear model's inputs: normalized features, with their pairwise products if ``interactions``."""
+        z = normalize(x, groups, self.normalization, center=self.center_, scale=self.scale_)
+        return with_interactions(z) if self.interactions else z
 
     def fit(self, x: np.ndarray, y: Sequence[float], groups: Sequence[str]) -> HybridModel:
         from sklearn.linear_model import LogisticRegression, Ridge
@@ -124,7 +139,7 @@ class HybridModel:
         self.center_ = np.nan_to_num(np.nanmean(x, axis=0))
         spread = np.nan_to_num(np.nanstd(x, axis=0))
         self.scale_ = np.where(spread > 0, spread, 1.0)
-        z = normalize(x, groups, self.normalization, center=self.center_, scale=self.scale_)
+        z = self.inputs(x, groups)
         self.classes_ = None
         if self.model == "ridge":
             fitted = Ridge(alpha=self.alpha).fit(z, y)
@@ -161,11 +176,12 @@ class HybridModel:
 
     def predict(self, x: np.ndarray, groups: Sequence[str]) -> tuple[np.ndarray, np.ndarray | None]:
         """Scores, and class probabilities for the logistic model (None otherwise)."""
-        return self._scores(normalize(x, groups, self.normalization, center=self.center_, scale=self.scale_))
+        return self._scores(self.inputs(x, groups))
 
     def to_dict(self) -> dict[str, Any]:
         return {"features": self.features, "normalization": self.normalization, "model": self.model,
-                "alpha": self.alpha, "seed": self.seed, "center": self.center_.tolist(), "scale": self.scale_.tolist(),
+                "alpha": self.alpha, "interactions": self.interactions, "seed": self.seed,
+                "center": self.center_.tolist(), "scale": self.scale_.tolist(),
                 "coef": self.coef_.tolist(), "intercept": self.intercept_ if np.isscalar(self.intercept_)
                 else self.intercept_.tolist(), "classes": self.classes_, "score_range": list(self.score_range_)}
 
@@ -180,9 +196,13 @@ class HybridModel:
                     "score_range"):
             if key not in data:
                 raise ValueError(f"fitted: {key}: missing")
-        model = cls(data["features"], normalization=data["normalization"], model=data["model"], alpha=data["alpha"],
-                    seed=int(data.get("seed", 0)))
+        try:
+            model = cls(data["features"], normalization=data["normalization"], model=data["model"],
+                        alpha=data["alpha"], interactions=data.get("interactions", False), seed=int(data.get("seed", 0)))
+        except ValueError as err:
+            raise ValueError(f"fitted: {err}") from None
         n = len(model.features)
+        width = n + n * (n + 1) // 2 if model.interactions else n
         model.center_, model.scale_ = np.asarray(data["center"], dtype=float), np.asarray(data["scale"], dtype=float)
         model.coef_ = np.asarray(data["coef"], dtype=float)
         model.intercept_ = np.asarray(data["intercept"], dtype=float) if isinstance(data["intercept"], list) \
@@ -191,8 +211,9 @@ class HybridModel:
         model.score_range_ = tuple(float(v) for v in data["score_range"])
         if model.center_.shape != (n,) or model.scale_.shape != (n,) or np.any(model.scale_ <= 0):
             raise ValueError(f"fitted: center and scale must be {n} numbers (scale positive), one per feature")
-        if model.coef_.shape[-1] != n:
-            raise ValueError(f"fitted: coef: expected {n} coefficients per row (one per feature), "
+        if model.coef_.shape[-1] != width:
+            raise ValueError(f"fitted: coef: expected {width} coefficients per row (one per "
+                             f"{'feature and pair of features' if model.interactions else 'feature'}), "
                              f"found shape {list(model.coef_.shape)}")
         if (model.classes_ is None) != (model.model != "logistic"):
             raise ValueError("fitted: classes: required exactly for the logistic model")
@@ -227,7 +248,8 @@ class HybridJudge(Judge):
     @classmethod
     def space(cls) -> list[Param]:
         return [Choice("normalization", NORMALIZATIONS, "z"), Choice("model", MODELS, "ridge"),
-                Choice("alpha", (0.1, 1.0, 10.0), 1.0), IntRange("per_grade", 1, 2, 1),
+                Choice("alpha", (0.1, 1.0, 10.0, 100.0), 1.0), Choice("interactions", (False, True), False),
+                IntRange("per_grade", 1, 2, 1),
                 *(Choice(f"use_{name}", (True, False), True) for name in SIGNALS)]
 
     @property
@@ -305,7 +327,8 @@ class HybridJudge(Judge):
             raise JudgetuneError("the hybrid judge has no usable signal on this data (every chosen signal failed on "
                                  "most training examples)")
         self.model_ = HybridModel(names, normalization=self.params["normalization"], model=self.params["model"],
-                                  alpha=self.params["alpha"], seed=self.seed).fit(
+                                  alpha=self.params["alpha"], interactions=self.params["interactions"],
+                                  seed=self.seed).fit(
             np.hstack(blocks), [e.judgment for e in labeled], [e.group_key for e in labeled])
         return self
 
