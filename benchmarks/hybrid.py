@@ -113,16 +113,8 @@ def feature_matrix(examples: list[Example], *, keep_all: bool = False) -> tuple[
                                                                               dict[str, list[int]]]:
     """Every signal's features once (the benchmark fits ablations and variants on column subsets); a
     signal failing on most examples is left out unless ``keep_all`` (its gaps are imputed in the fit)."""
-    judge = HybridJudge()
-    blocks, names, columns = [], [], {}
-    for name in SIGNALS:
-        block, block_names, failures = judge.signal_block(name, examples)
-        if not keep_all and sum(f is not None for f in failures) > len(examples) / 2:
-            continue
-        columns[name] = list(range(len(names), len(names) + len(block_names)))
-        blocks.append(block)
-        names.extend(block_names)
-    return np.hstack(blocks), names, columns
+    x, names, columns, _ = HybridJudge().usable_features(examples, list(SIGNALS), keep_failing=keep_all)
+    return x, names, columns
 
 
 def model_cross_fit(x, names, examples, settings: dict, *, seed: int, folds: int = 5,

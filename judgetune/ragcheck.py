@@ -42,6 +42,7 @@ import numpy as np
 from judgetune import datasets
 from judgetune.datasets import RagItem, read_rag_items
 from judgetune.judges import FactCheckJudge
+from judgetune.judges._verdict import add_usage
 from judgetune.lm import JudgeLM
 
 log = logging.getLogger(__name__)
@@ -310,10 +311,7 @@ def _needed(item: RagItem, response_claims: list[str], gold_claims: list[str]) -
 def _fill(item: RagItem, response_claims: list[str], gold_claims: list[str], verdicts: dict,
           usages: list[dict]) -> ItemChecks:
     needed = _needed(item, response_claims, gold_claims)
-    usage: dict[str, int] = {}
-    for part in [*usages, *(verdicts[key].value.usage for key in needed if verdicts[key].ok)]:
-        for name, value in part.items():
-            usage[name] = usage.get(name, 0) + int(value)
+    usage = add_usage(*usages, *(verdicts[key].value.usage for key in needed if verdicts[key].ok))
     for reference, claim in needed:
         outcome = verdicts[(reference, claim)]
         if not outcome.ok or not outcome.value.parsed:

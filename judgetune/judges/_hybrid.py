@@ -299,6 +299,23 @@ class HybridJudge(Judge):
         x = np.hstack([b[0] for b in blocks]) if blocks else np.zeros((len(examples), 0))
         return x, [n for b in blocks for n in b[1]], failures
 
+    def usable_features(self, examples: Sequence[Example], signals: Sequence[str], *, pool: ReferencePool | None = None,
+                        keep_failing: bool = False) -> tuple[np.ndarray, list[str], dict[str, list[int]], dict[str, str]]:
+        """The features of the signals that fail on at most half of ``examples`` (of all of them with
+        ``keep_failing``): the matrix (NaN where a signal failed), feature names, each kept signal's
+        columns, and each dropped signal with one of its failures."""
+        blocks, names, columns, dropped = [], [], {}, {}
+        for name in signals:
+            block, block_names, failures = self.signal_block(name, examples, pool=pool)
+            if not keep_failing and sum(f is not None for f in failures) > len(examples) / 2:
+                dropped[name] = next(f for f in failures if f)
+                continue
+            columns[name] = list(range(len(names), len(names) + len(block_names)))
+            blocks.append(block)
+            names.extend(block_names)
+        x = np.hstack(blocks) if blocks else np.zeros((len(examples), 0))
+        return x, names, columns, dropped
+
     def fit(self, examples: Sequence[Example]) -> HybridJudge:
         """Fit on labeled training examples. A signal that fails on more than half of them is dropped
         (and recorded); where it fails on fewer, the missing values take the neutral value (see ``normalize``).
@@ -312,24 +329,17 @@ class HybridJudge(Judge):
         labeled = [e for e in examples if e.judgment is not None]
         if len(labeled) < 4:
             raise JudgetuneError(f"the hybrid judge needs at least 4 labeled training examples, got {len(labeled)}")
-        own_pool = ReferencePool(labeled)
-        blocks, names, self.dropped_ = [], [], []
-        for name in (n for n in SIGNALS if self.params[f"use_{n}"]):
-            block, block_names, failures = self.signal_block(name, labeled, pool=own_pool)
-            if sum(f is not None for f in failures) > len(labeled) / 2:
-                log.warning("hybrid: signal %s is unavailable on most training examples (%s); dropped", name,
-                            next(f for f in failures if f))
-                self.dropped_.append(name)
-                continue
-            blocks.append(block)
-            names.extend(block_names)
-        if not blocks:
+        x, names, _, dropped = self.usable_features(labeled, [n for n in SIGNALS if self.params[f"use_{n}"]],
+                                                    pool=ReferencePool(labeled))
+        for name, why in dropped.items():
+            log.warning("hybrid: signal %s is unavailable on most training examples (%s); dropped", name, why)
+        self.dropped_ = list(dropped)
+        if not names:
             raise JudgetuneError("the hybrid judge has no usable signal on this data (every chosen signal failed on "
                                  "most training examples)")
         self.model_ = HybridModel(names, normalization=self.params["normalization"], model=self.params["model"],
                                   alpha=self.params["alpha"], interactions=self.params["interactions"],
-                                  seed=self.seed).fit(
-            np.hstack(blocks), [e.judgment for e in labeled], [e.group_key for e in labeled])
+                                  seed=self.seed).fit(x, [e.judgment for e in labeled], [e.group_key for e in labeled])
         return self
 
     @property

@@ -196,8 +196,7 @@ def read_scores(path: str | Path) -> dict[tuple[str, str], float]:
     problems: list[str] = []
     scores = {}
     if path.suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as handle:
-            rows = [(f"{path}:{i}", r) for i, r in enumerate(csv.DictReader(handle), 2)]
+        rows = [(f"{path}:{i}", r) for i, r in enumerate(_read_csv(path), 2)]
     else:
         rows = [(f"{path}:{line}", r) for line, r in _jsonl_rows(path, problems)]
     for where, r in rows:

@@ -201,8 +201,6 @@ def run_nrp(collection: Collection, rankers: Sequence[Ranker], *, select_by: str
                             "seconds": time.perf_counter() - start},
               "systems": summarize(placements, n_resamples=n_resamples, seed=seed),
               "answers": [asdict(p) for p in placements]}
-    if collection.expert:
-        scores = {(q, d): s for q, docs in document_scores[chosen.name].items() for d, s in docs.items()}
-        scores.update({(p.query_id, p.answer_id): p.score for p in placements if p.score is not None})
-        result["agreement"] = expert_agreement(collection.expert, scores, p=rbo_p)
+    if collection.expert:  # rankers score each item alone, so the chosen ranker's validation row holds it
+        result["agreement"] = table[best]["agreement"]
     return result
