@@ -1,6 +1,6 @@
 """Hybrid judges against single signals, the constant predictor and the LINKAGE paper (issue 8).
 
-LINKAGE data (TREC-DL-NF, ANTIQUE) under the paper's protocol (``judgetune.calibration.protocol``):
+LINKAGE data (TREC-DL-NF, ANTIQUE) under the paper's protocol (``judgetune.evaluation``):
 references drawn by grade and removed from the candidates, questions without enough answers of every
 grade skipped, Spearman per question averaged; 3 seeds (each seed draws new references and new folds).
 Hybrids are cross-fitted over questions (5 folds): a question is scored by a model fitted on the other
@@ -31,11 +31,11 @@ from dataclasses import replace
 import numpy as np
 
 from judgetune import datasets
-from judgetune.calibration.metrics import bootstrap_mean_interval, correlation
-from judgetune.calibration.protocol import cross_fit, draw_references, question_folds
 from judgetune.datasets import Example
+from judgetune.evaluation import cross_fit, draw_references, question_folds
 from judgetune.judges import SIGNALS, HybridJudge, HybridModel, build_judge
 from judgetune.judges._encoders import load_encoder
+from judgetune.stats import bootstrap_mean_interval, correlation
 
 LINKAGE = ("linkage-trec-dl-nf", "linkage-antique")
 PARTS = ("linkage", "all", "transfer", "msrpar", "ragchecker", "cost", "published", "lm")
@@ -248,7 +248,7 @@ def transfer_rows(*, seeds: int, resamples: int) -> list[dict]:
 
 
 def global_row(dataset: str, method: str, scores, gold, *, resamples: int, **extra) -> dict:
-    from judgetune.calibration.metrics import bootstrap_interval
+    from judgetune.stats import bootstrap_interval
 
     kept = [(s, g) for s, g in zip(scores, gold) if s is not None]
     pred, human = np.asarray([k[0] for k in kept]), np.asarray([k[1] for k in kept])

@@ -21,14 +21,9 @@ import tempfile
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from judgetune import datasets  # noqa: E402
-from judgetune.calibration.evaluate import (
-    judge_row,
-    limit_by_group,
-    make_judge,
-    sample_per_group,
-    timed_verdicts,  # noqa: E402
-)
-from judgetune.judges import LM_JUDGES, ConstantJudge  # noqa: E402
+from judgetune.datasets import limit_by_group, sample_per_group  # noqa: E402
+from judgetune.evaluation import judge_row, timed_verdicts  # noqa: E402
+from judgetune.judges import LM_JUDGES, ConstantJudge, make_judge  # noqa: E402
 from judgetune.lm import ResponseCache, load_lm  # noqa: E402
 
 BASELINES = ("embedding", "rougeL", "bleu")

@@ -25,9 +25,9 @@ import time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from judgetune import ragcheck, reproduce  # noqa: E402
-from judgetune.calibration.metrics import bootstrap_interval, correlation  # noqa: E402
 from judgetune.datasets import RagItem, ensure_fetched  # noqa: E402
 from judgetune.lm import ResponseCache, load_lm  # noqa: E402
+from judgetune.stats import bootstrap_interval, correlation  # noqa: E402
 
 DIMENSIONS = {"correctness": "precision", "completeness": "recall", "overall": "f1"}
 

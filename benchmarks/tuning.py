@@ -27,14 +27,19 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import dspy  # noqa: E402
 
-from judgetune.calibration.evaluate import agreement, groups_of  # noqa: E402
-from judgetune.calibration.frozen import JudgeConfig  # noqa: E402
-from judgetune.calibration.metrics import constant_baseline  # noqa: E402
-from judgetune.calibration.run import tune  # noqa: E402
-from judgetune.calibration.tuner import RunSpec, judge_for, prepare_splits  # noqa: E402
+from judgetune.config import JudgeConfig  # noqa: E402
+from judgetune.datasets import groups_of  # noqa: E402
+from judgetune.evaluation import agreement  # noqa: E402
 from judgetune.judges import LM_JUDGES, defaults  # noqa: E402
 from judgetune.lm import ResponseCache, load_lm  # noqa: E402
 from judgetune.lm._adapter import PrefillChatAdapter  # noqa: E402
+from judgetune.stats import constant_baseline  # noqa: E402
+from judgetune.tuning import (  # noqa: E402
+    RunSpec,
+    judge_for,
+    prepare_splits,
+    tune,  # noqa: E402
+)
 
 CASES = [("sts2012-msrpar", "rubric", "reference, answer -> score: float",
           "How similar in meaning are the two sentences? Score from 0 (unrelated) to 5 (same meaning)."),
@@ -137,7 +142,7 @@ def main() -> None:
             rows.append(row(dataset, "untuned faithful prompt, k=0", metrics, calls, seconds))
             os.environ["JUDGETUNE_CACHE_DIR"] = str(tmp / f"{kind}-tuned")
             start = time.perf_counter()
-            config, _ = tune(spec, runs_dir=tmp / "runs", report=False)
+            config, _, _ = tune(spec, runs_dir=tmp / "runs")
             seconds = time.perf_counter() - start
             search_calls = config.metrics["search"]["lm_calls"]
             rows.append(row(dataset, f"tuned + {config.calibrator['kind']} calibration", config.metrics["test"],

@@ -1,7 +1,25 @@
-"""judgetune: tune, calibrate and freeze LLM judges against human labels."""
+"""judgetune: tune, calibrate and freeze LLM judges against human labels.
+
+    >>> import judgetune
+    >>> judge = judgetune.load("runs/demo/judge.json")  # doctest: +SKIP
+    >>> judge.score(question="...", answer="...", reference="...")  # doctest: +SKIP
+
+The API (``load``, ``tune``, ``evaluate``, ``FrozenJudge``) is imported on first use, so ``import judgetune``
+stays light.
+"""
 
 from judgetune import _offline  # noqa: F401  (keeps litellm off the network; see _offline.py)
 from judgetune.errors import DataValidationError, JudgetuneError
 
 __version__ = "0.1.0"
-__all__ = ["DataValidationError", "JudgetuneError", "__version__"]
+__all__ = ["DataValidationError", "FrozenJudge", "JudgetuneError", "JudgmentFailedError", "Scored", "__version__",
+           "evaluate", "load", "tune"]
+_API = ("FrozenJudge", "JudgmentFailedError", "Scored", "evaluate", "load", "tune")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from judgetune import _api
+
+        return getattr(_api, name)
+    raise AttributeError(f"module 'judgetune' has no attribute {name!r}")

@@ -8,9 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from judgetune import datasets, judges, reproduce
-from judgetune.calibration import evaluate
-from judgetune.calibration import tuner as tuning
+from judgetune import datasets, evaluation, judges, reproduce, tuning
 from judgetune.errors import JudgetuneError
 
 
@@ -93,10 +91,10 @@ def _evaluate(args: argparse.Namespace) -> None:
         raise JudgetuneError(f"{args.data}: the {args.split} split is empty")
     draw = None
     if args.protocol:  # LINKAGE's protocol: the split's questions with their drawn references
-        from judgetune.calibration.protocol import draw_references
+        from judgetune.evaluation import draw_references
 
         grades = sorted({e.label for e in examples if e.label is not None})
-        draw = draw_references(evaluate.limit_by_group(splits[args.split], args.limit, seed=args.seed),
+        draw = draw_references(datasets.limit_by_group(splits[args.split], args.limit, seed=args.seed),
                                per_grade=args.per_grade, seed=args.seed, mode=args.protocol, grades=grades)
         if not draw.candidates:
             raise JudgetuneError(f"{args.data}: no {args.split} question qualifies for the {args.protocol} protocol "
@@ -105,10 +103,10 @@ def _evaluate(args: argparse.Namespace) -> None:
                                           mode=args.protocol, grades=grades).candidates
         test = draw.candidates
     else:
-        test = evaluate.limit_by_group(splits[args.split], args.limit, seed=args.seed)
+        test = datasets.limit_by_group(splits[args.split], args.limit, seed=args.seed)
     lm = load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache) if args.judge in LM_JUDGES else None
     try:
-        judge = evaluate.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
+        judge = judges.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
                                     label_range=label_range, params=dict(args.param or []), seed=args.seed)
     except ValueError as err:  # a bad --param
         raise JudgetuneError(str(err)) from None
@@ -117,7 +115,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         judge(test[0])
         _print_prompts(lm.transcript)
         lm.transcript = None
-    result = evaluate.evaluate_judge(judge, test, train=splits["train"], label_range=label_range,
+    result = evaluation.evaluate_judge(judge, test, train=splits["train"], label_range=label_range,
                                      n_resamples=args.resamples, seed=args.seed, progress=not args.json)
     protocol = None if draw is None else {**draw.summary(), "qualified": draw.qualified, "skipped": draw.skipped}
     if args.json:
@@ -129,7 +127,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     if draw is not None:
         print(f"protocol {draw.mode}, {draw.per_grade} reference(s) per grade: {len(draw.qualified)} questions "
               f"qualify, {len(draw.skipped)} skipped (--json lists them with the reason)")
-    print(evaluate.format_rows(result["rows"]))
+    print(evaluation.format_rows(result["rows"]))
 
 
 def _read_instructions(path: Path | None) -> list[str]:
@@ -162,12 +160,14 @@ def _run_spec(args: argparse.Namespace) -> tuning.RunSpec:
 
 
 def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
-    from judgetune.calibration.run import tune
+    from judgetune.report import write_report
+    from judgetune.tuning import tune
 
     try:
-        config, run_dir = tune(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat)
+        config, run_dir, study = tune(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat)
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
+    write_report(run_dir, study=study, config=config)
     test, search = config.metrics["test"], config.metrics["search"]
     if args.json:
         print(json.dumps({"run": str(run_dir), "config": str(run_dir / "judge.json"), "metrics": config.metrics},
@@ -176,7 +176,7 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen trial {search['chosen_trial']}")
     print(f"  settings: {json.dumps(config.params)}; calibrator {config.calibrator['kind']}")
     baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]
-    print(evaluate.format_rows([{"name": "test (calibrated)", **_cost_free(test)}, *baselines]))
+    print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free(test)}, *baselines]))
     print(f"frozen judge: {run_dir / 'judge.json'}\nreport: {run_dir / 'report.html'}")
 
 
@@ -219,8 +219,8 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 def _score(args: argparse.Namespace) -> None:
-    from judgetune.calibration.frozen import JudgeConfig, load_config_lm, score_examples
-    from judgetune.calibration.run import write_predictions
+    from judgetune.config import JudgeConfig, load_config_lm, score_examples
+    from judgetune.tuning import write_predictions
 
     config = JudgeConfig.load(args.config)
     examples, _ = (datasets.load_data(args.data, mirror=args.mirror) if args.data in datasets.CATALOG
@@ -233,13 +233,13 @@ def _score(args: argparse.Namespace) -> None:
 
 
 def _compare(args: argparse.Namespace) -> None:
-    from judgetune.calibration.compare import compare_scores
-    from judgetune.calibration.frozen import JudgeConfig, load_config_lm, score_examples
+    from judgetune.config import JudgeConfig, load_config_lm, score_examples
+    from judgetune.evaluation import compare_scores
 
     examples, label_range = datasets.load_data(args.data, mirror=args.mirror)
     if args.data in datasets.CATALOG or args.split != "all":
         examples = datasets.split_examples(examples, seed=args.seed)[args.split if args.split != "all" else "test"]
-    examples = evaluate.limit_by_group(examples, args.limit, seed=args.seed)
+    examples = datasets.limit_by_group(examples, args.limit, seed=args.seed)
     scores = {}
     for path in args.configs:
         config = JudgeConfig.load(path)
@@ -248,7 +248,7 @@ def _compare(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(evaluate.format_rows([_cost_free(r) for r in result["rows"]]))
+    print(evaluation.format_rows([_cost_free(r) for r in result["rows"]]))
     for pair in result["pairs"]:
         p = pair["p_value"]
         print(f"{pair['a']} vs {pair['b']}: MAE difference {pair['mae_difference']:+.3f} on {pair['items']} items, "
@@ -300,7 +300,7 @@ def _threshold(text: str) -> float:
 def _report(args: argparse.Namespace) -> None:
     from judgetune.report import write_report
 
-    print(write_report(args.run_dir, storage=args.storage))
+    print(write_report(args.run_dir, study=tuning.load_study(args.run_dir, args.storage)))
 
 
 def _nrp_collection(args: argparse.Namespace):
@@ -321,7 +321,7 @@ def _nrp_collection(args: argparse.Namespace):
 
 def _nrp(args: argparse.Namespace) -> None:
     from judgetune import nrp
-    from judgetune.report._nrp import nrp_by_system, nrp_vs_size
+    from judgetune.report import nrp_by_system, nrp_vs_size
 
     collection = _nrp_collection(args)
     rankers = [nrp.make_ranker(spec, collection) for spec in args.ranker]

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from judgetune import datasets
-from judgetune.calibration.metrics import correlation, rescale
 from judgetune.nrp import expert_agreement, normalized_rank_position, read_clef_ehealth
+from judgetune.stats import correlation, rescale
 
 NRP_LLMS = {  # ranking file stem -> (name in the paper, published mean NRP with the MultiMedQA prompt)
     "chatgpt": ("ChatGPT", 0.998),

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from judgetune.calibration.calibrators import IsotonicCalibrator, LinearCalibrator, calibrator_from_dict, fit_calibrator
+from judgetune.calibration import IsotonicCalibrator, LinearCalibrator, calibrator_from_dict, fit_calibrator
 
 
 def test_linear_calibrator_recovers_a_line_and_clips_to_the_scale():

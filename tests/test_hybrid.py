@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 
 from judgetune import datasets
-from judgetune.calibration.evaluate import make_judge
-from judgetune.calibration.frozen import ConfigError, JudgeConfig
-from judgetune.calibration.protocol import cross_fit, draw_references, question_folds
+from judgetune.config import ConfigError, JudgeConfig
 from judgetune.datasets import Example, Reference
-from judgetune.judges import SIGNALS, HybridJudge, ReferencePool, build_judge
+from judgetune.evaluation import cross_fit, draw_references, question_folds
+from judgetune.judges import SIGNALS, HybridJudge, ReferencePool, build_judge, make_judge
 
 MINILM_ONLY = {f"use_{name}": "mpnet" not in name for name in SIGNALS}
 
@@ -25,7 +24,7 @@ MINILM_ONLY = {f"use_{name}": "mpnet" not in name for name in SIGNALS}
 @pytest.fixture(scope="module")
 def trec(data_root) -> list[Example]:
     """Eight TREC-DL-NF questions that have every grade, twelve answers each (seeded)."""
-    from judgetune.calibration.evaluate import sample_per_group
+    from judgetune.datasets import sample_per_group
 
     examples = datasets.load("linkage-trec-dl-nf", root=data_root)
     draw = draw_references(examples, per_grade=1, seed=0)
@@ -163,7 +162,7 @@ def test_nrp_takes_a_hybrid_that_scores_each_answer_alone_and_refuses_one_normal
 def test_hybrid_beats_chance_on_held_out_questions(trec):
     draw = draw_references(trec, per_grade=1, seed=0)
     verdicts = cross_fit(lambda train: HybridJudge(**MINILM_ONLY).fit(train), draw.candidates, folds=4, seed=0)
-    from judgetune.calibration.metrics import grouped_correlation
+    from judgetune.stats import grouped_correlation
 
     rho = grouped_correlation([v.score for v in verdicts], [e.label for e in draw.candidates],
                               [e.group_key for e in draw.candidates])

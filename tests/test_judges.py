@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from judgetune.calibration.evaluate import judge_row
 from judgetune.datasets import Example, Reference
+from judgetune.evaluation import judge_row
 from judgetune.judges import (
     LinkageJudge,
     PairwiseJudge,

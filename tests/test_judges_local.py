@@ -8,9 +8,8 @@ import json
 import pytest
 
 from judgetune import datasets
-from judgetune.calibration.evaluate import make_judge
 from judgetune.cli import main
-from judgetune.judges import FactCheckJudge, LinkageJudge, parse_fact_list
+from judgetune.judges import FactCheckJudge, LinkageJudge, make_judge, parse_fact_list
 from judgetune.judges._factcheck import fact_list_schema
 from judgetune.lm import ResponseCache, load_lm
 

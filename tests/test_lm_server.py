@@ -318,7 +318,7 @@ def test_rubric_judge_reads_the_same_score_through_the_server(remote, llamacpp, 
     answer; in-process it is read after a prefilled marker. With two demos the small model writes the
     format and both agree; zero-shot it does not, and each item is a counted failure, never a zero."""
     from judgetune import datasets
-    from judgetune.calibration.evaluate import make_judge
+    from judgetune.judges import make_judge
 
     examples = datasets.load("sts2012-msrpar", root=data_root)
     train = [e for e in examples if e.meta["split"] == "train"]

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import rbo as rbo_package
 
-from judgetune.calibration.evaluate import make_judge
-from judgetune.calibration.frozen import JudgeConfig, score_examples
 from judgetune.cli import main
+from judgetune.config import JudgeConfig, score_examples
 from judgetune.datasets import Example
 from judgetune.errors import DataValidationError, JudgetuneError
+from judgetune.judges import make_judge
 from judgetune.lm import ResponseCache, load_lm
 from judgetune.nrp import (
     Answer,

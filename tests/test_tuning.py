@@ -16,8 +16,8 @@ import jsonlines
 import optuna
 import pytest
 
-from judgetune.calibration.frozen import ConfigError, JudgeConfig
 from judgetune.cli import main
+from judgetune.config import ConfigError, JudgeConfig
 
 TINY = ["--judge", "rubric", "--data", "sts2012-msrpar", "--trials", "3", "--search-items", "8", "--chunk", "4",
         "--dev-items", "12", "--test-items", "8", "--fix", "reasoning=false"]
@@ -183,7 +183,7 @@ def test_a_killed_trial_is_retried_with_its_cached_answers(env, tmp_path):
 def test_splits_keep_questions_apart_and_demos_away_from_search_items(env):
     from collections import Counter
 
-    from judgetune.calibration.tuner import RunSpec, prepare_splits
+    from judgetune.tuning import RunSpec, prepare_splits
 
     s = prepare_splits(RunSpec(name="x", judge="linkage", data="linkage-trec-dl-nf", search_items=12, per_question=3))
     for items in (s.search, s.demo_pool, s.dev, s.test):

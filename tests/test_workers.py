@@ -14,8 +14,8 @@ import uuid
 import optuna
 import pytest
 
-from judgetune.calibration.tuner import RunSpec, open_study
 from judgetune.cli import main
+from judgetune.tuning import RunSpec, open_study
 
 URL = os.environ.get("JUDGETUNE_TEST_POSTGRES")
 

@@ -13,10 +13,13 @@ from judgetune.datasets._catalog import (
                                          summary,
 )
 from judgetune.datasets._rag import RagItem, read_rag_items
-from judgetune.datasets._readers import read_examples, write_examples
+from judgetune.datasets._readers import example_from_record, jsonl_rows, read_examples, write_examples
 from judgetune.datasets._schema import Example, Reference, Scale
-from judgetune.datasets._splits import split_by_group, split_examples
+from judgetune.datasets._sources import clef_judgments, clef_top1_rows, generated_answer_llm, read_clef_topics
+from judgetune.datasets._splits import groups_of, limit_by_group, sample_per_group, split_by_group, split_examples
 
-__all__ = ["CATALOG", "Example", "RagItem", "Reference", "Scale", "Source", "data_dir", "data_fingerprint",
-           "ensure_fetched", "fetch", "get_source", "load", "load_data", "read_examples", "read_rag_items",
-           "split_by_group", "split_examples", "summary", "write_examples"]
+__all__ = ["CATALOG", "Example", "RagItem", "Reference", "Scale", "Source", "clef_judgments", "clef_top1_rows",
+           "data_dir", "data_fingerprint", "ensure_fetched", "example_from_record", "fetch", "generated_answer_llm",
+           "get_source", "groups_of", "jsonl_rows", "limit_by_group", "load", "load_data", "read_clef_topics",
+           "read_examples", "read_rag_items", "sample_per_group", "split_by_group", "split_examples", "summary",
+           "write_examples"]

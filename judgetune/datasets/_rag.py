@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judgetune.datasets._readers import _describe, _jsonl_rows
+from judgetune.datasets._readers import _describe, jsonl_rows
 from judgetune.errors import DataValidationError
 
 FIELDS = ("query_id", "id", "query", "gt_answer", "response", "retrieved_context", "meta")
@@ -53,7 +53,7 @@ def read_rag_items(path: str | Path) -> list[RagItem]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such data file")
     problems: list[str] = []
-    rows = ([(f"{path}:{line}", row) for line, row in _jsonl_rows(path, problems)]
+    rows = ([(f"{path}:{line}", row) for line, row in jsonl_rows(path, problems)]
             if path.suffix.lower() == ".jsonl" else _json_rows(path, problems))
     items: list[RagItem] = []
     seen: dict[str, str] = {}

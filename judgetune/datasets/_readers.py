@@ -47,7 +47,7 @@ def read_examples(path: str | Path, *, require_label: bool = True, scale: Scale 
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such data file")
     problems: list[str] = []
-    rows = _jsonl_rows(path, problems) if kind == "jsonl" else _table_rows(path, kind, problems)
+    rows = jsonl_rows(path, problems) if kind == "jsonl" else _table_rows(path, kind, problems)
     examples: list[Example] = []
     seen: dict[str, int] = {}
     for line, record in rows:
@@ -74,7 +74,7 @@ def write_examples(path: str | Path, examples: Iterable[Example]) -> None:
         writer.write_all(e.to_dict() for e in examples)
 
 
-def _jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     # Parsed line by line (not with jsonlines.Reader) to know the line number of every row.
     with path.open("rb") as handle:
         for line, raw in enumerate(handle, 1):

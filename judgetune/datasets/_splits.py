@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -53,3 +54,41 @@ def split_examples(examples: list[Example], *, seed: int = 0,
                                                   "dev": dev_fraction_of_train}, seed=seed)
         splits["train"], splits["dev"] = carved["train"], carved["dev"]
     return splits
+
+
+def _groups_shuffled(examples: Sequence[Example], seed: int) -> dict[str, list[Example]]:
+    """Examples by group; each group's members in a seeded order that depends only on the seed and group."""
+    groups: dict[str, list[Example]] = {}
+    for ex in sorted(examples, key=lambda e: e.id):
+        groups.setdefault(ex.group_key, []).append(ex)
+    for key, members in groups.items():
+        random.Random(f"{seed}:{key}").shuffle(members)
+    return groups
+
+
+def limit_by_group(examples: Sequence[Example], n: int | None, *, seed: int = 0) -> list[Example]:
+    """``n`` examples taken group by group, groups in a seeded order (all when n is None); only the
+    last group taken may be cut, keeping a random part of it rather than its first ids."""
+    if n is None or n >= len(examples):
+        return list(examples)
+    groups = _groups_shuffled(examples, seed)
+    keys = sorted(groups)
+    random.Random(seed).shuffle(keys)
+    picked: list[Example] = []
+    for key in keys:
+        picked.extend(groups[key])
+        if len(picked) >= n:
+            return picked[:n]
+    return picked
+
+
+def sample_per_group(examples: Sequence[Example], m: int, *, seed: int = 0) -> list[Example]:
+    """At most ``m`` examples of every group, drawn seeded per group (per-question metrics keep every question)."""
+    groups = _groups_shuffled(examples, seed)
+    return [ex for key in sorted(groups) for ex in groups[key][:m]]
+
+
+def groups_of(examples: Sequence[Example]) -> list[str] | None:
+    """Per-example group keys when some group holds several examples, else None (nothing to group)."""
+    keys = [ex.group_key for ex in examples]
+    return keys if len(set(keys)) < len(keys) else None

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from judgetune.errors import JudgetuneError
-from judgetune.lm._cache import default_cache_dir
+from judgetune.lm import default_cache_dir
 
 log = logging.getLogger(__name__)
 ENCODERS = ("minilm", "mpnet")

@@ -2,7 +2,7 @@
 distributions and the on-disk cache."""
 
 from judgetune.lm._batch import Outcome, run_items
-from judgetune.lm._cache import ResponseCache
+from judgetune.lm._cache import ResponseCache, default_cache_dir
 from judgetune.lm._labels import LabelDistribution, LogprobsUnavailableError
 from judgetune.lm._lm import Generation, JudgeLM, load_lm
 from judgetune.lm._remote import Completion, LMCallError, OpenAICompatibleClient
@@ -10,4 +10,4 @@ from judgetune.lm._spec import LMSpec, LMSpecError, parse_lm_spec
 
 __all__ = ["Completion", "Generation", "JudgeLM", "LMCallError", "LMSpec", "LMSpecError", "LabelDistribution",
            "LogprobsUnavailableError", "OpenAICompatibleClient", "Outcome", "ResponseCache", "load_lm",
-           "parse_lm_spec", "run_items"]
+           "default_cache_dir", "parse_lm_spec", "run_items"]

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from judgetune import datasets
-from judgetune.datasets._readers import _jsonl_rows
-from judgetune.datasets._sources import clef_judgments, clef_top1_rows, generated_answer_llm, read_clef_topics
+from judgetune.datasets import clef_judgments, clef_top1_rows, generated_answer_llm, jsonl_rows, read_clef_topics
 from judgetune.errors import DataValidationError, JudgetuneError
 
 
@@ -123,7 +122,7 @@ def _id_field(record: dict, name: str, where: str, problems: list[str]) -> str |
 
 
 def _rows(path: Path, fields: set[str], problems: list[str]):
-    for line, record in _jsonl_rows(path, problems):
+    for line, record in jsonl_rows(path, problems):
         where = f"{path}:{line}"
         unknown = sorted(set(record) - fields)
         if unknown:
@@ -198,7 +197,7 @@ def read_scores(path: str | Path) -> dict[tuple[str, str], float]:
     if path.suffix == ".csv":
         rows = [(f"{path}:{i}", r) for i, r in enumerate(_read_csv(path), 2)]
     else:
-        rows = [(f"{path}:{line}", r) for line, r in _jsonl_rows(path, problems)]
+        rows = [(f"{path}:{line}", r) for line, r in jsonl_rows(path, problems)]
     for where, r in rows:
         qid, item = _id_field(r, "query_id", where, problems), _id_field(r, "id", where, problems)
         try:

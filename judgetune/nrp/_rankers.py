@@ -81,7 +81,7 @@ class JudgeRanker(Ranker):
     @classmethod
     def from_config(cls, path: str | Path, *, name: str | None = None) -> JudgeRanker:
         """A frozen judge config's calibrated score (``judgetune tune`` writes one as runs/NAME/judge.json)."""
-        from judgetune.calibration.frozen import JudgeConfig, load_config_lm, score_examples
+        from judgetune.config import JudgeConfig, load_config_lm, score_examples
 
         config = JudgeConfig.load(path)
         if config.judge == "bm25" or (config.judge == "hybrid" and not config.build_judge(None).scores_alone):

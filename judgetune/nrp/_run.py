@@ -13,11 +13,11 @@ import numpy as np
 from scipy import stats
 from tqdm import tqdm
 
-from judgetune.calibration.metrics import bootstrap_interval, ndcg, rbo
 from judgetune.errors import JudgetuneError
 from judgetune.nrp._data import Collection
 from judgetune.nrp._formula import normalized_rank_position, rank_by_sorting, ranks_in_sorted
 from judgetune.nrp._rankers import Ranker
+from judgetune.stats import bootstrap_interval, ndcg, rbo
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any
 import jsonlines
 import optuna
 
-from judgetune.calibration.frozen import JudgeConfig
+from judgetune.config import JudgeConfig
 from judgetune.report import _plots
 
 METRIC_KEYS = ("n", "parse_failures", "mae", "bracket_accuracy", "spearman", "kendall", "pearson",
@@ -86,15 +86,10 @@ test was scored once.</p>
 """
 
 
-def write_report(run_dir: str | Path, *, study: optuna.Study | None = None, config: JudgeConfig | None = None,
-                 storage: str | None = None) -> Path:
+def write_report(run_dir: str | Path, *, study: optuna.Study, config: JudgeConfig | None = None) -> Path:
     """Write ``run_dir/report.html`` from the run's judge.json, test predictions and study."""
-    from judgetune.calibration.tuner import default_storage, storage_for
-
     run_dir = Path(run_dir)
     config = config or JudgeConfig.load(run_dir / "judge.json")
-    if study is None:  # the study is named after the run
-        study = optuna.load_study(study_name=run_dir.name, storage=storage_for(storage or default_storage(run_dir)))
     with jsonlines.open(run_dir / "test_predictions.jsonl") as reader:
         predictions = list(reader)
     path = run_dir / "report.html"

@@ -13,8 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import optuna  # noqa: E402
 
-from judgetune.calibration.calibrators import calibrator_from_dict  # noqa: E402
-from judgetune.calibration.metrics import DEFAULT_BRACKETS, bracket_of, rescale  # noqa: E402
+from judgetune.calibration import calibrator_from_dict  # noqa: E402
+from judgetune.stats import DEFAULT_BRACKETS, bracket_of, rescale  # noqa: E402
 
 
 def _png(fig) -> bytes:

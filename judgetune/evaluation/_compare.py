@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import wilcoxon
 
-from judgetune.calibration.evaluate import agreement
 from judgetune.datasets import Example
+from judgetune.evaluation._evaluate import agreement
 
 
 def paired_test(a: list[float | None], b: list[float | None], gold: list[float]) -> dict[str, Any]:

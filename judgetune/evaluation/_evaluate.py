@@ -6,17 +6,15 @@ scored as a number; the baselines are scored on every item.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from judgetune.calibration.metrics import evaluate_predictions
-from judgetune.datasets import Example
-from judgetune.judges import ConstantJudge, EmbeddingJudge, Judge, RandomJudge, Verdict
-from judgetune.judges._baselines import target_text
+from judgetune.datasets import Example, groups_of
+from judgetune.judges import ConstantJudge, EmbeddingJudge, Judge, RandomJudge, Verdict, target_text
+from judgetune.stats import evaluate_predictions
 
 
 def label_range_of(examples: Sequence[Example]) -> tuple[float, float]:
@@ -24,57 +22,6 @@ def label_range_of(examples: Sequence[Example]) -> tuple[float, float]:
     if not values:
         raise ValueError("no human labels to evaluate against")
     return float(min(values)), float(max(values))
-
-
-def _groups_shuffled(examples: Sequence[Example], seed: int) -> dict[str, list[Example]]:
-    """Examples by group; each group's members in a seeded order that depends only on the seed and group."""
-    groups: dict[str, list[Example]] = {}
-    for ex in sorted(examples, key=lambda e: e.id):
-        groups.setdefault(ex.group_key, []).append(ex)
-    for key, members in groups.items():
-        random.Random(f"{seed}:{key}").shuffle(members)
-    return groups
-
-
-def limit_by_group(examples: Sequence[Example], n: int | None, *, seed: int = 0) -> list[Example]:
-    """``n`` examples taken group by group, groups in a seeded order (all when n is None); only the
-    last group taken may be cut, keeping a random part of it rather than its first ids."""
-    if n is None or n >= len(examples):
-        return list(examples)
-    groups = _groups_shuffled(examples, seed)
-    keys = sorted(groups)
-    random.Random(seed).shuffle(keys)
-    picked: list[Example] = []
-    for key in keys:
-        picked.extend(groups[key])
-        if len(picked) >= n:
-            return picked[:n]
-    return picked
-
-
-def sample_per_group(examples: Sequence[Example], m: int, *, seed: int = 0) -> list[Example]:
-    """At most ``m`` examples of every group, drawn seeded per group (per-question metrics keep every question)."""
-    groups = _groups_shuffled(examples, seed)
-    return [ex for key in sorted(groups) for ex in groups[key][:m]]
-
-
-def data_defaults(kind: str, examples: Sequence[Example], label_range: tuple[float, float]) -> dict[str, Any]:
-    """Judge settings that fit the data when the user sets none (the tuner searches them instead)."""
-    pairwise = any(ex.answer_b is not None for ex in examples)
-    has_refs = any(ex.references for ex in examples)
-    if kind == "pairwise":
-        return {"mode": "answers" if pairwise else "references"}
-    if kind == "factcheck":
-        return {"direction": "correctness" if has_refs else "support"}
-    if kind == "rubric" and label_range == (0.0, 5.0):
-        return {"scale": "0-5"}
-    return {}
-
-
-def groups_of(examples: Sequence[Example]) -> list[str] | None:
-    """Per-example group keys when some group holds several examples, else None (nothing to group)."""
-    keys = [ex.group_key for ex in examples]
-    return keys if len(set(keys)) < len(keys) else None
 
 
 def agreement(scores: Sequence[float | None], examples: Sequence[Example], label_range: tuple[float, float], *,
@@ -142,26 +89,6 @@ def evaluate_judge(judge: Judge, test: Sequence[Example], *, train: Sequence[Exa
         rows.append(judge_row(baseline.kind, base_verdicts, test, seconds=base_seconds,
                               pred_range=baseline.range_for(test), **common))
     return {"rows": rows, "verdicts": verdicts, "label_range": list(label_range)}
-
-
-def make_judge(kind: str, lm=None, *, train: Sequence[Example], pool: Sequence[Example],
-               label_range: tuple[float, float], params: dict[str, Any] | None = None, seed: int = 0) -> Judge:
-    """A judge set up for this data: demos drawn from ``train``, references (LINKAGE, pairwise against
-    references, reference similarity) from the graded answers in ``pool``, settings = data defaults
-    overridden by ``params``. A hybrid judge comes back fitted on ``train``."""
-    from judgetune.judges import LM_JUDGES, ReferencePool, build_judge
-
-    settings = {**data_defaults(kind, [*train, *pool], label_range), **(params or {})}
-    if kind in ("refsim", "hybrid"):
-        settings.update(pool=ReferencePool(pool), seed=seed)
-    if kind == "hybrid":  # fitted on the training examples alone (their references drawn among themselves)
-        return build_judge(kind, **settings).fit(train)
-    if kind not in LM_JUDGES:
-        return build_judge(kind, **settings)
-    extra: dict[str, Any] = {"demo_pool": list(train), "label_range": label_range, "demo_seed": seed}
-    if kind in ("linkage", "pairwise"):
-        extra.update(pool=ReferencePool(pool), seed=seed)
-    return build_judge(kind, lm, **extra, **settings)
 
 
 def format_rows(rows: Sequence[dict[str, Any]]) -> str:

@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from judgetune.calibration.calibrators import Calibrator, calibrator_from_dict
-from judgetune.datasets import Example
-from judgetune.datasets._readers import example_from_record
+from judgetune.calibration import Calibrator, calibrator_from_dict
+from judgetune.datasets import Example, example_from_record
 from judgetune.errors import JudgetuneError
 from judgetune.judges import LM_JUDGES, Judge, Verdict
 

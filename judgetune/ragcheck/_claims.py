@@ -41,8 +41,7 @@ import numpy as np
 
 from judgetune import datasets
 from judgetune.datasets import RagItem, read_rag_items
-from judgetune.judges import FactCheckJudge
-from judgetune.judges._verdict import add_usage
+from judgetune.judges import FactCheckJudge, add_usage
 from judgetune.lm import JudgeLM
 
 log = logging.getLogger(__name__)

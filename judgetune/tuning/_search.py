@@ -25,12 +25,10 @@ import numpy as np
 import optuna
 
 from judgetune import datasets
-from judgetune.calibration.evaluate import groups_of, make_judge
-from judgetune.calibration.metrics import bootstrap_interval, correlation, grouped_correlation, rescale
-from judgetune.datasets import Example
-from judgetune.judges import LM_JUDGES, Choice, IntRange, Verdict
-from judgetune.judges._registry import build_judge
+from judgetune.datasets import Example, groups_of, limit_by_group, sample_per_group
+from judgetune.judges import LM_JUDGES, Choice, IntRange, Verdict, build_judge, make_judge
 from judgetune.lm import JudgeLM, load_lm
+from judgetune.stats import bootstrap_interval, correlation, grouped_correlation, rescale
 
 log = logging.getLogger(__name__)
 SAMPLERS = ("tpe", "nsga2", "random")
@@ -103,8 +101,6 @@ class Splits:
 def prepare_splits(spec: RunSpec) -> Splits:
     """train / dev / test by group (seeded); the search items a seeded sample of train groups. With
     ``per_question``, each question keeps that many of its answers (seeded) first."""
-    from judgetune.calibration.evaluate import limit_by_group, sample_per_group
-
     examples, label_range = datasets.load_data(spec.data)
     examples = [e for e in examples if e.judgment is not None]
     splits = datasets.split_examples(examples, seed=spec.seed)
@@ -310,6 +306,12 @@ def search_summary(study: optuna.Study) -> dict[str, Any]:
             "tokens": sum(int(t.user_attrs.get("tokens", 0)) for t in trials),
             "front": [{"number": t.number, "mae": t.values[0], "spearman": t.values[1], "params": t.params}
                       for t in study.best_trials]}
+
+
+def load_study(run_dir: str | Path, storage: str | None = None) -> optuna.Study:
+    """The study of a finished run folder (named after the folder; in its study.db unless ``storage`` says otherwise)."""
+    run_dir = Path(run_dir)
+    return optuna.load_study(study_name=run_dir.name, storage=storage_for(storage or default_storage(run_dir)))
 
 
 def default_storage(run_dir: Path) -> str:

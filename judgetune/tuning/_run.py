@@ -1,7 +1,7 @@
 """One tuning run from data to a calibrated judge config: search, choose, calibrate on dev, test once.
 
 Writes under ``runs/NAME/``: ``study.db`` (unless another storage is given), ``judge.json`` (the
-frozen config), ``test_predictions.jsonl`` and ``report.html``.
+frozen config) and ``test_predictions.jsonl``; the report is rendered from these by ``judgetune.report``.
 """
 
 from __future__ import annotations
@@ -11,13 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import jsonlines
+import optuna
 
 from judgetune import datasets
-from judgetune.calibration.calibrators import fit_calibrator
-from judgetune.calibration.evaluate import agreement, groups_of
-from judgetune.calibration.frozen import JudgeConfig, examples_fingerprint
-from judgetune.calibration.metrics import constant_baseline, evaluate_predictions, random_baseline
-from judgetune.calibration.tuner import (
+from judgetune.calibration import fit_calibrator
+from judgetune.config import JudgeConfig, examples_fingerprint
+from judgetune.datasets import Example, groups_of
+from judgetune.evaluation import agreement
+from judgetune.judges import Verdict
+from judgetune.lm import parse_lm_spec
+from judgetune.stats import constant_baseline, evaluate_predictions, random_baseline
+from judgetune.tuning._search import (
     RunSpec,
     Splits,
     default_storage,
@@ -29,9 +33,6 @@ from judgetune.calibration.tuner import (
     run_trials,
     search_summary,
 )
-from judgetune.datasets import Example
-from judgetune.judges import Verdict
-from judgetune.lm import parse_lm_spec
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,8 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
     return config
 
 
-def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | None = None, heartbeat: int = 10,
-         report: bool = True) -> tuple[JudgeConfig, Path]:
+def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | None = None,
+         heartbeat: int = 10) -> tuple[JudgeConfig, Path, optuna.Study]:
     """The main job. Re-running the same spec resumes the study where it stopped; a trial whose
     process died is retried (after three missed heartbeats) with its cached answers."""
     run_dir = Path(runs_dir) / spec.name
@@ -104,8 +105,4 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | None = 
     finally:
         if lm is not None:
             lm.close()
-    if report:
-        from judgetune.report import write_report
-
-        write_report(run_dir, study=study, config=config)
-    return config, run_dir
+    return config, run_dir, study

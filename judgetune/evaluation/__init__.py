@@ -1,0 +1,17 @@
+"""Evaluation: a judge scored on a split beside the trivial baselines; LINKAGE's protocol; paired comparison."""
+
+from judgetune.evaluation._compare import compare_scores, paired_test
+from judgetune.evaluation._evaluate import (
+    agreement,
+    evaluate_judge,
+    format_rows,
+    judge_row,
+    label_range_of,
+    pair_accuracy,
+    timed_verdicts,
+)
+from judgetune.evaluation._protocol import MODES, ProtocolDraw, cross_fit, draw_references, question_folds
+
+__all__ = ["MODES", "ProtocolDraw", "agreement", "compare_scores", "cross_fit", "draw_references", "evaluate_judge",
+           "format_rows", "judge_row", "label_range_of", "pair_accuracy", "paired_test", "question_folds",
+           "timed_verdicts"]

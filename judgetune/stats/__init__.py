@@ -1,0 +1,33 @@
+"""Statistics every report uses: agreement metrics, correlations (global and per group), bootstrap
+intervals and the trivial baselines' predictions."""
+
+from judgetune.stats._metrics import (
+    CORRELATIONS,
+    DEFAULT_BRACKETS,
+    GroupedValue,
+    Interval,
+    best_accuracy,
+    bootstrap_interval,
+    bootstrap_mean_interval,
+    bracket_accuracy,
+    bracket_of,
+    cohen_kappa,
+    constant_baseline,
+    correlation,
+    evaluate_predictions,
+    evaluate_with_baselines,
+    grouped_correlation,
+    mae,
+    ndcg,
+    per_group_values,
+    random_baseline,
+    rbo,
+    resample_indices,
+    rescale,
+    snap_to_labels,
+)
+
+__all__ = ["CORRELATIONS", "DEFAULT_BRACKETS", "GroupedValue", "Interval", "best_accuracy", "bootstrap_interval",
+           "bootstrap_mean_interval", "bracket_accuracy", "bracket_of", "cohen_kappa", "constant_baseline",
+           "correlation", "evaluate_predictions", "evaluate_with_baselines", "grouped_correlation", "mae", "ndcg",
+           "per_group_values", "random_baseline", "rbo", "resample_indices", "rescale", "snap_to_labels"]
