@@ -51,18 +51,21 @@ def location(loc: tuple[Any, ...], sub: str = "") -> str:
     return out + (f".{sub}" if sub and out else sub)
 
 
-def problems_from(error: ValidationError, where: str, *, known: str = "") -> list[str]:
+def problems_from(error: ValidationError, where: str, *, known: str = "", unknown: str = "") -> list[str]:
     """One ``where: field: expected ..., found ...`` line per error; unknown fields first.
 
     Args:
         known: the "expected" text of an unknown field (extra fields are forbidden).
+        unknown: instead, the whole text after ``where: field:`` for an unknown field.
     """
     lines: list[tuple[int, str]] = []
     for err in error.errors(include_url=False):
         ctx = err.get("ctx") or {}
         field = location(err["loc"], ctx.get("sub", ""))
         found = ctx.get("found", err.get("input"))
-        if err["type"] == "extra_forbidden":
+        if err["type"] == "extra_forbidden" and unknown:
+            lines.append((0, f"{where}: {field}: {unknown}"))
+        elif err["type"] == "extra_forbidden":
             lines.append((0, f"{where}: {field}: expected {known or 'no such field'}, found {describe(found)}"))
         elif err["type"] == "judgetune":
             lines.append((1, f"{where}: {field}: expected {ctx['what']}, found {describe(found)}"))

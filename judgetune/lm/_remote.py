@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from judgetune.errors import ItemError, JudgetuneError
+from judgetune.errors import ItemError
 from judgetune.lm._spec import API_KEY_ENV, LMSpec
 
 log = logging.getLogger(__name__)

@@ -54,9 +54,9 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
     # dev: fit the calibrator on the raw scores of the frozen judge
     dev_judge = staged.build_judge(lm, pool=splits.dev)
     dev_verdicts = dev_judge.judge_all(splits.dev, progress=True)
-    dev_pairs = [(v.score, e.judgment) for v, e in zip(dev_verdicts, splits.dev) if v.parsed]
-    calibrator, cv = fit_calibrator([p for p, _ in dev_pairs], [g for _, g in dev_pairs],
-                                    label_range=splits.label_range, seed=spec.seed)
+    dev_pairs = [(v.score, e.judgment, e.group_key) for v, e in zip(dev_verdicts, splits.dev) if v.parsed]
+    calibrator, cv = fit_calibrator([p for p, _, _ in dev_pairs], [g for _, g, _ in dev_pairs],
+                                    groups=[q for _, _, q in dev_pairs], label_range=splits.label_range, seed=spec.seed)
     config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=calibrator, label_range=splits.label_range,
                                     seed=spec.seed)
     metrics: dict[str, Any] = {}
