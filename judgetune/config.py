@@ -281,10 +281,11 @@ def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *,
     return verdicts, config.calibrated(verdicts, judge, examples)
 
 
-def load_config_lm(config: JudgeConfig):
-    """The LM a config names (None for judges without one). A server's key comes from the environment."""
+def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0):
+    """The LM a config names (None for judges without one). A server's key comes from the environment;
+    ``timeout`` is per attempt of a server call."""
     if config.judge not in LM_JUDGES:
         return None
     from judgetune.lm import load_lm
 
-    return load_lm(config.lm["spec"], api_base=config.lm.get("api_base"))
+    return load_lm(config.lm["spec"], api_base=config.lm.get("api_base"), timeout=timeout)
