@@ -295,7 +295,9 @@ def fail_dead_trials(study: optuna.Study) -> list[int]:
     """Fail, and queue once for a retry, every RUNNING trial whose worker process on this machine is
     gone (killed, crashed); returns their numbers. Trials of other hosts are left to the heartbeat."""
     host, dead = socket.gethostname(), []
-    retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker_host, _, pid = str(trial.user_attrs.get("worker", "")).rpartition(":")
         if worker_host != host or not pid.isdigit() or int(pid) == os.getpid() or _process_alive(int(pid)):
