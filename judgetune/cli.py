@@ -242,6 +242,9 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
         raise JudgetuneError(str(err)) from None
     write_report(run_dir, study=study, config=config)
     test, search = config.metrics["test"], config.metrics["search"]
+    if test.get("items") and test.get("parse_failures", 0) >= test["items"]:
+        raise NothingJudgedError(f"{spec.name}: not one of the {test['items']} test items could be judged "
+                                 f"(see {run_dir / 'test_predictions.jsonl'})")
     if args.json:
         print(json.dumps({"run": str(run_dir), "config": str(run_dir / "judge.json"), "metrics": config.metrics},
                          indent=2))
@@ -298,8 +301,8 @@ def _score(args: argparse.Namespace) -> None:
     out = args.out.resolve()
     if args.data not in datasets.CATALOG and out == Path(args.data).resolve() or out == args.config.resolve():
         raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the scores elsewhere")
-    if out.is_dir():
-        raise JudgetuneError(f"--out {args.out}: expected a file to write, found a folder")
+    if out.is_dir() or not out.parent.is_dir():
+        raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
     if out.exists() and not args.force:
         raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
     config = JudgeConfig.load(args.config)
@@ -394,7 +397,11 @@ def _schema(args: argparse.Namespace) -> None:
 def _report(args: argparse.Namespace) -> None:
     from judgetune.report import write_report
 
-    print(write_report(args.run_dir, study=tuning.load_study(args.run_dir, args.storage)))
+    try:
+        study = tuning.load_study(args.run_dir, args.storage)
+    except ValueError as err:
+        raise JudgetuneError(str(err)) from None
+    print(write_report(args.run_dir, study=study))
 
 
 def _nrp_collection(args: argparse.Namespace):

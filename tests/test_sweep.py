@@ -366,3 +366,43 @@ def test_sigint_stops_cleanly_marks_the_trial_failed_and_prints_one_line(tmp_pat
     assert process.returncode == 130, err[-2000:]
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("judgetune: interrupted")
     assert [t.state.name for t in study_trials(tmp_path / "int")] == ["FAIL"]
+
+
+# --- 7. found by our own sweep --------------------------------------------------------------------------
+
+def test_a_bad_storage_url_is_a_one_line_error(tmp_path, data, capsys):
+    code, _, err = run(["tune", "--judge", "rougeL", "--data", str(data), "--storage", "notaurl", "--run", "s",
+                        "--runs-dir", str(tmp_path)], capsys)
+    assert code == 2 and "storage 'notaurl': expected an SQLAlchemy URL" in err and "Traceback" not in err
+
+
+def test_report_of_a_missing_run_folder_is_an_error_and_creates_nothing(tmp_path, capsys):
+    code, _, err = run(["report", str(tmp_path / "nope")], capsys)
+    assert code == 2 and "no study.db here" in err and not (tmp_path / "nope").exists()
+
+
+def test_score_refuses_an_out_file_in_a_missing_folder_before_scoring(tmp_path, data, capsys):
+    config = rubric_config(tmp_path / "j.json")
+    start = time.monotonic()
+    code, _, err = run(["score", "--config", str(config), "--data", str(data), "--out",
+                        str(tmp_path / "missing" / "o.jsonl")], capsys)
+    assert code == 2 and "in an existing folder" in err and time.monotonic() - start < 5
+
+
+@pytest.mark.parametrize("text, message", [
+    ("answer,label\n", "expected at least one row, found none"),
+    ("answer,label\nx,1\ny,1\n", "expected at least two distinct human labels to define a scale"),
+    ("answer\nx\n", "label: expected the human label (a number), found nothing"),
+])
+def test_files_that_cannot_define_a_scale_are_refused(tmp_path, capsys, text, message):
+    path = write(tmp_path / "f.csv", text)
+    code, _, err = run(["evaluate", "--judge", "rougeL", "--data", str(path)], capsys)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_bad_instructions_files_are_one_line_errors(tmp_path, data, capsys):
+    for path, message in ((write(tmp_path / "i.json", "[1, 2]"), "expected a JSON list of non-empty strings"),
+                          (tmp_path, "Is a directory")):
+        code, _, err = run(["tune", "--judge", "rubric", "--data", str(data), "--instructions", str(path), "--run", "i",
+                            "--runs-dir", str(tmp_path / "runs")], capsys)
+        assert code == 2 and message in err and "Traceback" not in err

@@ -49,7 +49,8 @@ def read_labeled(path: str | Path, *, scale: Scale | None = None) -> tuple[list[
 
     With ``scale`` every label must lie on it (an error names each line that does not). Without it
     the scale is the labels' range, unless a label stands isolated far outside the others (50 among
-    labels 1-5: the gap to the rest exceeds the rest's whole range), which is refused with its line
+    labels 1-5: on 8 rows or more, the gap to the rest exceeds three times the rest's range, and
+    at most 1% of the rows, or 2, carry it), which is refused with its line
     rather than stretching the scale; state the scale (``--scale``) when such a label is right.
     A file mixing pairwise rows (``preference``) with pointwise rows (``label``) is refused: the
     two are on different scales.
@@ -74,7 +75,7 @@ def read_labeled(path: str | Path, *, scale: Scale | None = None) -> tuple[list[
     problems = []
     for value, rest in ((values[-1], values[:-1]), (values[0], values[1:])):
         span, gap = rest[-1] - rest[0], min(abs(value - rest[0]), abs(value - rest[-1]))
-        if len(rest) >= 2 and gap > span:
+        if len(rest) >= 2 and len(rows) >= 8 and gap > 3 * span:
             lines = [line for line, e in rows if e.judgment == value]
             if len(lines) <= max(2, len(rows) // 100):
                 name = "preference" if pairwise else "label"

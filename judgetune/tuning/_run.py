@@ -17,7 +17,7 @@ from judgetune import datasets
 from judgetune.calibration import fit_calibrator
 from judgetune.config import JudgeConfig, examples_fingerprint
 from judgetune.datasets import Example, groups_of
-from judgetune.errors import redact
+from judgetune.errors import NothingJudgedError, redact
 from judgetune.evaluation import agreement
 from judgetune.judges import Verdict
 from judgetune.lm import parse_lm_spec
@@ -57,6 +57,9 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
     dev_judge = staged.build_judge(lm, pool=splits.dev)
     dev_verdicts = dev_judge.judge_all(splits.dev, progress=True)
     dev_pairs = [(v.score, e.judgment, e.group_key) for v, e in zip(dev_verdicts, splits.dev) if v.parsed]
+    if not dev_pairs:
+        raise NothingJudgedError(f"not one of the {len(splits.dev)} dev items could be judged; the first because: "
+                                 f"{redact(dev_verdicts[0].raw or 'no score')}")
     calibrator, cv = fit_calibrator([p for p, _, _ in dev_pairs], [g for _, g, _ in dev_pairs],
                                     groups=[q for _, _, q in dev_pairs], label_range=splits.label_range, seed=spec.seed)
     config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=calibrator, label_range=splits.label_range,

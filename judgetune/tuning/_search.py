@@ -87,11 +87,17 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
 def storage_for(url: str, *, heartbeat: int = 10) -> optuna.storages.RDBStorage:
     """An RDB storage (SQLite file or PostgreSQL URL). A trial whose process died stops beating; three
     heartbeats later it is marked failed and retried once with the same parameters."""
+    from sqlalchemy.exc import ArgumentError
+
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna since 2.8; we rely on them
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(
-            url, heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+        try:
+            return optuna.storages.RDBStorage(
+                url, heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+        except (ArgumentError, ImportError) as err:
+            raise ValueError(f"storage {url!r}: expected an SQLAlchemy URL such as sqlite:///runs/NAME/study.db or "
+                             f"postgresql://HOST/DB ({err})") from None
 
 
 @dataclass
@@ -374,7 +380,12 @@ def search_summary(study: optuna.Study) -> dict[str, Any]:
 def load_study(run_dir: str | Path, storage: str | None = None) -> optuna.Study:
     """The study of a finished run folder (named after the folder; in its study.db unless ``storage`` says otherwise)."""
     run_dir = Path(run_dir)
-    return optuna.load_study(study_name=run_dir.name, storage=storage_for(storage or default_storage(run_dir)))
+    if storage is None and not (run_dir / "study.db").is_file():
+        raise ValueError(f"{run_dir}: no study.db here; expected a run folder written by `judgetune tune`")
+    try:
+        return optuna.load_study(study_name=run_dir.name, storage=storage_for(storage or default_storage(run_dir)))
+    except KeyError:
+        raise ValueError(f"{run_dir}: the storage holds no study named {run_dir.name!r}") from None
 
 
 def default_storage(run_dir: Path) -> str:
