@@ -645,10 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Exit codes: 0 success; 2 a user error (bad input or options, nothing run);
     3 the command ran but not one item could be judged; 130 interrupted (Ctrl-C)."""
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exit_:  # a bad option (already printed as one line) or --help
-        return exit_.code if isinstance(exit_.code, int) else EXIT_USER_ERROR
+    args = build_parser().parse_args(argv)  # a bad option: one line and SystemExit(2)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_Redact())

@@ -55,7 +55,10 @@ def data(tmp_path) -> Path:
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    code = cli.main(argv)
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit_:  # argparse refused an option
+        code = exit_.code
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from judgetune.datasets._readers import jsonl_rows
+from judgetune.datasets._schema import _identifier, _meta
 from judgetune.datasets._validation import describe as _describe
 from judgetune.datasets._validation import expected, problems_from
 from judgetune.errors import DataValidationError
@@ -91,12 +92,6 @@ def _json_rows(path: Path, problems: list[str]) -> list[tuple[str, Any]]:
     return []
 
 
-def _identifier(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-        raise expected("a non-empty string or integer")
-    return str(value)
-
-
 def _nonempty(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise expected("non-empty text")
@@ -120,12 +115,6 @@ def _chunk_list(value: Any) -> list:
     if not isinstance(value, list):
         raise expected("a list of texts or {doc_id, text} objects")
     return value
-
-
-def _meta(value: Any) -> dict:
-    if not isinstance(value, dict):
-        raise expected("a JSON object")
-    return dict(value)
 
 
 _Id = Annotated[str, BeforeValidator(_identifier)]
