@@ -5,11 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
+import traceback
 from pathlib import Path
 
 from judgetune import datasets, evaluation, judges, reproduce, tuning
-from judgetune.errors import JudgetuneError
+from judgetune.errors import JudgetuneError, NothingJudgedError, redact
+
+EXIT_USER_ERROR = 2  # bad input or options: nothing was run
+EXIT_NOTHING_JUDGED = 3  # the command ran, but not one item could be judged
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _data_list(args: argparse.Namespace) -> None:
@@ -60,6 +67,61 @@ def _reproduce(args: argparse.Namespace) -> None:
             print(f"\nnote on {r['name']}: {r['note']}")
 
 
+def _count(text: str) -> int:
+    """A positive whole number (a count of items, trials, resamples...)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text}")
+    return value
+
+
+def _scale(text: str) -> datasets.Scale:
+    try:
+        return datasets.parse_scale(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _run_name(text: str) -> str:
+    """A run name is a plain folder name under --runs-dir: no path separators, no '..', not absolute."""
+    if not _RUN_NAME.fullmatch(text) or ".." in text:
+        raise argparse.ArgumentTypeError(f"expected a plain name (letters, digits, '.', '_', '-'; no path, no '..'), "
+                                         f"got {text!r}")
+    return text
+
+
+def _load_data(args: argparse.Namespace) -> tuple[list, tuple[float, float]]:
+    """The data and its human scale; an inferred scale is said on stderr (state it with --scale)."""
+    examples, label_range = datasets.load_data(args.data, mirror=args.mirror, scale=getattr(args, "scale", None))
+    if args.data not in datasets.CATALOG and getattr(args, "scale", None) is None:
+        print(f"human scale {label_range[0]:g}-{label_range[1]:g}, inferred from the labels of {args.data} "
+              "(state it with --scale LOW-HIGH)", file=sys.stderr)
+    return examples, label_range
+
+
 def _param(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -85,7 +147,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     from judgetune.judges import LM_JUDGES
     from judgetune.lm import load_lm
 
-    examples, label_range = datasets.load_data(args.data, mirror=args.mirror)
+    examples, label_range = _load_data(args)
     splits = datasets.split_examples(examples, seed=args.seed)
     if not splits[args.split]:
         raise JudgetuneError(f"{args.data}: the {args.split} split is empty")
@@ -104,7 +166,8 @@ def _evaluate(args: argparse.Namespace) -> None:
         test = draw.candidates
     else:
         test = datasets.limit_by_group(splits[args.split], args.limit, seed=args.seed)
-    lm = load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache) if args.judge in LM_JUDGES else None
+    lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
+          if args.judge in LM_JUDGES else None)
     try:
         judge = judges.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
                                     label_range=label_range, params=dict(args.param or []), seed=args.seed)
@@ -117,6 +180,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         lm.transcript = None
     result = evaluation.evaluate_judge(judge, test, train=splits["train"], label_range=label_range,
                                      n_resamples=args.resamples, seed=args.seed, progress=not args.json)
+    _some_judged([v.raw for v in result["verdicts"] if not v.parsed], len(test), what=f"{args.judge} judgments")
     protocol = None if draw is None else {**draw.summary(), "qualified": draw.qualified, "skipped": draw.skipped}
     if args.json:
         print(json.dumps({"judge": judge.settings(), "data": args.data, "split": args.split,
@@ -128,6 +192,13 @@ def _evaluate(args: argparse.Namespace) -> None:
         print(f"protocol {draw.mode}, {draw.per_grade} reference(s) per grade: {len(draw.qualified)} questions "
               f"qualify, {len(draw.skipped)} skipped (--json lists them with the reason)")
     print(evaluation.format_rows(result["rows"]))
+
+
+def _some_judged(failures: list[str], total: int, *, what: str) -> None:
+    """Raise NothingJudgedError (exit 3) when every one of ``total`` items failed, with the first reason."""
+    if total and len(failures) >= total:
+        reason = failures[0] if failures else "no reason given"
+        raise NothingJudgedError(f"all {total} {what} failed; the first because: {reason}")
 
 
 def _read_instructions(path: Path | None) -> list[str]:
@@ -148,13 +219,14 @@ def _read_instructions(path: Path | None) -> list[str]:
 
 
 def _run_spec(args: argparse.Namespace) -> tuning.RunSpec:
-    name = args.run or f"{args.judge}-{Path(args.data).stem}"
+    name = args.run or _run_name(re.sub(r"[^A-Za-z0-9._-]+", "-", f"{args.judge}-{Path(args.data).stem}").strip("-."))
     try:
         return tuning.RunSpec(name=name, judge=args.judge, data=args.data, lm=args.lm, api_base=args.api_base,
                               seed=args.seed, n_trials=args.trials, sampler=args.sampler, search_items=args.search_items,
                               chunk=args.chunk, dev_items=args.dev_items, test_items=args.test_items,
                               max_calls=args.max_calls, per_question=args.per_question, fixed=dict(args.fix or []),
-                              instructions=_read_instructions(args.instructions), pick=args.pick)
+                              instructions=_read_instructions(args.instructions), pick=args.pick,
+                              scale=None if args.scale is None else [args.scale.low, args.scale.high])
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
 
@@ -164,11 +236,15 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     from judgetune.tuning import tune
 
     try:
-        config, run_dir, study = tune(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat)
+        config, run_dir, study = tune(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat,
+                                      timeout=args.timeout)
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
     write_report(run_dir, study=study, config=config)
     test, search = config.metrics["test"], config.metrics["search"]
+    if test.get("items") and test.get("parse_failures", 0) >= test["items"]:
+        raise NothingJudgedError(f"{spec.name}: not one of the {test['items']} test items could be judged "
+                                 f"(see {run_dir / 'test_predictions.jsonl'})")
     if args.json:
         print(json.dumps({"run": str(run_dir), "config": str(run_dir / "judge.json"), "metrics": config.metrics},
                          indent=2))
@@ -200,7 +276,7 @@ def _demo(args: argparse.Namespace) -> None:
                           search_items=30, chunk=10, dev_items=80, test_items=150, fixed={"reasoning": False})
     print(f"demo: tuning a rubric judge on MSRpar with the embedded model ({spec.n_trials} trials); "
           f"runs/{spec.name}/ holds the results", file=sys.stderr)
-    args.storage, args.json, args.heartbeat = None, False, 10
+    args.storage, args.json, args.heartbeat, args.timeout = None, False, 10, 60.0
     _tune_and_print(spec, args)
 
 
@@ -209,7 +285,7 @@ def _worker(args: argparse.Namespace) -> None:
         study, spec = tuning.join_study(args.study, args.storage, heartbeat=args.heartbeat)
     except (ValueError, KeyError) as err:
         raise JudgetuneError(str(err)) from None
-    lm = tuning.load_run_lm(spec)
+    lm = tuning.load_run_lm(spec, timeout=args.timeout)
     try:
         tuning.run_trials(study, spec, lm, tuning.prepare_splits(spec))
     finally:
@@ -222,28 +298,38 @@ def _score(args: argparse.Namespace) -> None:
     from judgetune.config import JudgeConfig, load_config_lm, score_examples
     from judgetune.tuning import write_predictions
 
+    out = args.out.resolve()
+    if args.data not in datasets.CATALOG and out == Path(args.data).resolve() or out == args.config.resolve():
+        raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the scores elsewhere")
+    if out.is_dir() or not out.parent.is_dir():
+        raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
+    if out.exists() and not args.force:
+        raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
     config = JudgeConfig.load(args.config)
     examples, _ = (datasets.load_data(args.data, mirror=args.mirror) if args.data in datasets.CATALOG
                    else (datasets.read_examples(args.data, require_label=False), None))
-    lm = load_config_lm(config)
+    lm = load_config_lm(config, timeout=args.timeout)
     verdicts, scores = score_examples(config, examples, lm, progress=True)
     write_predictions(args.out, examples, verdicts, scores)
-    failed = sum(s is None for s in scores)
-    print(f"{len(examples)} items scored into {args.out} ({failed} failed judgments, score null)")
+    failed = [v.raw for v, s in zip(verdicts, scores) if s is None]
+    print(f"{len(examples)} items scored into {args.out} ({len(failed)} failed judgments, score null"
+          + (f"; the first because: {failed[0]}" if failed else "") + ")")
+    _some_judged(failed, len(examples), what="judgments")
 
 
 def _compare(args: argparse.Namespace) -> None:
     from judgetune.config import JudgeConfig, load_config_lm, score_examples
     from judgetune.evaluation import compare_scores
 
-    examples, label_range = datasets.load_data(args.data, mirror=args.mirror)
+    examples, label_range = _load_data(args)
     if args.data in datasets.CATALOG or args.split != "all":
         examples = datasets.split_examples(examples, seed=args.seed)[args.split if args.split != "all" else "test"]
     examples = datasets.limit_by_group(examples, args.limit, seed=args.seed)
     scores = {}
     for path in args.configs:
         config = JudgeConfig.load(path)
-        _, scores[str(path)] = score_examples(config, examples, load_config_lm(config), progress=not args.json)
+        _, scores[str(path)] = score_examples(config, examples, load_config_lm(config, timeout=args.timeout),
+                                              progress=not args.json)
     result = compare_scores(scores, examples, label_range=label_range, n_resamples=args.resamples, seed=args.seed)
     if args.json:
         print(json.dumps(result, indent=2))
@@ -260,7 +346,7 @@ def _ragcheck(args: argparse.Namespace) -> None:
     from judgetune.lm import load_lm
 
     items = ragcheck.read_items(args.data, mirror=args.mirror)
-    lm = load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache)
+    lm = load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
     try:
         try:
             checker = ragcheck.default_checker(lm, max_claims=args.max_claims)
@@ -270,8 +356,12 @@ def _ragcheck(args: argparse.Namespace) -> None:
     finally:
         lm.close()
     out = ragcheck.report(results, threshold=args.threshold)
+    for item in out["items"]:
+        if item.get("error"):
+            item["error"] = redact(item["error"])
     if args.json:
         print(json.dumps(out, indent=2))
+        _some_judged([i["error"] for i in out["items"] if i.get("error")], len(items), what="items")
         return
     for item in out["items"]:
         if item["parsed"]:
@@ -288,6 +378,7 @@ def _ragcheck(args: argparse.Namespace) -> None:
             value = out["aggregate"][name]
             shown = "-" if value is None else f"{100 * value:.1f}"
             print(f"  {group:<9}  {name:<28} {shown:>6}  ({out['defined'][name]} items)")
+    _some_judged([i["error"] for i in out["items"] if i.get("error")], len(items), what="items")
 
 
 def _threshold(text: str) -> float:
@@ -297,10 +388,20 @@ def _threshold(text: str) -> float:
     return value
 
 
+def _schema(args: argparse.Namespace) -> None:
+    from judgetune.config import config_schema
+
+    print(json.dumps(config_schema(), indent=2))
+
+
 def _report(args: argparse.Namespace) -> None:
     from judgetune.report import write_report
 
-    print(write_report(args.run_dir, study=tuning.load_study(args.run_dir, args.storage)))
+    try:
+        study = tuning.load_study(args.run_dir, args.storage)
+    except ValueError as err:
+        raise JudgetuneError(str(err)) from None
+    print(write_report(args.run_dir, study=study))
 
 
 def _nrp_collection(args: argparse.Namespace):
@@ -369,8 +470,15 @@ def _nrp(args: argparse.Namespace) -> None:
     print(f"written: {out}/ (answers.jsonl, summary.json, nrp_by_system.png{', nrp_vs_size.png' if by_size else ''})")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Option errors as one line (``judgetune tune: error: argument --run: ...``), exit 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="judgetune", description="Tune, calibrate and freeze LLM judges.")
+    parser = _Parser(prog="judgetune", description="Tune, calibrate and freeze LLM judges.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -393,20 +501,23 @@ def build_parser() -> argparse.ArgumentParser:
     ev = commands.add_parser("evaluate", help="score a split with a judge and compare it with human labels and baselines")
     ev.add_argument("--judge", required=True, choices=judges.KINDS)
     ev.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file")
+    ev.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
+                    help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
     ev.add_argument("--split", default="test", choices=("train", "dev", "test"))
     ev.add_argument("--lm", default="local:smollm2", help="LM spec (default: the embedded local:smollm2)")
     ev.add_argument("--api-base", help="server URL for an openai/MODEL spec")
-    ev.add_argument("--limit", type=int, help="judge at most N items (whole groups, in a seeded order)")
-    ev.add_argument("--seed", type=int, default=0, help="seeds the split, the demos, the references and the bootstrap")
+    ev.add_argument("--limit", type=_count, help="judge at most N items (whole groups, in a seeded order)")
+    ev.add_argument("--seed", type=_seed, default=0, help="seeds the split, the demos, the references and the bootstrap")
     ev.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
                     help="a judge setting, e.g. k=4, reasoning=true, scale=0-5 (repeatable)")
     ev.add_argument("--protocol", choices=("linkage", "all"),
                     help="graded answer lists: draw references by grade per question and remove them from the "
                          "candidates, skipping questions short of a grade (linkage), or keep every question with "
                          "references drawn from each answer's other answers (all)")
-    ev.add_argument("--per-grade", type=int, default=1, help="references per grade for --protocol (1 or 2 in the paper)")
-    ev.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the intervals")
+    ev.add_argument("--per-grade", type=_count, default=1, help="references per grade for --protocol (1 or 2 in the paper)")
+    ev.add_argument("--resamples", type=_count, default=1000, help="bootstrap resamples for the intervals")
     ev.add_argument("--show-prompt", action="store_true", help="print the prompts sent for the first item (stderr)")
+    ev.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
     ev.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
     ev.add_argument("--mirror", type=Path, help="local copy to fetch catalog data from when it is missing")
     ev.add_argument("--json", action="store_true", help='print {"rows": [{name, n, mae, spearman, ...}]}')
@@ -415,56 +526,65 @@ def build_parser() -> argparse.ArgumentParser:
     tune = commands.add_parser("tune", help="search, calibrate and freeze a judge against human labels")
     tune.add_argument("--judge", required=True, choices=judges.KINDS)
     tune.add_argument("--data", required=True, metavar="NAME|FILE")
+    tune.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
+                    help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
     tune.add_argument("--lm", default="local:smollm2")
     tune.add_argument("--api-base")
-    tune.add_argument("--run", help="run name: runs/NAME/ and the study name (default JUDGE-DATA)")
+    tune.add_argument("--run", type=_run_name, help="run name: runs/NAME/ and the study name (default JUDGE-DATA)")
     tune.add_argument("--runs-dir", default="runs", type=Path)
     tune.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/NAME/study.db), e.g. postgresql://...")
-    tune.add_argument("--trials", type=int, default=12)
+    tune.add_argument("--trials", type=_count, default=12)
     tune.add_argument("--sampler", default="tpe", choices=tuning.SAMPLERS)
-    tune.add_argument("--seed", type=int, default=0, help="seeds the splits, demos, references, sampler and bootstrap")
-    tune.add_argument("--search-items", type=int, default=40, help="training items each trial is scored on")
-    tune.add_argument("--chunk", type=int, default=10, help="items per chunk before the early-stop check")
-    tune.add_argument("--dev-items", type=int, help="dev items for calibration (default all)")
-    tune.add_argument("--test-items", type=int, help="test items (default all)")
-    tune.add_argument("--max-calls", type=int, help="stop searching after this many LM calls")
-    tune.add_argument("--per-question", type=int, help="keep N answers per question in every split (listwise data)")
+    tune.add_argument("--seed", type=_seed, default=0, help="seeds the splits, demos, references, sampler and bootstrap")
+    tune.add_argument("--search-items", type=_count, default=40, help="training items each trial is scored on")
+    tune.add_argument("--chunk", type=_count, default=10, help="items per chunk before the early-stop check")
+    tune.add_argument("--dev-items", type=_count, help="dev items for calibration (default all)")
+    tune.add_argument("--test-items", type=_count, help="test items (default all)")
+    tune.add_argument("--max-calls", type=_count, help="stop searching after this many LM calls")
+    tune.add_argument("--per-question", type=_count, help="keep N answers per question in every split (listwise data)")
     tune.add_argument("--fix", type=_param, action="append", metavar="KEY=VALUE", help="a setting not to search")
     tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
     tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
-    tune.add_argument("--heartbeat", type=int, default=10,
+    tune.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
+    tune.add_argument("--heartbeat", type=_count, default=10,
                       help="seconds between a trial's heartbeats; a trial silent for three is retried")
     tune.add_argument("--json", action="store_true")
     tune.set_defaults(handler=_tune)
 
     demo = commands.add_parser("demo", help="the embedded defaults end to end: rubric judge, MSRpar, local model")
-    demo.add_argument("--run", default="demo")
+    demo.add_argument("--run", default="demo", type=_run_name)
     demo.add_argument("--runs-dir", default="runs", type=Path)
-    demo.add_argument("--trials", type=int, default=12)
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--trials", type=_count, default=12)
+    demo.add_argument("--seed", type=_seed, default=0)
     demo.set_defaults(handler=_demo)
 
     worker = commands.add_parser("worker", help="run trials of an existing study (from any machine)")
     worker.add_argument("--storage", required=True)
     worker.add_argument("--study", required=True)
-    worker.add_argument("--heartbeat", type=int, default=10)
+    worker.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
+    worker.add_argument("--heartbeat", type=_count, default=10)
     worker.set_defaults(handler=_worker)
 
     score = commands.add_parser("score", help="score data with a frozen judge config")
     score.add_argument("--config", required=True, type=Path)
     score.add_argument("--data", required=True, metavar="NAME|FILE")
-    score.add_argument("--out", required=True, type=Path)
+    score.add_argument("--out", required=True, type=Path, help="JSONL file to write (never the input)")
+    score.add_argument("--force", action="store_true", help="replace --out when it exists")
+    score.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
     score.add_argument("--mirror", type=Path)
     score.set_defaults(handler=_score)
 
     compare = commands.add_parser("compare", help="score several frozen judges on the same items, with paired tests")
     compare.add_argument("--data", required=True, metavar="NAME|FILE")
     compare.add_argument("--configs", required=True, nargs="+", type=Path)
+    compare.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
+                    help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
     compare.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
-    compare.add_argument("--limit", type=int)
-    compare.add_argument("--seed", type=int, default=0)
-    compare.add_argument("--resamples", type=int, default=1000)
+    compare.add_argument("--limit", type=_count)
+    compare.add_argument("--seed", type=_seed, default=0)
+    compare.add_argument("--resamples", type=_count, default=1000)
+    compare.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
     compare.add_argument("--mirror", type=Path)
     compare.add_argument("--json", action="store_true")
     compare.set_defaults(handler=_compare)
@@ -475,11 +595,15 @@ def build_parser() -> argparse.ArgumentParser:
     rag.add_argument("--lm", default="local:smollm2", help="LM spec for claim extraction and checking")
     rag.add_argument("--api-base", help="server URL for an openai/MODEL spec")
     rag.add_argument("--threshold", type=_threshold, default=0.5, help="a claim is entailed when p(entailed) >= this")
-    rag.add_argument("--max-claims", type=int, default=12, help="claims extracted per text (2-12)")
+    rag.add_argument("--max-claims", type=_count, default=12, help="claims extracted per text (2-12)")
+    rag.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
     rag.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
     rag.add_argument("--mirror", type=Path, help="local copy to fetch the catalog's RAGChecker files from")
     rag.add_argument("--json", action="store_true", help='print {"items": [...], "aggregate": {precision, ...}}')
     rag.set_defaults(handler=_ragcheck)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of judge.json")
+    schema.set_defaults(handler=_schema)
 
     rep = commands.add_parser("report", help="rebuild runs/NAME/report.html")
     rep.add_argument("run_dir", type=Path)
@@ -501,11 +625,11 @@ def build_parser() -> argparse.ArgumentParser:
     nrp_cmd.add_argument("--rbo-p", type=float, default=1.0, help="RBO persistence (1 = the paper's setting)")
     nrp_cmd.add_argument("--naive", action="store_true", help="re-rank |D_q|+1 items per answer (for comparison)")
     nrp_cmd.add_argument("--expert-queries", action="store_true", help="only the queries with an expert ordering")
-    nrp_cmd.add_argument("--queries", type=int, help="at most N queries")
-    nrp_cmd.add_argument("--samples", type=int, help="at most N answers per system x prompt x query")
+    nrp_cmd.add_argument("--queries", type=_count, help="at most N queries")
+    nrp_cmd.add_argument("--samples", type=_count, help="at most N answers per system x prompt x query")
     nrp_cmd.add_argument("--out", type=Path, help="output folder (default runs/nrp-DATA-RANKER)")
-    nrp_cmd.add_argument("--resamples", type=int, default=1000)
-    nrp_cmd.add_argument("--seed", type=int, default=0)
+    nrp_cmd.add_argument("--resamples", type=_count, default=1000)
+    nrp_cmd.add_argument("--seed", type=_seed, default=0)
     nrp_cmd.add_argument("--mirror", type=Path)
     nrp_cmd.add_argument("--json", action="store_true",
                          help='print {"rankers": [...], "systems": [...], "agreement": {...}}')
@@ -519,17 +643,46 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command. Exit codes: 0 success; 2 a user error (bad input or options, nothing run);
+    3 the command ran but not one item could be judged; 130 interrupted (Ctrl-C)."""
+    args = build_parser().parse_args(argv)  # a bad option: one line and SystemExit(2)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_Redact())
+    if not args.verbose:  # Optuna logs every failed trial with its traceback; our own error line says it once
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         args.handler(args)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         sys.stdout = None
         return 0
-    except (JudgetuneError, FileNotFoundError) as err:
-        print(f"judgetune: error: {err}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("judgetune: interrupted (a running trial is marked failed; re-run the command to resume)",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except NothingJudgedError as err:
+        _error(err, args)
+        return EXIT_NOTHING_JUDGED
+    except (JudgetuneError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
+        _error(err, args)
+        return EXIT_USER_ERROR
     return 0
+
+
+def _error(err: BaseException, args: argparse.Namespace) -> None:
+    if args.verbose:
+        print(redact("".join(traceback.format_exception(err))), file=sys.stderr, end="")
+    print(f"judgetune: error: {redact(str(err))}", file=sys.stderr)
+
+
+class _Redact(logging.Filter):
+    """No log line shows an API key (a server may echo it in an error body)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage()), ()
+        return True
 
 
 if __name__ == "__main__":

@@ -11,16 +11,18 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from judgetune.calibration import Calibrator, calibrator_from_dict
-from judgetune.datasets import Example, example_from_record
-from judgetune.errors import JudgetuneError
+from judgetune.datasets import Example, describe, example_from_record, expected, problems_from
+from judgetune.errors import API_KEY_ENVS, JudgetuneError
 from judgetune.judges import LM_JUDGES, Judge, Verdict
 
 SCHEMA_VERSION = 1
@@ -45,6 +47,74 @@ def examples_fingerprint(examples: list[Example]) -> str:
 
 class ConfigError(JudgetuneError):
     """A judge config file that cannot be loaded; the message names the file and the field."""
+
+
+def _judge_kind(value: Any) -> str:
+    from judgetune.judges import KINDS
+
+    if value not in KINDS:
+        raise expected(f"one of {', '.join(KINDS)}")
+    return value
+
+
+def _label_range(value: Any) -> list[float]:
+    if not isinstance(value, list) or len(value) != 2 or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+        raise expected("[low, high]")
+    if not value[0] < value[1]:
+        raise expected("[low, high] with low below high (a reversed range would invert every score)")
+    return [float(v) for v in value]
+
+
+class LMModel(BaseModel):
+    """The LM a judge runs on: its spec and endpoint, never a key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str
+    kind: str | None = None
+    model: str | None = None
+    api_base: str | None = None
+
+
+class JudgeConfigModel(BaseModel):
+    """The schema of judge.json (``judgetune schema`` prints it as JSON Schema)."""
+
+    model_config = ConfigDict(extra="forbid", title="judgetune judge config")
+
+    schema_version: Literal[1] = Field(description="format version of this file")
+    judge: Annotated[str, BeforeValidator(_judge_kind)] = Field(description="judge kind")
+    params: dict[str, Any] = Field(description="the judge's settings (chosen by the tuner)")
+    lm: LMModel | None = Field(description="the LM of an LM judge (null for judges without one)")
+    instruction: str | None = Field(description="the instruction text (null when the kind has none)")
+    demos: list[dict[str, Any]] = Field(description="few-shot demos in full, as data rows")
+    calibrator: dict[str, Any] | None = Field(description="fitted calibrator (null: the judge's range mapped linearly)")
+    label_range: Annotated[list[float], BeforeValidator(_label_range)] = Field(description="[low, high] human scale")
+    metrics: dict[str, Any] = Field(default_factory=dict, description="what the judge earned, with intervals")
+    data: dict[str, Any] = Field(default_factory=dict, description="fingerprints of the data it was tuned on")
+    seed: Annotated[int, Field(ge=0)] = 0
+    versions: dict[str, Any] = Field(default_factory=dict, description="package versions")
+    created: str = ""
+    fitted: dict[str, Any] | None = Field(default=None, description="a hybrid judge's fitted model")
+
+
+_KEY_FIELDS = {"api_key", "apikey", "key", "authorization", "token"}
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of judge.json."""
+    return JudgeConfigModel.model_json_schema()
+
+
+def _non_finite(value: Any, path: str = "") -> list[str]:
+    """``field: expected a finite number, found NaN`` for every NaN or infinity anywhere in ``value``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{path or 'value'}: expected a finite number, found {describe(value)}"]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _non_finite(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _non_finite(v, f"{path}[{i}]")]
+    return []
 
 
 def demos_from_records(records: list[dict[str, Any]], *, where: str) -> list[Example]:
@@ -95,68 +165,77 @@ class JudgeConfig:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n", encoding="utf-8")
         tmp.replace(path)
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> JudgeConfig:
+        """Read and validate a judge.json.
+
+        Raises:
+            ConfigError: naming the file and every bad field (nothing is built from a broken config).
+        """
         path = Path(path)
+        if path.is_dir():
+            raise ConfigError(f"{path}: expected a judge config file (judge.json), found a folder")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such judge config") from None
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"{path}: expected UTF-8 JSON, found undecodable bytes ({err.reason})") from None
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}: line {err.lineno}: not JSON ({err.msg})") from None
         return cls.from_dict(data, where=str(path))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, where: str = "config") -> JudgeConfig:
-        def need(key: str, types: type | tuple, what: str) -> Any:
-            if key not in data:
-                raise ConfigError(f"{where}: {key}: missing (expected {what})")
-            if not isinstance(data[key], types):
-                raise ConfigError(f"{where}: {key}: expected {what}, found {type(data[key]).__name__}")
-            return data[key]
+        """Validate a config's plain data (:class:`JudgeConfigModel`, then what only the judge kinds
+        know: an LM for an LM judge, the calibrator, the demos, a hybrid's fitted model).
 
-        version = need("schema_version", int, "an integer")
-        if version != SCHEMA_VERSION:
-            raise ConfigError(f"{where}: schema_version: expected {SCHEMA_VERSION}, found {version} "
+        Raises:
+            ConfigError: every problem found, one per line, each naming the field.
+        """
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected a JSON object, found {describe(data)}")
+        problems = [f"{where}: {p}" for p in _non_finite(data)]
+        if isinstance(data.get("schema_version"), int) and data["schema_version"] != SCHEMA_VERSION:
+            raise ConfigError(f"{where}: schema_version: expected {SCHEMA_VERSION}, found {data['schema_version']} "
                               "(written by another judgetune version)")
-        kind = need("judge", str, "a judge kind")
-        from judgetune.judges import KINDS
-
-        if kind not in KINDS:
-            raise ConfigError(f"{where}: judge: expected one of {', '.join(KINDS)}, found {kind!r}")
-        if kind in LM_JUDGES and not isinstance(data.get("lm"), dict):
-            raise ConfigError(f"{where}: lm: expected an object with the LM spec for judge {kind}")
-        label_range = need("label_range", list, "[low, high]")
-        if len(label_range) != 2 or not all(isinstance(v, (int, float)) for v in label_range):
-            raise ConfigError(f"{where}: label_range: expected [low, high], found {label_range}")
-        demos_from_records(need("demos", list, "a list of examples"), where=where)
-        if data.get("calibrator") is not None:
+        checked = data
+        if isinstance(data.get("lm"), dict) and any(k.lower() in _KEY_FIELDS for k in data["lm"]):
+            problems.append(f"{where}: lm: expected no key (a key never belongs in a config file); remove it and "
+                            f"set ${API_KEY_ENVS[0]} in the environment")  # the key itself is never echoed
+            checked = {**data, "lm": {k: v for k, v in data["lm"].items() if k.lower() not in _KEY_FIELDS}}
+        try:
+            model = JudgeConfigModel.model_validate(checked)
+        except ValidationError as err:
+            problems += problems_from(err, where, known="a field of judge.json (`judgetune schema` prints them)")
+            model = None
+        if problems or model is None:
+            raise ConfigError("\n".join(dict.fromkeys(problems)))
+        kind = model.judge
+        if kind in LM_JUDGES and model.lm is None:
+            raise ConfigError(f"{where}: lm: expected an object with the LM spec for judge {kind}, found nothing")
+        demos_from_records(model.demos, where=where)
+        if model.calibrator is not None:
             try:
-                calibrator_from_dict(data["calibrator"])
+                calibrator_from_dict(model.calibrator)
             except (KeyError, TypeError, ValueError) as err:
                 raise ConfigError(f"{where}: calibrator: {err}") from None
-        for key in ("metrics", "data", "versions"):
-            need(key, dict, "an object")
-        if kind == "hybrid" and not isinstance(data.get("fitted"), dict):
+        if kind == "hybrid" and not isinstance(model.fitted, dict):
             raise ConfigError(f"{where}: fitted: expected the hybrid judge's fitted model (an object)")
-        if data.get("fitted") is not None:
-            if kind != "hybrid" or not isinstance(data["fitted"], dict):
+        if model.fitted is not None:
+            if kind != "hybrid":
                 raise ConfigError(f"{where}: fitted: only a hybrid judge has a fitted model (an object)")
             from judgetune.judges import HybridModel
 
             try:
-                HybridModel.from_dict(data["fitted"])
+                HybridModel.from_dict(model.fitted)
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"{where}: {err}") from None
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"{where}: unknown field(s) {unknown}")
-        return cls(**{k: data[k] for k in known if k in data})
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
     def demo_examples(self) -> list[Example]:
         return demos_from_records(self.demos, where="config")
@@ -202,10 +281,11 @@ def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *,
     return verdicts, config.calibrated(verdicts, judge, examples)
 
 
-def load_config_lm(config: JudgeConfig):
-    """The LM a config names (None for judges without one). A server's key comes from the environment."""
+def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0):
+    """The LM a config names (None for judges without one). A server's key comes from the environment;
+    ``timeout`` is per attempt of a server call."""
     if config.judge not in LM_JUDGES:
         return None
     from judgetune.lm import load_lm
 
-    return load_lm(config.lm["spec"], api_base=config.lm.get("api_base"))
+    return load_lm(config.lm["spec"], api_base=config.lm.get("api_base"), timeout=timeout)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 
 class JudgetuneError(Exception):
     """Base class: catch this to handle any error judgetune raises deliberately."""
@@ -25,3 +28,36 @@ class DataValidationError(JudgetuneError, ValueError):
 
 class DataNotFoundError(JudgetuneError, FileNotFoundError):
     """A catalog source was asked for before its files were fetched."""
+
+
+class ItemError(JudgetuneError):
+    """One item cannot be judged (an LM call failed for good, or its prompt does not fit the model):
+    that item fails with this reason and the others are judged."""
+
+
+class NothingJudgedError(JudgetuneError):
+    """The command ran, but not one item could be judged (every call failed); the CLI exits with 3."""
+
+
+API_KEY_ENVS = ("OPENAI_API_KEY",)
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]+")
+_KEY_FIELD = re.compile(r"(?i)(\"?(?:api[_-]?key|authorization)\"?\s*[:=]\s*\"?)(?!Bearer\b)[A-Za-z0-9._~+/=-]{8,}")
+
+
+def redact(text: str) -> str:
+    """``text`` with the configured API key (``$OPENAI_API_KEY``) and anything that looks like a
+    bearer token or an ``api_key=...`` value replaced by ``[redacted]``.
+
+    Every error text the tool prints or writes passes through here: a server may echo the request's
+    ``Authorization`` header in its error body.
+    """
+    for name in API_KEY_ENVS:
+        key = os.environ.get(name, "")
+        if len(key) >= 4:
+            text = text.replace(key, "[redacted]")
+    text = _BEARER.sub(r"\1 [redacted]", text)
+    return _KEY_FIELD.sub(r"\1[redacted]", text)
+
+
+class PromptTooLongError(ItemError, ValueError):
+    """An item's prompt has more tokens than the model's context: that item fails, the rest are judged."""

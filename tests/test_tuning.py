@@ -148,32 +148,38 @@ def test_call_budget_stops_the_search(env, tmp_path, monkeypatch):
 
 
 def test_a_killed_trial_is_retried_with_its_cached_answers(env, tmp_path):
+    # heartbeats every 10 s: the retry must not wait for them (the dead process is seen on open)
     command = [sys.executable, "-m", "judgetune.cli", "tune", "--judge", "rubric", "--data", "sts2012-msrpar",
                "--trials", "2", "--search-items", "16", "--chunk", "4", "--dev-items", "8", "--test-items", "4",
-               "--fix", "reasoning=false", "--heartbeat", "1", "--run", "killed", "--runs-dir", str(tmp_path)]
+               "--fix", "reasoning=false", "--heartbeat", "10", "--run", "killed", "--runs-dir", str(tmp_path)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = tmp_path / "killed" / "study.db"
-    deadline = time.monotonic() + 180
+
+    def trials_so_far():  # the other process may be creating the database, its tables or the study
+        try:
+            return study_of(db.parent).get_trials() if db.exists() else []
+        except Exception:  # noqa: BLE001 (KeyError "Record does not exist", sqlite "database is locked", ...)
+            return []
+
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:  # kill once the first trial has scored a chunk but not all of it
         time.sleep(0.2)
-        if not db.exists():
-            continue
-        try:
-            trials = study_of(db.parent).get_trials()
-        except KeyError:  # the database exists before the study does
-            continue
+        trials = trials_so_far()
         if trials and trials[0].user_attrs.get("items_scored", 0) >= 4:
             break
+    else:
+        process.kill()
+        pytest.fail("the first trial never scored a chunk")
     process.send_signal(signal.SIGKILL)
     process.wait()
     killed = study_of(db.parent).get_trials()[0]
     assert killed.state.name == "RUNNING" and killed.user_attrs["items_scored"] < 16
-    time.sleep(4)  # three missed heartbeats
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     trials = study_of(db.parent).get_trials()
     assert [t.state.name for t in trials].count("COMPLETE") == 2 and trials[0].state.name == "FAIL"
-    retry = next(t for t in trials[1:] if t.system_attrs.get("failed_trial") == 0)
+    retry = trials[1]  # retried first, at once
+    assert retry.system_attrs.get("failed_trial") == 0
     assert retry.params == killed.params and retry.state.name == "COMPLETE"
     # the items scored before the kill came from the cache: only the rest cost LM calls
     assert retry.user_attrs["lm_calls"] <= 16 - killed.user_attrs["items_scored"]

@@ -13,13 +13,15 @@ from judgetune.datasets._catalog import (
                                          summary,
 )
 from judgetune.datasets._rag import RagItem, read_rag_items
-from judgetune.datasets._readers import example_from_record, jsonl_rows, read_examples, write_examples
-from judgetune.datasets._schema import Example, Reference, Scale
+from judgetune.datasets._readers import example_from_record, jsonl_rows, read_examples, read_labeled, write_examples
+from judgetune.datasets._schema import Example, ExampleRow, Reference, Scale, parse_scale
 from judgetune.datasets._sources import clef_judgments, clef_top1_rows, generated_answer_llm, read_clef_topics
 from judgetune.datasets._splits import groups_of, limit_by_group, sample_per_group, split_by_group, split_examples
+from judgetune.datasets._validation import Cell, describe, expected, location, problems_from
 
-__all__ = ["CATALOG", "Example", "RagItem", "Reference", "Scale", "Source", "clef_judgments", "clef_top1_rows",
-           "data_dir", "data_fingerprint", "ensure_fetched", "example_from_record", "fetch", "generated_answer_llm",
-           "get_source", "groups_of", "jsonl_rows", "limit_by_group", "load", "load_data", "read_clef_topics",
-           "read_examples", "read_rag_items", "sample_per_group", "split_by_group", "split_examples", "summary",
-           "write_examples"]
+__all__ = ["CATALOG", "Cell", "Example", "ExampleRow", "RagItem", "Reference", "Scale", "Source", "clef_judgments",
+           "clef_top1_rows", "data_dir", "data_fingerprint", "describe", "ensure_fetched",
+           "example_from_record", "expected", "fetch", "generated_answer_llm", "get_source", "groups_of",
+           "jsonl_rows", "limit_by_group", "load", "load_data", "location", "parse_scale", "problems_from",
+           "read_clef_topics", "read_examples", "read_labeled", "read_rag_items", "sample_per_group",
+           "split_by_group", "split_examples", "summary", "write_examples"]

@@ -155,22 +155,23 @@ def summary(name: str, examples: list[Example]) -> dict:
             "license": source.license, "citation": source.citation}
 
 
-def load_data(name_or_file: str | Path, *, mirror: str | Path | None = None) -> tuple[list[Example], tuple[float, float]]:
-    """Examples from a catalog source or a JSONL/CSV/TSV file, and the human scale they are on (the
-    source's scale, or the labels' range for a file)."""
-    from judgetune.datasets._readers import read_examples
+def load_data(name_or_file: str | Path, *, mirror: str | Path | None = None,
+              scale: Scale | None = None) -> tuple[list[Example], tuple[float, float]]:
+    """Examples from a catalog source or a JSONL/CSV/TSV file, and the human scale they are on: the
+    source's scale, the ``scale`` the user states (every label must lie on it), or the labels' range
+    (see :func:`read_labeled`; an isolated outlier is refused with its line)."""
+    from judgetune.datasets._readers import read_labeled
 
     name = str(name_or_file)
     if name in CATALOG:
-        scale = CATALOG[name].scale
-        return load(name, mirror=mirror), (float(scale.low), float(scale.high))
+        known = CATALOG[name].scale
+        if scale is not None and (scale.low, scale.high) != (known.low, known.high):
+            raise JudgetuneError(f"--scale {scale.low:g}-{scale.high:g}: {name} is on {known.low:g}-{known.high:g} "
+                                 "(the catalog states it); leave --scale out")
+        return load(name, mirror=mirror), (float(known.low), float(known.high))
     if not Path(name).exists():
         raise DataNotFoundError(f"{name!r} is neither a catalog source ({', '.join(CATALOG)}) nor an existing file")
-    examples = read_examples(name)
-    values = [e.judgment for e in examples if e.judgment is not None]
-    if not values or min(values) == max(values):
-        raise DataNotFoundError(f"{name}: the human labels need at least two distinct values to define a scale")
-    return examples, (float(min(values)), float(max(values)))
+    return read_labeled(name, scale=scale)
 
 
 def data_fingerprint(name_or_file: str | Path) -> dict[str, str]:

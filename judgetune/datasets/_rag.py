@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from judgetune.datasets._readers import _describe, jsonl_rows
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from judgetune.datasets._readers import jsonl_rows
+from judgetune.datasets._schema import _identifier, _meta
+from judgetune.datasets._validation import describe as _describe
+from judgetune.datasets._validation import expected, problems_from
 from judgetune.errors import DataValidationError
 
 FIELDS = ("query_id", "id", "query", "gt_answer", "response", "retrieved_context", "meta")
-# what RAGChecker writes into its output files: accepted and ignored (claims are extracted afresh)
-RAGCHECKER_OUTPUT_FIELDS = ("response_claims", "gt_answer_claims", "answer2response", "response2answer",
-                            "retrieved2response", "retrieved2answer", "metrics")
 
 
 @dataclass(frozen=True)
@@ -90,44 +92,70 @@ def _json_rows(path: Path, problems: list[str]) -> list[tuple[str, Any]]:
     return []
 
 
+def _nonempty(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise expected("non-empty text")
+    return value
+
+
+def _response(value: Any) -> str:
+    if not isinstance(value, str):  # "" is a real (empty) answer; absent is not
+        raise expected('text ("" for an empty answer)')
+    return value
+
+
+def _chunk(value: Any) -> str:
+    text = value.get("text") if isinstance(value, dict) and set(value) <= {"doc_id", "text"} else value
+    if not isinstance(text, str) or not text.strip():
+        raise expected("non-empty text or an object with 'text' and optional 'doc_id'")
+    return text
+
+
+def _chunk_list(value: Any) -> list:
+    if not isinstance(value, list):
+        raise expected("a list of texts or {doc_id, text} objects")
+    return value
+
+
+_Id = Annotated[str, BeforeValidator(_identifier)]
+
+
+class RagRow(BaseModel):
+    """One RAG item as RAGChecker writes it; RAGChecker's own output fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query_id: _Id = None
+    id: _Id = None
+    query: Annotated[str, BeforeValidator(_nonempty)] = Field(default=None, validate_default=True)
+    gt_answer: Annotated[str, BeforeValidator(_nonempty)] = Field(default=None, validate_default=True)
+    response: Annotated[str, BeforeValidator(_response)] = Field(default=None, validate_default=True)
+    retrieved_context: Annotated[list[Annotated[str, BeforeValidator(_chunk)]], BeforeValidator(_chunk_list)] = None
+    meta: Annotated[dict[str, Any], BeforeValidator(_meta)] = {}
+    response_claims: Any = None
+    gt_answer_claims: Any = None
+    answer2response: Any = None
+    response2answer: Any = None
+    retrieved2response: Any = None
+    retrieved2answer: Any = None
+    metrics: Any = None
+
+
 def _item(record: Any, *, where: str, default_id: str, problems: list[str]) -> RagItem | None:
-    before = len(problems)
-
-    def bad(name: str, expected: str, value: Any) -> None:
-        problems.append(f"{where}: {name}: expected {expected}, found {_describe(value)}")
-
     if not isinstance(record, dict):
-        bad("item", "a JSON object", record)
+        problems.append(f"{where}: item: expected a JSON object, found {_describe(record)}")
         return None
-    for name in record:
-        if name not in FIELDS and name not in RAGCHECKER_OUTPUT_FIELDS:
-            bad(name, f"a known field ({', '.join(FIELDS)}); put extra data under 'meta'", record[name])
+    before = len(problems)
     if "query_id" in record and "id" in record:
-        bad("id", "either 'query_id' or 'id', not both", record["id"])
-    ident = record.get("query_id", record.get("id", default_id))
-    if isinstance(ident, bool) or not isinstance(ident, (str, int)) or not str(ident).strip():
-        bad("query_id" if "query_id" in record else "id", "a non-empty string or integer", ident)
-    for name in ("query", "gt_answer"):
-        if not isinstance(record.get(name), str) or not record[name].strip():
-            bad(name, "non-empty text", record.get(name))
-    if not isinstance(record.get("response"), str):  # "" is a real (empty) answer; absent is not
-        bad("response", "text (\"\" for an empty answer)", record.get("response"))
-    if not isinstance(record.get("meta", {}), dict):
-        bad("meta", "a JSON object", record["meta"])
-    chunks = None
-    if "retrieved_context" in record:
-        value = record["retrieved_context"]
-        if not isinstance(value, list):
-            bad("retrieved_context", "a list of texts or {doc_id, text} objects", value)
-        else:
-            chunks = []
-            for i, chunk in enumerate(value):
-                text = chunk.get("text") if isinstance(chunk, dict) and set(chunk) <= {"doc_id", "text"} else chunk
-                if isinstance(text, str) and text.strip():
-                    chunks.append(text)
-                else:
-                    bad(f"retrieved_context[{i}]", "non-empty text or an object with 'text' and optional 'doc_id'", chunk)
+        problems.append(f"{where}: id: expected either 'query_id' or 'id', not both, found {_describe(record['id'])}")
+    try:
+        row = RagRow.model_validate(record)
+    except ValidationError as err:
+        problems.extend(problems_from(err, where, known=f"a known field ({', '.join(FIELDS)}); put extra data "
+                                                        "under 'meta'"))
+        return None
     if len(problems) > before:
         return None
-    return RagItem(str(ident), record["query"], record["gt_answer"], record["response"],
-                   None if chunks is None else tuple(chunks), dict(record.get("meta", {})))
+    ident = row.query_id if row.query_id is not None else row.id if row.id is not None else default_id
+    chunks = None if row.retrieved_context is None else tuple(row.retrieved_context)
+    return RagItem(ident, row.query, row.gt_answer, row.response, chunks, row.meta)

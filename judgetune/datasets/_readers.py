@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import jsonlines
+from pydantic import ValidationError
 
-from judgetune.datasets._schema import Example, Reference, Scale
+from judgetune.datasets._schema import Example, ExampleRow, Scale, format_number
+from judgetune.datasets._validation import Cell, describe, problems_from
 from judgetune.errors import DataValidationError
 
 FIELDS = ("id", "question", "answer", "references", "reference", "context", "answer_b", "preference",
@@ -40,15 +41,64 @@ def read_examples(path: str | Path, *, require_label: bool = True, scale: Scale 
     Example:
         >>> examples = read_examples("pairs.jsonl", scale=Scale(0, 5))  # doctest: +SKIP
     """
+    return [example for _, example in _numbered_examples(path, require_label=require_label, scale=scale)]
+
+
+def read_labeled(path: str | Path, *, scale: Scale | None = None) -> tuple[list[Example], tuple[float, float]]:
+    """The labeled Examples of a file and the human scale they are on.
+
+    With ``scale`` every label must lie on it (an error names each line that does not). Without it
+    the scale is the labels' range, unless a label stands isolated far outside the others (50 among
+    labels 1-5: on 8 rows or more, the gap to the rest exceeds three times the rest's range, and
+    at most 1% of the rows, or 2, carry it), which is refused with its line
+    rather than stretching the scale; state the scale (``--scale``) when such a label is right.
+    A file mixing pairwise rows (``preference``) with pointwise rows (``label``) is refused: the
+    two are on different scales.
+
+    Raises:
+        DataValidationError: every problem at once.
+    """
+    path = Path(path)
+    rows = _numbered_examples(path, require_label=True, scale=scale)
+    pairwise = [line for line, e in rows if e.answer_b is not None]
+    if pairwise and len(pairwise) < len(rows):
+        pointwise = next(line for line, e in rows if e.answer_b is None)
+        raise DataValidationError([f"{path}:{pointwise}: label: expected every row of a file to be pointwise (label) "
+                                   f"or every row pairwise (answer_b, preference), found both (pairwise on line "
+                                   f"{pairwise[0]}); a preference and a label are on different scales: split the file"])
+    if scale is not None:
+        return [e for _, e in rows], (float(scale.low), float(scale.high))
+    values = sorted({e.judgment for _, e in rows})
+    if len(values) < 2:
+        raise DataValidationError([f"{path}: label: expected at least two distinct human labels to define a scale, "
+                                   f"found {len(values)}; state the scale with --scale LOW-HIGH"])
+    problems = []
+    for value, rest in ((values[-1], values[:-1]), (values[0], values[1:])):
+        span, gap = rest[-1] - rest[0], min(abs(value - rest[0]), abs(value - rest[-1]))
+        if len(rest) >= 2 and len(rows) >= 8 and gap > 3 * span:
+            lines = [line for line, e in rows if e.judgment == value]
+            if len(lines) <= max(2, len(rows) // 100):
+                name = "preference" if pairwise else "label"
+                problems += [f"{path}:{line}: {name}: expected a label near the others ({format_number(rest[0])} to "
+                             f"{format_number(rest[-1])}), found {format_number(value)}, isolated far outside them; "
+                             "fix it, or state the scale with --scale LOW-HIGH if it is right" for line in lines]
+    if problems:
+        raise DataValidationError(problems)
+    return [e for _, e in rows], (float(values[0]), float(values[-1]))
+
+
+def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | None) -> list[tuple[int, Example]]:
     path = Path(path)
     kind = _FORMATS.get(path.suffix.lower())
     if kind is None:
         raise DataValidationError([f"{path}: expected a .jsonl, .csv or .tsv file, found suffix {path.suffix!r}"])
+    if path.is_dir():
+        raise DataValidationError([f"{path}: expected a data file, found a folder"])
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such data file")
     problems: list[str] = []
     rows = jsonl_rows(path, problems) if kind == "jsonl" else _table_rows(path, kind, problems)
-    examples: list[Example] = []
+    examples: list[tuple[int, Example]] = []
     seen: dict[str, int] = {}
     for line, record in rows:
         example = example_from_record(record, where=f"{path}:{line}", default_id=f"{path.stem}:{line}",
@@ -60,7 +110,7 @@ def read_examples(path: str | Path, *, require_label: bool = True, scale: Scale 
                             f"already used on line {seen[example.id]}")
             continue
         seen[example.id] = line
-        examples.append(example)
+        examples.append((line, example))
     if not examples and not problems:
         problems.append(f"{path}: expected at least one row, found none")
     if problems:
@@ -79,7 +129,7 @@ def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
     with path.open("rb") as handle:
         for line, raw in enumerate(handle, 1):
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode("utf-8-sig" if line == 1 else "utf-8")  # Excel starts with a BOM
             except UnicodeDecodeError as err:
                 problems.append(f"{path}:{line}: row: expected UTF-8 text, found undecodable bytes ({err.reason})")
                 continue
@@ -98,10 +148,12 @@ def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
 
 
 def _table_rows(path: Path, kind: str, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    delimiter = "," if kind == "csv" else "\t"
+    """CSV is read as RFC 4180 quotes it (strictly: a stray quote is an error, never a merged row);
+    TSV carries no quoting at all (a quote is a character), so a quote cannot join lines."""
+    dialect = {"delimiter": ",", "strict": True} if kind == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            reader = csv.reader(handle, delimiter=delimiter)
+        with path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: Excel's byte-order mark
+            reader = csv.reader(handle, **dialect)
             header = next(reader, None)
             if header is None:
                 return
@@ -111,8 +163,21 @@ def _table_rows(path: Path, kind: str, problems: list[str]) -> Iterator[tuple[in
                 problems.append(f"{path}:1: header: expected columns among {', '.join(f for f in FIELDS if f != 'meta')}"
                                 f", found unknown column(s) {', '.join(map(repr, unknown))}")
                 return
+            twice = sorted({h for h in header if header.count(h) > 1})
+            if twice:
+                problems.append(f"{path}:1: header: expected each column once, found {', '.join(map(repr, twice))} "
+                                "more than once")
+                return
             start = reader.line_num + 1
-            for cells in reader:
+            while True:
+                try:
+                    cells = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as err:
+                    problems.append(f"{path}:{start}: row: expected well-formed CSV (a quoted cell ends with a quote "
+                                    f"followed by a comma or the line end), found {err}")
+                    return
                 line, start = start, reader.line_num + 1
                 if not cells:  # a blank line is not a row
                     continue
@@ -120,130 +185,46 @@ def _table_rows(path: Path, kind: str, problems: list[str]) -> Iterator[tuple[in
                     problems.append(f"{path}:{line}: row: expected {len(header)} {kind.upper()} cells, "
                                     f"found {len(cells)}")
                     continue
-                yield line, {h: _Cell(c) for h, c in zip(header, cells) if c.strip() != ""}
+                quoted = [h for h, c in zip(header, cells) if kind == "tsv" and _looks_quoted(c)]
+                if quoted:
+                    problems.append(f"{path}:{line}: {quoted[0]}: expected plain TSV text (TSV has no quoting), found "
+                                    f"a quoted cell {describe(cells[header.index(quoted[0])])}; remove the quotes "
+                                    "or write CSV or JSONL")
+                    continue
+                yield line, {h: Cell(c) for h, c in zip(header, cells) if c.strip() != ""}
     except UnicodeDecodeError as err:
         problems.append(f"{path}: file: expected UTF-8 text, found undecodable bytes ({err.reason})")
 
 
-class _Cell(str):
-    """Text from a CSV/TSV cell: unlike a JSON string, it may be read as a number."""
+def _looks_quoted(cell: str) -> bool:
+    """A cell a CSV writer quoted (its quotes doubled inside quotes): TSV would read the quotes as text."""
+    return len(cell) >= 2 and cell[0] == cell[-1] == '"' and '""' in cell[1:-1]
 
 
 def example_from_record(record: dict[str, Any], *, where: str, default_id: str, require_label: bool = True,
                         scale: Scale | None = None, problems: list[str]) -> Example | None:
-    """Validate one parsed row; append its problems and return None when it has any."""
+    """Validate one parsed row (:class:`ExampleRow`, then the rules that span fields); append its
+    problems and return None when it has any."""
     before = len(problems)
-
-    def bad(name: str, expected: str, value: Any) -> None:
-        problems.append(f"{where}: {name}: expected {expected}, found {_describe(value)}")
-
-    for name in record:
-        if name not in FIELDS:
-            bad(name, f"a known field ({', '.join(FIELDS)}); put extra data under 'meta'", record[name])
-    ident = _identifier(record, "id", bad)
-    group = _identifier(record, "group", bad)
-    answer = record.get("answer")
-    if not isinstance(answer, str):  # "" is a real answer (RAGChecker has empty responses); absent is not
-        bad("answer", "text", answer)
-    question = _text(record, "question", bad)
-    answer_b = _text(record, "answer_b", bad)
-    label = _number(record, "label", bad)
-    preference = _number(record, "preference", bad)
-    references = _references(record, bad)
-    context = _context(record, bad)
-    meta = record.get("meta", {})
-    if not isinstance(meta, dict):
-        bad("meta", "a JSON object", meta)
-    if "preference" in record and "answer_b" not in record:
-        bad("answer_b", "text (a row with a preference compares answer with answer_b)", None)
-    target_name, target = ("preference", preference) if "answer_b" in record else ("label", label)
-    if require_label and target_name not in record:
-        bad(target_name, "the human label (a number)", None)
-    if scale is not None and target is not None and not scale.contains(target):
-        bad(target_name, scale.expected(), target)
-    if len(problems) > before:
-        return None
-    return Example(id=ident if ident is not None else default_id, answer=answer, question=question,
-                   references=references, context=context, answer_b=answer_b, preference=preference,
-                   label=label, group=group, meta=dict(meta))
-
-
-def _identifier(record: dict[str, Any], name: str, bad) -> str | None:
-    value = record.get(name)
-    if value is None and name not in record:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
-        bad(name, "a non-empty string or integer", value)
-        return None
-    return str(value)
-
-
-def _text(record: dict[str, Any], name: str, bad) -> str | None:
-    if name not in record:
-        return None
-    value = record[name]
-    if not isinstance(value, str):
-        bad(name, "text", value)
-        return None
-    return str(value)
-
-
-def _number(record: dict[str, Any], name: str, bad) -> float | None:
-    if name not in record:
-        return None
-    value = record[name]
-    if isinstance(value, _Cell):
-        try:
-            number = float(value)
-        except ValueError:
-            bad(name, "a number", value)
-            return None
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-    else:
-        bad(name, "a number", value)
-        return None
-    if not math.isfinite(number):
-        bad(name, "a finite number", value)
-        return None
-    return number
-
-
-def _references(record: dict[str, Any], bad) -> tuple[Reference, ...]:
+    target = "preference" if "answer_b" in record else "label"
+    fields = dict(record)
     if "references" in record and "reference" in record:
-        bad("reference", "either 'reference' or 'references', not both", record["reference"])
-        return ()
-    name = "references" if "references" in record else "reference"
-    value = record.get(name, [])
-    if isinstance(value, str) and name == "reference":
-        value = [value]
-    if not isinstance(value, list):
-        bad(name, "a list of texts or {text, grade} objects", value)
-        return ()
-    refs = []
-    for i, item in enumerate(value):
-        if isinstance(item, str) and item.strip():
-            refs.append(Reference(str(item)))
-        elif isinstance(item, dict) and isinstance(item.get("text"), str) and set(item) <= {"text", "grade"}:
-            grade = item.get("grade")
-            if grade is not None and (isinstance(grade, bool) or not isinstance(grade, (int, float))
-                                      or not math.isfinite(grade)):
-                bad(f"{name}[{i}].grade", "a finite number or null", grade)
-                continue
-            refs.append(Reference(item["text"], None if grade is None else float(grade)))
-        else:
-            bad(f"{name}[{i}]", "non-empty text or an object with 'text' and optional 'grade'", item)
-    return tuple(refs)
-
-
-def _context(record: dict[str, Any], bad) -> tuple[str, ...]:
-    value = record.get("context", [])
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
-        bad("context", "text or a list of texts", value)
-        return ()
-    return tuple(str(c) for c in value)
+        problems.append(f"{where}: reference: expected either 'reference' or 'references', not both, "
+                        f"found {describe(fields.pop('reference'))}")
+    row = None
+    try:
+        row = ExampleRow.model_validate(fields, context={"scale": scale, "target": target})
+    except ValidationError as err:
+        problems.extend(problems_from(err, where, known=f"a known field ({', '.join(FIELDS)}); put extra data "
+                                                        "under 'meta'"))
+    if "preference" in record and "answer_b" not in record:
+        problems.append(f"{where}: answer_b: expected text (a row with a preference compares answer with answer_b), "
+                        "found nothing")
+    if require_label and target not in record:
+        problems.append(f"{where}: {target}: expected the human label (a number), found nothing")
+    if len(problems) > before or row is None:
+        return None
+    return row.example(default_id)
 
 
 def _kind(value: Any) -> str:
@@ -251,10 +232,3 @@ def _kind(value: Any) -> str:
         type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
 
 
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, _Cell):
-        return f"{str(value)!r}"
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

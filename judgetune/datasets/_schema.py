@@ -1,10 +1,16 @@
-"""The Example: one human-labeled item, and the label scale it is measured on."""
+"""The Example: one human-labeled item, the label scale it is measured on, and the row model a data
+file's rows are validated with."""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
+
+from judgetune.datasets._validation import Cell, expected
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,18 @@ class Scale:
     def to_dict(self) -> dict[str, Any]:
         return {"low": self.low, "high": self.high, "values": list(self.values) if self.values else None,
                 "description": self.description}
+
+
+def parse_scale(text: str) -> Scale:
+    """``"1-5"``, ``"0:3"`` or ``"-2..2"`` as a Scale (low below high).
+
+    Raises:
+        ValueError: the text is no such range.
+    """
+    found = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*(?:-|:|\.\.|to)\s*(-?\d+(?:\.\d+)?)\s*", text)
+    if not found or not float(found.group(1)) < float(found.group(2)):
+        raise ValueError(f"expected a scale LOW-HIGH with LOW below HIGH (e.g. 1-5 or -2..2), got {text!r}")
+    return Scale(float(found.group(1)), float(found.group(2)), description=text.strip())
 
 
 def format_number(value: float) -> str:
@@ -97,3 +115,106 @@ class Example:
         if self.meta:
             out["meta"] = self.meta
         return out
+
+
+# --- the row model: what a data file's row may hold, validated field by field -------------------------
+
+def _identifier(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
+        raise expected("a non-empty string or integer")
+    return str(value)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):  # "" is a real answer (RAGChecker has empty responses); absent is not
+        raise expected("text")
+    return str(value)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, Cell):  # CSV/TSV: the cell must read as a plain number ("1_0" is not 10)
+        try:
+            if "_" in value:
+                raise ValueError(value)
+            number = float(value)
+        except ValueError:
+            raise expected("a number") from None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        raise expected("a number")
+    if not math.isfinite(number):
+        raise expected("a finite number")
+    return number
+
+
+def _on_scale(value: float, info: ValidationInfo) -> float:
+    scale, target = (info.context or {}).get("scale"), (info.context or {}).get("target")
+    if scale is not None and info.field_name == target and not scale.contains(value):
+        raise expected(scale.expected(), found=value)
+    return value
+
+
+def _reference(value: Any) -> Reference:
+    if isinstance(value, str) and value.strip():
+        return Reference(str(value))
+    if isinstance(value, dict) and isinstance(value.get("text"), str) and set(value) <= {"text", "grade"}:
+        grade = value.get("grade")
+        if grade is not None and (isinstance(grade, bool) or not isinstance(grade, (int, float))
+                                  or not math.isfinite(grade)):
+            raise expected("a finite number or null", found=grade, sub="grade")
+        return Reference(value["text"], None if grade is None else float(grade))
+    raise expected("non-empty text or an object with 'text' and optional 'grade'")
+
+
+def _reference_list(value: Any, info: ValidationInfo) -> list:
+    if isinstance(value, str) and info.field_name == "reference":
+        return [value]
+    if not isinstance(value, list):
+        raise expected("a list of texts or {text, grade} objects")
+    return value
+
+
+def _context(value: Any) -> tuple[str, ...]:
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
+        raise expected("text or a list of texts")
+    return tuple(str(c) for c in value)
+
+
+def _meta(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise expected("a JSON object")
+    return dict(value)
+
+
+Identifier = Annotated[str, BeforeValidator(_identifier)]
+Text = Annotated[str, BeforeValidator(_text)]
+Label = Annotated[float, AfterValidator(_on_scale), BeforeValidator(_number)]
+References = Annotated[list[Annotated[Any, BeforeValidator(_reference)]], BeforeValidator(_reference_list)]
+
+
+class ExampleRow(BaseModel):
+    """One row of a data file, as written (the fields of :class:`Example`, ``reference`` as a
+    shorthand of ``references``). Validate with the context ``{"scale": Scale | None, "target":
+    "label" | "preference"}`` to check the human label against a stated scale."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    id: Identifier = None
+    group: Identifier = None
+    answer: Text = Field(default=None, validate_default=True)
+    question: Text = None
+    answer_b: Text = None
+    label: Label = None
+    preference: Label = None
+    references: References = []
+    reference: References = []
+    context: Annotated[tuple[str, ...], BeforeValidator(_context)] = ()
+    meta: Annotated[dict[str, Any], BeforeValidator(_meta)] = {}
+
+    def example(self, default_id: str) -> Example:
+        return Example(id=self.id if self.id is not None else default_id, answer=self.answer, question=self.question,
+                       references=tuple(self.references or self.reference), context=self.context,
+                       answer_b=self.answer_b, preference=self.preference, label=self.label, group=self.group,
+                       meta=self.meta)

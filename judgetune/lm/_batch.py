@@ -9,7 +9,7 @@ from typing import Generic, TypeVar
 
 from tqdm.auto import tqdm
 
-from judgetune.lm._remote import LMCallError
+from judgetune.errors import ItemError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -32,13 +32,14 @@ def run_items(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int = 1,
               description: str = "LM calls") -> list[Outcome[R]]:
     """``fn`` on every item, ``concurrency`` at a time; results in item order.
 
-    An LMCallError becomes a failed Outcome; any other exception is a bug and propagates.
+    An ItemError (a failed LM call, a prompt too long for the model) becomes a failed Outcome; any
+    other exception is a bug and propagates.
     """
 
     def one(index: int) -> Outcome[R]:
         try:
             return Outcome(index, value=fn(items[index]))
-        except LMCallError as err:
+        except ItemError as err:
             return Outcome(index, error=str(err))
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from judgetune.errors import PromptTooLongError
+
 # llama.cpp's OpenMP threads spin between calls unless told otherwise, stalling the other core.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -101,7 +103,7 @@ class LlamaCppModel:
         if not tokens:
             raise ValueError("next_logprobs needs at least one token")
         if len(tokens) >= self.n_ctx:
-            raise ValueError(f"prompt of {len(tokens)} tokens does not fit the context of {self.n_ctx}")
+            raise PromptTooLongError(f"prompt of {len(tokens)} tokens does not fit the context of {self.n_ctx}")
         with self._lock:
             self._eval_from_cache(tokens)
             raw = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._llm.ctx, -1), shape=(self.n_vocab,))
@@ -119,7 +121,7 @@ class LlamaCppModel:
                 llm.set_seed(seed)
             max_tokens = min(max_tokens, self.n_ctx - len(tokens))
             if max_tokens < 1:
-                raise ValueError(f"prompt of {len(tokens)} tokens fills the context of {self.n_ctx}")
+                raise PromptTooLongError(f"prompt of {len(tokens)} tokens fills the context of {self.n_ctx}")
             out: list[GeneratedToken] = []
             finish, text = "length", b""
             # The prompt is evaluated here (same rule as next_logprobs), so Llama.generate finds it

@@ -15,13 +15,13 @@ from typing import Any
 import httpx
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from judgetune.errors import JudgetuneError
+from judgetune.errors import ItemError
 from judgetune.lm._spec import API_KEY_ENV, LMSpec
 
 log = logging.getLogger(__name__)
 
 
-class LMCallError(JudgetuneError):
+class LMCallError(ItemError):
     """An LM call that failed for good (after retries, or on a permanent error such as a 400)."""
 
 

@@ -16,13 +16,25 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from judgetune import datasets
-from judgetune.datasets import clef_judgments, clef_top1_rows, generated_answer_llm, jsonl_rows, read_clef_topics
+from judgetune.datasets import (
+    clef_judgments,
+    clef_top1_rows,
+    expected,
+    generated_answer_llm,
+    jsonl_rows,
+    problems_from,
+    read_clef_topics,
+)
 from judgetune.errors import DataValidationError, JudgetuneError
 
 
@@ -105,29 +117,107 @@ class Collection:
             raise DataValidationError(problems)
 
 
-def _text_field(record: dict, name: str, where: str, problems: list[str]) -> str | None:
-    value = record.get(name)
-    if not isinstance(value, str) or (name != "text" and not value):
-        found = "nothing" if name not in record else f"{type(value).__name__} {value!r}"[:80]
-        problems.append(f"{where}: {name}: expected a {'non-empty ' if name != 'text' else ''}string, found {found}")
-        return None
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise expected("a string")
     return value
 
 
-def _id_field(record: dict, name: str, where: str, problems: list[str]) -> str | None:
-    value = record.get(name)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return _text_field(record, name, where, problems)
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise expected("a non-empty string")
+    return value
 
 
-def _rows(path: Path, fields: set[str], problems: list[str]):
+def _identifier(value: Any) -> str:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else _name(value)
+
+
+def _judgments(value: Any) -> dict[str, float]:
+    if not isinstance(value, dict) or not value or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            for v in value.values()):
+        raise expected("an object of quality dimension -> grade >= 0")
+    return {str(k): float(v) for k, v in value.items()}
+
+
+def _ranking(value: Any) -> list[str]:
+    if not isinstance(value, list) or len(value) < 2 or not all(isinstance(i, str) for i in value) \
+            or len(set(value)) != len(value):
+        raise expected("a list of 2 or more distinct item ids, best first")
+    return value
+
+
+_Text = Annotated[str, BeforeValidator(_text)]
+_Name = Annotated[str, BeforeValidator(_name)]
+_Id = Annotated[str, BeforeValidator(_identifier)]
+_REQUIRED = Field(default=None, validate_default=True)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class QueryRecord(_Record):
+    """A line of queries.jsonl."""
+
+    query_id: _Id = _REQUIRED
+    text: _Name = _REQUIRED
+
+
+class DocumentRecord(_Record):
+    """A line of documents.jsonl: a document with its human grades per quality dimension."""
+
+    query_id: _Id = _REQUIRED
+    doc_id: _Id = _REQUIRED
+    text: _Text = _REQUIRED
+    judgments: Annotated[dict[str, float], BeforeValidator(_judgments)] = _REQUIRED
+
+
+class AnswerRecord(_Record):
+    """A line of answers.jsonl: one generated answer (``answer_id`` numbered per system, query and prompt if absent)."""
+
+    query_id: _Id = _REQUIRED
+    system: _Name = _REQUIRED
+    prompt: _Name = _REQUIRED
+    text: _Text = _REQUIRED
+    answer_id: _Id = None
+
+
+class ExpertRecord(_Record):
+    """A line of expert.jsonl: an expert's ordering of a query's items, best first."""
+
+    query_id: _Id = _REQUIRED
+    ranking: Annotated[list[str], BeforeValidator(_ranking)] = _REQUIRED
+
+
+def _score(value: Any) -> float:
+    try:  # a CSV cell is text
+        number = float(value) if not isinstance(value, bool) and (not isinstance(value, str) or "_" not in value) \
+            else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise expected("a finite number")
+    return number
+
+
+class ScoreRecord(_Record):
+    """A precomputed ranker score of one document or answer."""
+
+    query_id: _Id = _REQUIRED
+    id: _Id = _REQUIRED
+    score: Annotated[float, BeforeValidator(_score)] = _REQUIRED
+
+
+def _records(path: Path, model: type[_Record], problems: list[str]):
+    """The valid records of a JSONL file; every problem of the others is added to ``problems``."""
+    fields = ", ".join(model.model_fields)
     for line, record in jsonl_rows(path, problems):
-        where = f"{path}:{line}"
-        unknown = sorted(set(record) - fields)
-        if unknown:
-            problems.append(f"{where}: {unknown[0]}: unknown field (expected only {', '.join(sorted(fields))})")
-        yield where, record
+        try:
+            yield model.model_validate(record)
+        except ValidationError as err:
+            problems.extend(problems_from(err, f"{path}:{line}", unknown=f"unknown field (expected only {fields})"))
 
 
 def read_folder(folder: str | Path) -> Collection:
@@ -138,42 +228,17 @@ def read_folder(folder: str | Path) -> Collection:
             raise JudgetuneError(f"{folder}: missing {name} (expected queries.jsonl, documents.jsonl, answers.jsonl "
                                  "and optionally expert.jsonl and sizes.json)")
     problems: list[str] = []
-    queries = {}
-    for where, r in _rows(folder / "queries.jsonl", {"query_id", "text"}, problems):
-        qid, text = _id_field(r, "query_id", where, problems), _text_field(r, "text", where, problems)
-        if qid is not None and text is not None:
-            queries[qid] = text
-    documents = []
-    for where, r in _rows(folder / "documents.jsonl", {"query_id", "doc_id", "text", "judgments"}, problems):
-        qid, doc_id = _id_field(r, "query_id", where, problems), _id_field(r, "doc_id", where, problems)
-        text, judgments = _text_field(r, "text", where, problems), r.get("judgments")
-        if not isinstance(judgments, dict) or not judgments or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in judgments.values()):
-            problems.append(f"{where}: judgments: expected an object of quality dimension -> grade >= 0, "
-                            f"found {json.dumps(judgments)[:80] if 'judgments' in r else 'nothing'}")
-            continue
-        if None not in (qid, doc_id, text):
-            documents.append(Document(qid, doc_id, text, {k: float(v) for k, v in judgments.items()}))
+    queries = {r.query_id: r.text for r in _records(folder / "queries.jsonl", QueryRecord, problems)}
+    documents = [Document(r.query_id, r.doc_id, r.text, r.judgments)
+                 for r in _records(folder / "documents.jsonl", DocumentRecord, problems)]
     answers, counters = [], Counter()
-    for where, r in _rows(folder / "answers.jsonl", {"query_id", "system", "prompt", "text", "answer_id"}, problems):
-        qid, system = _id_field(r, "query_id", where, problems), _text_field(r, "system", where, problems)
-        prompt, text = _text_field(r, "prompt", where, problems), _text_field(r, "text", where, problems)
-        if None in (qid, system, prompt, text):
-            continue
-        counters[(system, qid, prompt)] += 1
-        answer_id = (_id_field(r, "answer_id", where, problems) if "answer_id" in r
-                     else f"{system}_{qid}_{prompt}_{counters[(system, qid, prompt)]}")
-        if answer_id is not None:
-            answers.append(Answer(qid, answer_id, system, prompt, text))
+    for r in _records(folder / "answers.jsonl", AnswerRecord, problems):
+        counters[(r.system, r.query_id, r.prompt)] += 1
+        answer_id = r.answer_id or f"{r.system}_{r.query_id}_{r.prompt}_{counters[(r.system, r.query_id, r.prompt)]}"
+        answers.append(Answer(r.query_id, answer_id, r.system, r.prompt, r.text))
     expert = {}
     if (folder / "expert.jsonl").is_file():
-        for where, r in _rows(folder / "expert.jsonl", {"query_id", "ranking"}, problems):
-            qid, ranking = _id_field(r, "query_id", where, problems), r.get("ranking")
-            if not isinstance(ranking, list) or len(ranking) < 2 or not all(isinstance(i, str) for i in ranking) \
-                    or len(set(ranking)) != len(ranking):
-                problems.append(f"{where}: ranking: expected a list of 2 or more distinct item ids, best first")
-            elif qid is not None:
-                expert[qid] = ranking
+        expert = {r.query_id: r.ranking for r in _records(folder / "expert.jsonl", ExpertRecord, problems)}
     sizes = {}
     if (folder / "sizes.json").is_file():
         try:
@@ -199,16 +264,12 @@ def read_scores(path: str | Path) -> dict[tuple[str, str], float]:
     else:
         rows = [(f"{path}:{line}", r) for line, r in jsonl_rows(path, problems)]
     for where, r in rows:
-        qid, item = _id_field(r, "query_id", where, problems), _id_field(r, "id", where, problems)
         try:
-            score = float(r.get("score"))
-        except (TypeError, ValueError):
-            problems.append(f"{where}: score: expected a number, found {r.get('score')!r}")
+            record = ScoreRecord.model_validate(r)
+        except ValidationError as err:
+            problems.extend(problems_from(err, where, unknown="unknown field (expected only query_id, id, score)"))
             continue
-        if score != score:
-            problems.append(f"{where}: score: expected a number, found NaN")
-        elif qid is not None and item is not None:
-            scores[(qid, item)] = score
+        scores[(record.query_id, record.id)] = record.score
     if problems:
         raise DataValidationError(problems)
     return scores

@@ -17,6 +17,7 @@ from judgetune import datasets
 from judgetune.calibration import fit_calibrator
 from judgetune.config import JudgeConfig, examples_fingerprint
 from judgetune.datasets import Example, groups_of
+from judgetune.errors import NothingJudgedError, redact
 from judgetune.evaluation import agreement
 from judgetune.judges import Verdict
 from judgetune.lm import parse_lm_spec
@@ -41,7 +42,8 @@ def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdic
     with jsonlines.open(path, "w") as out:
         for ex, verdict, score in zip(examples, verdicts, scores):
             out.write({"id": ex.id, "score": score, "raw_score": verdict.score, "parsed": verdict.parsed,
-                       "human": ex.judgment, "distribution": verdict.distribution})
+                       "human": ex.judgment, "distribution": verdict.distribution,
+                       **({} if score is not None else {"failure": redact(verdict.raw or "no score")})})
 
 
 def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000) -> JudgeConfig:
@@ -54,9 +56,12 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
     # dev: fit the calibrator on the raw scores of the frozen judge
     dev_judge = staged.build_judge(lm, pool=splits.dev)
     dev_verdicts = dev_judge.judge_all(splits.dev, progress=True)
-    dev_pairs = [(v.score, e.judgment) for v, e in zip(dev_verdicts, splits.dev) if v.parsed]
-    calibrator, cv = fit_calibrator([p for p, _ in dev_pairs], [g for _, g in dev_pairs],
-                                    label_range=splits.label_range, seed=spec.seed)
+    dev_pairs = [(v.score, e.judgment, e.group_key) for v, e in zip(dev_verdicts, splits.dev) if v.parsed]
+    if not dev_pairs:
+        raise NothingJudgedError(f"not one of the {len(splits.dev)} dev items could be judged; the first because: "
+                                 f"{redact(dev_verdicts[0].raw or 'no score')}")
+    calibrator, cv = fit_calibrator([p for p, _, _ in dev_pairs], [g for _, g, _ in dev_pairs],
+                                    groups=[q for _, _, q in dev_pairs], label_range=splits.label_range, seed=spec.seed)
     config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=calibrator, label_range=splits.label_range,
                                     seed=spec.seed)
     metrics: dict[str, Any] = {}
@@ -91,14 +96,15 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
 
 
 def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | None = None,
-         heartbeat: int = 10) -> tuple[JudgeConfig, Path, optuna.Study]:
-    """The main job. Re-running the same spec resumes the study where it stopped; a trial whose
-    process died is retried (after three missed heartbeats) with its cached answers."""
+         heartbeat: int = 10, timeout: float = 60.0) -> tuple[JudgeConfig, Path, optuna.Study]:
+    """The main job. Re-running the same spec resumes the study where it stopped: a trial whose
+    process died on this machine is retried at once with its cached answers (one on another host
+    after three missed heartbeats). ``timeout`` is per attempt of a server call."""
     run_dir = Path(runs_dir) / spec.name
     run_dir.mkdir(parents=True, exist_ok=True)
     study = open_study(spec, storage or default_storage(run_dir), heartbeat=heartbeat)
     splits = prepare_splits(spec)
-    lm = load_run_lm(spec)
+    lm = load_run_lm(spec, timeout=timeout)
     try:
         run_trials(study, spec, lm, splits)
         config = finish(spec, study, splits, lm, run_dir)

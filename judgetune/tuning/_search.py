@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,7 @@ from judgetune.stats import bootstrap_interval, correlation, grouped_correlation
 log = logging.getLogger(__name__)
 SAMPLERS = ("tpe", "nsga2", "random")
 PICK_RULES = ("spearman", "mae")
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_FAILURE_RATE = 0.5  # a trial failing to judge more items than this gets the worst objective values
 
 
@@ -57,8 +59,12 @@ class RunSpec:
     fixed: dict[str, Any] = field(default_factory=dict)
     instructions: list[str] = field(default_factory=list)  # the user's own instruction variants
     pick: str = "spearman"
+    scale: list[float] | None = None  # the human scale the user stated ([low, high]); None: the labels' range
 
     def __post_init__(self) -> None:
+        if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:
+            raise ValueError(f"run name {self.name!r}: expected a plain name (letters, digits, '.', '_', '-'; "
+                             "no path, no '..'): a run lives in runs/NAME/")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
         if self.pick not in PICK_RULES:
@@ -81,11 +87,17 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
 def storage_for(url: str, *, heartbeat: int = 10) -> optuna.storages.RDBStorage:
     """An RDB storage (SQLite file or PostgreSQL URL). A trial whose process died stops beating; three
     heartbeats later it is marked failed and retried once with the same parameters."""
+    from sqlalchemy.exc import ArgumentError
+
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna since 2.8; we rely on them
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(
-            url, heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+        try:
+            return optuna.storages.RDBStorage(
+                url, heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+        except (ArgumentError, ImportError) as err:
+            raise ValueError(f"storage {url!r}: expected an SQLAlchemy URL such as sqlite:///runs/NAME/study.db or "
+                             f"postgresql://HOST/DB ({err})") from None
 
 
 @dataclass
@@ -101,7 +113,8 @@ class Splits:
 def prepare_splits(spec: RunSpec) -> Splits:
     """train / dev / test by group (seeded); the search items a seeded sample of train groups. With
     ``per_question``, each question keeps that many of its answers (seeded) first."""
-    examples, label_range = datasets.load_data(spec.data)
+    scale = None if spec.scale is None else datasets.Scale(*spec.scale)
+    examples, label_range = datasets.load_data(spec.data, scale=scale)
     examples = [e for e in examples if e.judgment is not None]
     splits = datasets.split_examples(examples, seed=spec.seed)
     if spec.per_question is not None:  # many questions with a few answers each, rather than few whole questions
@@ -184,8 +197,8 @@ class Objective:
 
     def __call__(self, trial: optuna.Trial) -> tuple[float, float]:
         spec, s = self.spec, self.splits
+        trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")  # first: a crash can be told apart
         params = suggest(trial, spec)
-        trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
         judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, pool=s.train, label_range=s.label_range)
         calls0 = self._calls()
         verdicts: list[Verdict] = []
@@ -235,21 +248,76 @@ class CallBudget:
 
 
 def open_study(spec: RunSpec, storage: str, *, heartbeat: int = 10) -> optuna.Study:
-    """Create the study, or load it when it exists (same spec required)."""
+    """Create the study, or resume it when it exists (same spec and same data required).
+
+    On resume: a RUNNING trial whose process died on this machine is failed at once and queued for
+    a retry with the same parameters (a trial of a worker on another host is left to the heartbeat
+    check); the sampler is seeded with the run's seed plus the number of trials already in the
+    study, so a resumed search does not replay the settings it already tried.
+
+    Raises:
+        ValueError: the study exists with other settings, or its data file has changed.
+    """
     study = optuna.create_study(study_name=spec.name, storage=storage_for(storage, heartbeat=heartbeat),
                                 load_if_exists=True,
                                 directions=["minimize", "maximize"], sampler=make_sampler(spec.sampler, spec.seed))
     stored = study.user_attrs.get("spec")
+    current = spec.to_dict()
+    fingerprint = datasets.data_fingerprint(spec.data)
     if stored is None:
-        study.set_user_attr("spec", spec.to_dict())
-    elif stored != spec.to_dict():
-        changed = sorted(k for k in stored if stored[k] != spec.to_dict().get(k))
-        raise ValueError(f"study {spec.name} exists with other settings ({', '.join(changed)}); "
-                         "use another --run name or the same settings")
+        study.set_user_attr("spec", current)
+        study.set_user_attr("data_sha256", fingerprint)
+    else:
+        stored = {**RunSpec(**{"name": spec.name, "judge": spec.judge, "data": spec.data}).to_dict(), **stored}
+        if stored != current:
+            changed = sorted(k for k in current if stored.get(k) != current[k])
+            raise ValueError(f"study {spec.name} exists with other settings ({', '.join(changed)}); "
+                             "use another --run name or the same settings")
+        recorded = study.user_attrs.get("data_sha256")
+        if recorded is not None and recorded != fingerprint:
+            changed = sorted(k for k in set(recorded) | set(fingerprint) if recorded.get(k) != fingerprint.get(k))
+            raise ValueError(f"study {spec.name}: the data changed since its trials were scored ({', '.join(changed)} "
+                             "has another SHA-256); use another --run name, or restore the file")
+    fail_dead_trials(study)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)  # workers elsewhere: three missed heartbeats
         study.set_metric_names(["mae", "spearman"])
+    study.sampler = make_sampler(spec.sampler, spec.seed + len(study.get_trials(deepcopy=False)))
     return study
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def fail_dead_trials(study: optuna.Study) -> list[int]:
+    """Fail, and queue once for a retry, every RUNNING trial whose worker process on this machine is
+    gone (killed, crashed); returns their numbers. Trials of other hosts are left to the heartbeat."""
+    host, dead = socket.gethostname(), []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        worker_host, _, pid = str(trial.user_attrs.get("worker", "")).rpartition(":")
+        if worker_host != host or not pid.isdigit() or int(pid) == os.getpid() or _process_alive(int(pid)):
+            continue
+        try:
+            study._storage.set_trial_state_values(trial._trial_id, state=optuna.trial.TrialState.FAIL)
+        except (RuntimeError, optuna.exceptions.UpdateFinishedTrialError):  # another process got there first
+            continue
+        log.info("trial %d: its process %s is gone; failed and queued for a retry", trial.number, pid)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            retry(study, study._storage.get_trial(trial._trial_id))
+        dead.append(trial.number)
+    return dead
 
 
 def join_study(name: str, storage: str, *, heartbeat: int = 10) -> tuple[optuna.Study, RunSpec]:
@@ -283,8 +351,9 @@ def run_trials(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None, splits: S
         gc_after_trial=False)
 
 
-def load_run_lm(spec: RunSpec) -> JudgeLM | None:
-    return load_lm(spec.lm, api_base=spec.api_base) if spec.judge in LM_JUDGES else None
+def load_run_lm(spec: RunSpec, *, timeout: float = 60.0) -> JudgeLM | None:
+    """The run's LM (None for a judge without one); ``timeout`` is per attempt of a server call."""
+    return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout) if spec.judge in LM_JUDGES else None
 
 
 def pick_trial(study: optuna.Study, rule: str) -> optuna.trial.FrozenTrial:
@@ -311,7 +380,12 @@ def search_summary(study: optuna.Study) -> dict[str, Any]:
 def load_study(run_dir: str | Path, storage: str | None = None) -> optuna.Study:
     """The study of a finished run folder (named after the folder; in its study.db unless ``storage`` says otherwise)."""
     run_dir = Path(run_dir)
-    return optuna.load_study(study_name=run_dir.name, storage=storage_for(storage or default_storage(run_dir)))
+    if storage is None and not (run_dir / "study.db").is_file():
+        raise ValueError(f"{run_dir}: no study.db here; expected a run folder written by `judgetune tune`")
+    try:
+        return optuna.load_study(study_name=run_dir.name, storage=storage_for(storage or default_storage(run_dir)))
+    except KeyError:
+        raise ValueError(f"{run_dir}: the storage holds no study named {run_dir.name!r}") from None
 
 
 def default_storage(run_dir: Path) -> str:

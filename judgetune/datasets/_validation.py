@@ -1,0 +1,80 @@
+"""The one validation layer: pydantic models of every input record, and the map from pydantic's
+errors onto judgetune's messages, ``where: field: expected ..., found ...``.
+
+Each field's validator raises :func:`expected` with the words a user needs ("expected a number");
+:func:`problems_from` turns every error of a record into one line, so a file's problems are all
+reported at once. Rules that span fields (which label a row needs) are checked beside the models.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
+
+_MISSING = object()
+
+
+class Cell(str):
+    """Text from a CSV/TSV cell: unlike a JSON string, it may be read as a number."""
+
+
+def expected(what: str, *, found: Any = _MISSING, sub: str = "") -> PydanticCustomError:
+    """The error a validator raises: ``expected <what>``; ``found`` overrides the reported input and
+    ``sub`` extends the field's location (``references[0]`` + ``.grade``)."""
+    context: dict[str, Any] = {"what": what, "sub": sub}
+    if found is not _MISSING:
+        context["found"] = found
+    return PydanticCustomError("judgetune", "expected {what}", context)
+
+
+def describe(value: Any) -> str:
+    """A value as a message shows it: ``nothing`` for an absent one, JSON for the rest, 60 characters at most."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, Cell):
+        return f"{str(value)!r}"
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def location(loc: tuple[Any, ...], sub: str = "") -> str:
+    """``("references", 0, "grade")`` -> ``references[0].grade``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out + (f".{sub}" if sub and out else sub)
+
+
+def problems_from(error: ValidationError, where: str, *, known: str = "", unknown: str = "") -> list[str]:
+    """One ``where: field: expected ..., found ...`` line per error; unknown fields first.
+
+    Args:
+        known: the "expected" text of an unknown field (extra fields are forbidden).
+        unknown: instead, the whole text after ``where: field:`` for an unknown field.
+    """
+    lines: list[tuple[int, str]] = []
+    for err in error.errors(include_url=False):
+        ctx = err.get("ctx") or {}
+        field = location(err["loc"], ctx.get("sub", ""))
+        found = ctx.get("found", err.get("input"))
+        if err["type"] == "extra_forbidden" and unknown:
+            lines.append((0, f"{where}: {field}: {unknown}"))
+        elif err["type"] == "extra_forbidden":
+            lines.append((0, f"{where}: {field}: expected {known or 'no such field'}, found {describe(found)}"))
+        elif err["type"] == "judgetune":
+            lines.append((1, f"{where}: {field}: expected {ctx['what']}, found {describe(found)}"))
+        elif err["type"] == "missing":
+            lines.append((1, f"{where}: {field}: missing ({err['msg'].lower()})"))
+        else:  # pydantic's own wording for the standard types
+            lines.append((1, f"{where}: {field}: {_lower_first(err['msg'])}, found {describe(found)}"))
+    return [text for _, text in sorted(lines, key=lambda pair: pair[0])]
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
