@@ -11,7 +11,6 @@ import pytest
 from judgetune import datasets
 from judgetune.config import JudgeConfig
 from judgetune.judges import KINDS, SIGNALS, BuildContext, JudgeSpec, build, judge_class
-from judgetune.lm import ResponseCache, load_lm
 
 MINILM_ONLY = {f"use_{name}": "mpnet" not in name for name in SIGNALS}
 # kind -> (data set, settings): settings keep each kind quick while exercising demos and references
@@ -29,10 +28,8 @@ SETTINGS = {
 
 
 @pytest.fixture(scope="module")
-def lm(tmp_path_factory):
-    judge_lm = load_lm("local:smollm2", cache=ResponseCache(tmp_path_factory.mktemp("cache")))
-    yield judge_lm
-    judge_lm.close()
+def lm(embedded_lm):
+    return embedded_lm
 
 
 @pytest.fixture(scope="module")

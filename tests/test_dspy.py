@@ -9,14 +9,12 @@ import pytest
 from judgetune import FrozenJudge, datasets
 from judgetune.config import JudgeConfig
 from judgetune.judges import BuildContext, JudgeSpec, build
-from judgetune.lm import PrefillChatAdapter, ResponseCache, load_lm
+from judgetune.lm import PrefillChatAdapter
 
 
 @pytest.fixture(scope="module")
-def lm(tmp_path_factory):
-    judge_lm = load_lm("local:smollm2", cache=ResponseCache(tmp_path_factory.mktemp("cache")))
-    yield judge_lm
-    judge_lm.close()
+def lm(embedded_lm):
+    return embedded_lm
 
 
 def test_bootstrap_few_shot_keeps_the_demos_a_frozen_judge_passes(lm, data_root):

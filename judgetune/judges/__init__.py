@@ -12,22 +12,14 @@ from judgetune.judges._linkage import LinkageJudge, position_labels, position_to
 from judgetune.judges._pairwise import PairwiseJudge
 from judgetune.judges._prompting import distribution_after_marker, forced_choice
 from judgetune.judges._references import GeneratedReferences, ReferencePool
-from judgetune.judges._registry import (
-    KINDS,
-    LM_JUDGES,
-    SIGNAL_JUDGES,
-    TEXT_BASELINES,
-    build_judge,
-    data_defaults,
-    make_judge,
-)
+from judgetune.judges._registry import KINDS, LM_JUDGES, build_judge, data_defaults, make_judge
 from judgetune.judges._rubric import RubricJudge
 from judgetune.judges._signals import BM25Judge, BM25Scorer, LengthJudge, OverlapJudge, ReferenceSimilarityJudge
 from judgetune.judges._space import Choice, IntRange, Param, check_params, defaults
 from judgetune.judges._spec import BuildContext, JudgeSpec, build, judge_class, register
 from judgetune.judges._verdict import Verdict, add_usage
 
-__all__ = ["ENCODERS", "KINDS", "LM_JUDGES", "SIGNALS", "SIGNAL_JUDGES", "TEXT_BASELINES", "BM25Judge", "BM25Scorer",
+__all__ = ["ENCODERS", "KINDS", "LM_JUDGES", "SIGNALS", "BM25Judge", "BM25Scorer",
            "BuildContext", "Choice", "ConstantJudge", "CorrectnessJudge", "EmbeddingCache", "EmbeddingJudge",
            "FactCheckJudge", "ForcedChoiceAdapter", "GeneratedReferences", "HybridJudge", "HybridModel", "IntRange",
            "Judge", "JudgeSpec", "LMJudge", "LengthJudge", "LexicalJudge", "LinkageJudge", "OverlapJudge",
