@@ -61,16 +61,20 @@ class BM25Scorer:
         from bm25s.scoring import _score_idf_lucene, _score_tfc_lucene
 
         self._idf, self._tfc, self.k1, self.b = _score_idf_lucene, _score_tfc_lucene, k1, b
-        tokens = terms(corpus)
+        tokens = terms(corpus) if corpus else []
+        self._terms: dict[str, list[str]] = dict(zip(corpus, tokens))  # texts are scored again and again in NRP
         self.n_documents = len(tokens)
         self.average_length = sum(map(len, tokens)) / max(1, len(tokens))
         self.document_frequency = Counter(t for doc in tokens for t in set(doc))
 
     def scores(self, query: str, texts: Sequence[str]) -> list[float]:
-        query_terms = terms([query])[0]
+        new = [t for t in dict.fromkeys([query, *texts]) if t not in self._terms]
+        self._terms.update(zip(new, terms(new) if new else []))
+        query_terms = self._terms[query]
         idf = {t: self._idf(self.document_frequency.get(t, 0), self.n_documents) for t in set(query_terms)}
         out = []
-        for tokens in terms(texts) if texts else []:
+        for text in texts:
+            tokens = self._terms[text]
             tf = Counter(tokens)
             out.append(float(sum(idf[t] * self._tfc(tf[t], len(tokens), self.average_length, self.k1, self.b)
                                  for t in query_terms if tf[t])))
