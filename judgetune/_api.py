@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,31 @@ class FrozenJudge:
         items = [self._example(e, i) for i, e in enumerate(examples)]
         verdicts, scores = score_examples(self.config, items, self._lm, progress=progress)
         return [Scored(e.id, s, v.score, v) for e, v, s in zip(items, verdicts, scores)]
+
+    def as_dspy_metric(self, *, answer: str = "answer", question: str | None = "question",
+                       reference: str | None = "reference") -> Callable[..., float]:
+        """This judge as a DSPy metric ``metric(example, pred, trace=None) -> float``: the calibrated score of
+        ``pred.<answer>`` (given ``example.<question>`` and ``example.<reference>`` where the example has
+        them), mapped linearly from the label range onto 0-1. Use it with ``dspy.Evaluate`` or an optimizer
+        (``metric_threshold`` in 0-1). The judge's own LM calls stay out of the program's trace.
+
+        Raises (from the metric):
+            JudgmentFailedError: the judge could not judge the answer; a failure is never scored as 0.
+        """
+        import dspy
+
+        low, high = self.label_range
+
+        def metric(example: Any, pred: Any, trace: Any = None) -> float:
+            fields = {"answer": str(pred[answer])}
+            if question and question in example:
+                fields["question"] = str(example[question])
+            if reference and reference in example:
+                fields["reference"] = str(example[reference])
+            with dspy.context(trace=None):
+                return (self.score(**fields) - low) / (high - low)
+
+        return metric
 
     @staticmethod
     def _example(item: Example | Mapping[str, Any], index: int) -> Example:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from judgetune.calibration import Calibrator, calibrator_from_dict
 from judgetune.datasets import Example, describe, example_from_record, expected, problems_from
 from judgetune.errors import API_KEY_ENVS, JudgetuneError
-from judgetune.judges import LM_JUDGES, Judge, Verdict
+from judgetune.judges import BuildContext, Judge, JudgeSpec, Verdict, build, judge_class
 
 SCHEMA_VERSION = 1
 PACKAGES = ("judgetune", "dspy", "optuna", "scikit-learn", "numpy", "llama_cpp_python", "sentence-transformers")
@@ -151,11 +151,11 @@ class JudgeConfig:
     @classmethod
     def from_judge(cls, judge: Judge, *, lm: dict | None, calibrator: Calibrator | None,
                    label_range: tuple[float, float], **extra: Any) -> JudgeConfig:
-        settings = judge.settings()
-        return cls(judge=judge.kind, params=settings["params"], lm=lm, instruction=settings.get("instruction"),
-                   demos=settings.get("demos", []), calibrator=calibrator.to_dict() if calibrator else None,
-                   label_range=[float(label_range[0]), float(label_range[1])], fitted=settings.get("fitted"),
-                   **extra)
+        spec = judge.spec()
+        return cls(judge=spec.kind, params=dict(spec.params), lm=lm, instruction=spec.instruction,
+                   demos=[d.to_dict() for d in spec.demos or ()], calibrator=calibrator.to_dict() if calibrator else None,
+                   label_range=[float(label_range[0]), float(label_range[1])],
+                   fitted=None if spec.fitted is None else dict(spec.fitted), **extra)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": self.schema_version, **{k: v for k, v in asdict(self).items()
@@ -216,7 +216,7 @@ class JudgeConfig:
         if problems or model is None:
             raise ConfigError("\n".join(dict.fromkeys(problems)))
         kind = model.judge
-        if kind in LM_JUDGES and model.lm is None:
+        if judge_class(kind).needs_lm and model.lm is None:
             raise ConfigError(f"{where}: lm: expected an object with the LM spec for judge {kind}, found nothing")
         demos_from_records(model.demos, where=where)
         if model.calibrator is not None:
@@ -224,11 +224,11 @@ class JudgeConfig:
                 calibrator_from_dict(model.calibrator)
             except (KeyError, TypeError, ValueError) as err:
                 raise ConfigError(f"{where}: calibrator: {err}") from None
-        if kind == "hybrid" and not isinstance(model.fitted, dict):
-            raise ConfigError(f"{where}: fitted: expected the hybrid judge's fitted model (an object)")
+        if judge_class(kind).fits and not isinstance(model.fitted, dict):
+            raise ConfigError(f"{where}: fitted: expected the {kind} judge's fitted model (an object)")
         if model.fitted is not None:
-            if kind != "hybrid":
-                raise ConfigError(f"{where}: fitted: only a hybrid judge has a fitted model (an object)")
+            if not judge_class(kind).fits:
+                raise ConfigError(f"{where}: fitted: only a judge that is fitted (hybrid) has a fitted model (an object)")
             from judgetune.judges import HybridModel
 
             try:
@@ -240,20 +240,15 @@ class JudgeConfig:
     def demo_examples(self) -> list[Example]:
         return demos_from_records(self.demos, where="config")
 
+    def spec(self) -> JudgeSpec:
+        """The frozen judge as plain data for ``judges.build``."""
+        return JudgeSpec(self.judge, dict(self.params), instruction=self.instruction,
+                         demos=tuple(self.demo_examples()) if judge_class(self.judge).uses_prompt else None,
+                         fitted=self.fitted, seed=self.seed)
+
     def build_judge(self, lm=None, *, pool: list[Example] | None = None) -> Judge:
         """The judge this config describes, on ``lm`` (references drawn from ``pool`` where the kind needs them)."""
-        from judgetune.judges import ReferencePool, build_judge
-
-        if self.judge in ("hybrid", "refsim"):
-            fitted = {"fitted": self.fitted} if self.judge == "hybrid" else {}
-            return build_judge(self.judge, pool=ReferencePool(pool or []), seed=self.seed, **fitted, **self.params)
-        if self.judge not in LM_JUDGES:
-            return build_judge(self.judge, **self.params)
-        extra: dict[str, Any] = {"demos": self.demo_examples(), "instruction_text": self.instruction,
-                                 "label_range": tuple(self.label_range)}
-        if self.judge in ("linkage", "pairwise"):
-            extra.update(pool=ReferencePool(pool or []), seed=self.seed)
-        return build_judge(self.judge, lm, **extra, **self.params)
+        return build(self.spec(), BuildContext(lm=lm, pool=pool or [], label_range=tuple(self.label_range)))
 
     def calibrated(self, verdicts: list[Verdict], judge: Judge, examples: list[Example]) -> list[float | None]:
         """Scores on the human scale: the calibrator's map of each parsed raw score (None for a failure)."""
@@ -284,7 +279,7 @@ def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *,
 def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0):
     """The LM a config names (None for judges without one). A server's key comes from the environment;
     ``timeout`` is per attempt of a server call."""
-    if config.judge not in LM_JUDGES:
+    if not judge_class(config.judge).needs_lm:
         return None
     from judgetune.lm import load_lm
 

@@ -28,3 +28,13 @@ def data_root(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     for name in datasets.CATALOG:
         datasets.fetch(name, root=root, mirror=mirror)
     return root
+
+
+@pytest.fixture(scope="module")
+def embedded_lm(tmp_path_factory):
+    """The embedded model (local:smollm2) with its own answer cache, per test module."""
+    from judgetune.lm import ResponseCache, load_lm
+
+    lm = load_lm("local:smollm2", cache=ResponseCache(tmp_path_factory.mktemp("cache")))
+    yield lm
+    lm.close()

@@ -15,7 +15,7 @@ from judgetune.cli import main
 from judgetune.config import JudgeConfig, score_examples
 from judgetune.datasets import Example
 from judgetune.errors import DataValidationError, JudgetuneError
-from judgetune.judges import make_judge
+from judgetune.judges import build_judge, make_judge
 from judgetune.lm import ResponseCache, load_lm
 from judgetune.nrp import (
     Answer,
@@ -81,7 +81,7 @@ def hand_made_folder(root: Path) -> Path:
         "documents.jsonl": [
             {"query_id": "q1", "doc_id": "a", "text": "Rest, ice, compression and elevation treat a sprained ankle.",
              "judgments": {"relevance": 2, "readability": 1}},
-            {"query_id": "q1", "doc_id": "b", "text": "Ankle sprains heal in weeks; treat the ankle with rest.",
+            {"query_id": "q1", "doc_id": "b", "text": "Ankle sprains heal in weeks with rest.",
              "judgments": {"relevance": 1, "readability": 2}},
             {"query_id": "q1", "doc_id": "c", "text": "Our shop sells running shoes.", "judgments": {"relevance": 0}},
             {"query_id": "2", "doc_id": "a", "text": "Iron deficiency anemia symptoms: fatigue, pale skin.",
@@ -289,3 +289,16 @@ def test_unknown_precomputed_items_name_the_query_and_item():
     ranker = PrecomputedRanker("file", {("q", "a"): 1.0})
     with pytest.raises(JudgetuneError, match=r"ranker file: no score for query q, item\(s\) \['b'\]"):
         ranker.score("q", "text", [("a", ""), ("b", "")])
+
+
+def test_the_bm25_ranker_and_the_bm25_judge_are_one_bm25():
+    # scoring a collection's own documents, the ranker's fixed statistics are the judge's batch statistics
+    query = "how to treat a sprained ankle"
+    docs = ["Rest, ice, compression and elevation treat a sprained ankle.", "Ankle sprains heal in weeks with rest.",
+            "Our shop sells running shoes.", "Treating ankles: sprained ankles want ice and rest, and a doctor."]
+    judged = build_judge("bm25").judge_all([Example(id=str(i), question=query, answer=d, group="q")
+                                            for i, d in enumerate(docs)])
+    ranked = BM25Ranker().fit(Collection({"q": query}, [Document("q", str(i), d, {}) for i, d in enumerate(docs)], []))
+    scores = ranked.score("q", query, [(str(i), d) for i, d in enumerate(docs)])
+    assert scores == pytest.approx([v.score for v in judged], rel=1e-5)
+    assert scores[3] > scores[1] > 0 == scores[2]  # "Treating ankles" matches treat/sprain/ankle once stemmed

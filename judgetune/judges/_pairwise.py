@@ -32,6 +32,13 @@ class PairwiseJudge(LMJudge):
                   "better one: A, B, or tie.",
     }
 
+    INPUTS, OUTPUT, OUTPUT_DESCRIPTION = ("question", "reference", "answer_a", "answer_b"), "better", "A, B or tie"
+    uses_references = True
+
+    @classmethod
+    def data_defaults(cls, examples, label_range):
+        return {"mode": "answers" if any(ex.answer_b is not None for ex in examples) else "references"}
+
     def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0, **kwargs):
         super().__init__(lm, **kwargs)
         self.pool, self.seed = pool or ReferencePool(), seed

@@ -44,11 +44,6 @@ def make_signature(instruction: str, inputs: Sequence[str], output: str, output_
     return dspy.make_signature(fields, instruction)
 
 
-def format_messages(signature: type[dspy.Signature], demos: Sequence[dict], inputs: dict) -> list[dict[str, str]]:
-    """The chat messages DSPy's ChatAdapter would send for these inputs and demos."""
-    return dspy.ChatAdapter().format(signature, [dspy.Example(**d) for d in demos], inputs)
-
-
 def marker(field: str) -> str:
     return f"[[ ## {field} ## ]]"
 

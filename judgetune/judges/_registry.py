@@ -1,4 +1,4 @@
-"""Judge kinds by name, for the command line and frozen configs."""
+"""The registry: every judge kind by name. Adding a kind is its module plus one line here."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ from judgetune.judges._factcheck import FactCheckJudge
 from judgetune.judges._hybrid import HybridJudge
 from judgetune.judges._linkage import LinkageJudge
 from judgetune.judges._pairwise import PairwiseJudge
-from judgetune.judges._references import ReferencePool
 from judgetune.judges._rubric import RubricJudge
 from judgetune.judges._signals import BM25Judge, LengthJudge, OverlapJudge, ReferenceSimilarityJudge
-from judgetune.lm import JudgeLM
+from judgetune.judges._spec import BuildContext, JudgeSpec, build, judge_class, register, registered_kinds
 
 LM_JUDGES: dict[str, type[Judge]] = {j.kind: j for j in (FactCheckJudge, RubricJudge, CorrectnessJudge,
                                                          PairwiseJudge, LinkageJudge)}
@@ -24,52 +23,36 @@ TEXT_BASELINES = ("embedding", *LexicalJudge.METRICS)
 # judges without an LM whose settings are their whole config (the hybrid adds its fitted model)
 SIGNAL_JUDGES: dict[str, type[Judge]] = {j.kind: j for j in (BM25Judge, OverlapJudge, LengthJudge,
                                                              ReferenceSimilarityJudge, HybridJudge)}
-KINDS = (*LM_JUDGES, *TEXT_BASELINES, *SIGNAL_JUDGES)
 
+for _kind, _cls in LM_JUDGES.items():
+    register(_kind, _cls)
+register("embedding", EmbeddingJudge)
+for _metric in LexicalJudge.METRICS:
+    register(_metric, LexicalJudge, metric=_metric)
+for _kind, _cls in SIGNAL_JUDGES.items():
+    register(_kind, _cls)
 
-def build_judge(kind: str, lm: JudgeLM | None = None, **kwargs: Any) -> Judge:
-    """A judge of the named kind (``constant`` and ``random`` are built from training labels instead).
-
-    Raises:
-        ValueError: an unknown kind or setting.
-    """
-    if kind in LM_JUDGES:
-        return LM_JUDGES[kind](lm, **kwargs)
-    if kind == "embedding":
-        return EmbeddingJudge(**kwargs)
-    if kind in LexicalJudge.METRICS:
-        return LexicalJudge(metric=kind, **kwargs)
-    if kind in SIGNAL_JUDGES:
-        return SIGNAL_JUDGES[kind](**kwargs)
-    raise ValueError(f"unknown judge {kind!r}; known: {', '.join(KINDS)}")
+KINDS = registered_kinds()
 
 
 def data_defaults(kind: str, examples: Sequence[Example], label_range: tuple[float, float]) -> dict[str, Any]:
     """Judge settings that fit the data when the user sets none (the tuner searches them instead)."""
-    pairwise = any(ex.answer_b is not None for ex in examples)
-    has_refs = any(ex.references for ex in examples)
-    if kind == "pairwise":
-        return {"mode": "answers" if pairwise else "references"}
-    if kind == "factcheck":
-        return {"direction": "correctness" if has_refs else "support"}
-    if kind == "rubric" and label_range == (0.0, 5.0):
-        return {"scale": "0-5"}
-    return {}
+    return judge_class(kind).data_defaults(examples, label_range)
+
+
+def build_judge(kind: str, lm=None, **params: Any) -> Judge:
+    """A judge of the named kind with these settings and no data (``build`` with an empty context but the LM).
+
+    Raises:
+        ValueError: an unknown kind or setting.
+    """
+    return build(JudgeSpec(kind, params), BuildContext(lm=lm))
 
 
 def make_judge(kind: str, lm=None, *, train: Sequence[Example], pool: Sequence[Example],
                label_range: tuple[float, float], params: dict[str, Any] | None = None, seed: int = 0) -> Judge:
-    """A judge set up for this data: demos drawn from ``train``, references (LINKAGE, pairwise against
-    references, reference similarity) from the graded answers in ``pool``, settings = data defaults
-    overridden by ``params``. A hybrid judge comes back fitted on ``train``."""
-    settings = {**data_defaults(kind, [*train, *pool], label_range), **(params or {})}
-    if kind in ("refsim", "hybrid"):
-        settings.update(pool=ReferencePool(pool), seed=seed)
-    if kind == "hybrid":  # fitted on the training examples alone (their references drawn among themselves)
-        return build_judge(kind, **settings).fit(train)
-    if kind not in LM_JUDGES:
-        return build_judge(kind, **settings)
-    extra: dict[str, Any] = {"demo_pool": list(train), "label_range": label_range, "demo_seed": seed}
-    if kind in ("linkage", "pairwise"):
-        extra.update(pool=ReferencePool(pool), seed=seed)
-    return build_judge(kind, lm, **extra, **settings)
+    """A judge set up for this data (``build`` of a spec with ``params``): demos drawn from ``train``,
+    references from the graded answers in ``pool``, settings = data defaults overridden by ``params``;
+    a kind that fits comes back fitted on ``train``."""
+    return build(JudgeSpec(kind, params or {}, seed=seed),
+                 BuildContext(lm=lm, train=train, pool=pool, label_range=label_range))

@@ -26,9 +26,15 @@ class RubricJudge(LMJudge):
                    "asks for: relevant, correct and complete answers score high, off-topic or wrong ones low.",
     }
 
+    OUTPUT, OUTPUT_DESCRIPTION = "score", "an integer on the judge's scale, from worst to best"
+
     @classmethod
     def space(cls) -> list[Param]:
         return [*cls.lm_space(), Choice("scale", tuple(SCALES), "1-5")]
+
+    @classmethod
+    def data_defaults(cls, examples, label_range):
+        return {"scale": "0-5"} if label_range == (0.0, 5.0) else {}
 
     @property
     def score_range(self) -> tuple[float, float]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 import numpy as np
@@ -50,6 +50,37 @@ def _combine(values: Sequence[float]) -> float:
     return float(values[0]) if len(values) == 1 else float(values[1] - values[0])
 
 
+class BM25Scorer:
+    """BM25 of texts for a query under a fixed corpus's term statistics, so that a text's score does not
+    depend on the texts scored with it. The scoring is bm25s's Lucene variant (its idf and term-frequency
+    functions, k1=1.5, b=0.75) over :func:`terms`, as in the ``bm25`` judge; on the corpus's own
+    documents it gives bm25s's scores. A query term the corpus lacks weighs its Lucene idf at df = 0.
+    """
+
+    def __init__(self, corpus: Sequence[str], *, k1: float = 1.5, b: float = 0.75):
+        from bm25s.scoring import _score_idf_lucene, _score_tfc_lucene
+
+        self._idf, self._tfc, self.k1, self.b = _score_idf_lucene, _score_tfc_lucene, k1, b
+        tokens = terms(corpus) if corpus else []
+        self._terms: dict[str, list[str]] = dict(zip(corpus, tokens))  # texts are scored again and again in NRP
+        self.n_documents = len(tokens)
+        self.average_length = sum(map(len, tokens)) / max(1, len(tokens))
+        self.document_frequency = Counter(t for doc in tokens for t in set(doc))
+
+    def scores(self, query: str, texts: Sequence[str]) -> list[float]:
+        new = [t for t in dict.fromkeys([query, *texts]) if t not in self._terms]
+        self._terms.update(zip(new, terms(new) if new else []))
+        query_terms = self._terms[query]
+        idf = {t: self._idf(self.document_frequency.get(t, 0), self.n_documents) for t in set(query_terms)}
+        out = []
+        for text in texts:
+            tokens = self._terms[text]
+            tf = Counter(tokens)
+            out.append(float(sum(idf[t] * self._tfc(tf[t], len(tokens), self.average_length, self.k1, self.b)
+                                 for t in query_terms if tf[t])))
+        return out
+
+
 class _BatchSignal(Judge):
     """A judge without an LM whose ``forward`` is a batch of one."""
 
@@ -75,6 +106,7 @@ class BM25Judge(_BatchSignal):
 
     kind = "bm25"
     score_range = (0.0, 50.0)  # BM25 is unbounded above; 50 is beyond what passage-length texts reach
+    scores_alone = False  # the corpus is the batch
 
     @classmethod
     def space(cls) -> list[Param]:
@@ -164,6 +196,7 @@ class ReferenceSimilarityJudge(_BatchSignal):
 
     kind = "refsim"
     TEMPERATURE = 0.05
+    uses_references = True
 
     def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0, **params):
         super().__init__(lm, **params)

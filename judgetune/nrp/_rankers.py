@@ -6,14 +6,13 @@ lets NRP score each query's documents once and place every answer with one more 
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from judgetune.datasets import Example
 from judgetune.errors import JudgetuneError
+from judgetune.judges import BM25Scorer, JudgeSpec, build
 from judgetune.nrp._data import Collection
 
 Item = tuple[str, str]  # (item id, text)
@@ -73,9 +72,7 @@ class JudgeRanker(Ranker):
     @classmethod
     def embedding(cls) -> JudgeRanker:
         """Cosine of the bundled all-MiniLM-L6-v2 embeddings of the query and the text."""
-        from judgetune.judges import EmbeddingJudge
-
-        judge = EmbeddingJudge(target="question")
+        judge = build(JudgeSpec("embedding", {"target": "question"}))
         return cls("embedding", lambda examples: [v.score for v in judge.judge_all(examples)])
 
     @classmethod
@@ -84,57 +81,35 @@ class JudgeRanker(Ranker):
         from judgetune.config import JudgeConfig, load_config_lm, score_examples
 
         config = JudgeConfig.load(path)
-        if config.judge == "bm25" or (config.judge == "hybrid" and not config.build_judge(None).scores_alone):
+        lm = load_config_lm(config)
+        if not config.build_judge(lm).scores_alone:
             raise JudgetuneError(f"{path}: this {config.judge} judge scores an answer relative to the others judged "
                                  "with it (normalization within a question, or BM25 over the batch), but NRP scores "
                                  "each answer alone: use the bm25 ranker, or a hybrid frozen with normalization=global "
                                  "and use_bm25=false")
-        lm = load_config_lm(config)
         return cls(name or f"judge:{Path(path).parent.name or Path(path).stem}",
                    lambda examples: score_examples(config, examples, lm)[1])
 
 
 class BM25Ranker(Ranker):
-    """Okapi BM25 (Lucene's idf) of the query terms in a text, with document frequencies and the
-    average length taken from the collection's judged documents, fixed at ``fit``; bm25s tokenizes
-    (lower case, English stop words removed)."""
+    """BM25 of the query in a text (``judges.BM25Scorer``: bm25s's Lucene scoring over the ``bm25``
+    judge's stemmed, stopword-free terms), with the term statistics of the collection's judged
+    documents, fixed at ``fit``."""
 
     name = "bm25"
 
-    def __init__(self, *, k1: float = 1.5, b: float = 0.75):
+    def __init__(self) -> None:
         super().__init__()
-        self.k1, self.b = k1, b
-        self.document_frequency: Counter[str] = Counter()
-        self.n_documents, self.average_length = 0, 0.0
-
-    @staticmethod
-    def tokenize(texts: Sequence[str]) -> list[list[str]]:
-        try:
-            import bm25s
-        except ImportError:
-            raise JudgetuneError("the bm25 ranker needs bm25s: pip install bm25s") from None
-        return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+        self.scorer: BM25Scorer | None = None
 
     def fit(self, collection: Collection) -> BM25Ranker:
-        tokens = self.tokenize([d.text for d in collection.documents])
-        self.document_frequency = Counter(t for doc in tokens for t in set(doc))
-        self.n_documents = len(tokens)
-        self.average_length = sum(map(len, tokens)) / max(1, len(tokens))
+        self.scorer = BM25Scorer([d.text for d in collection.documents])
         return self
 
-    def idf(self, term: str) -> float:
-        df = self.document_frequency.get(term, 0)
-        return math.log(1 + (self.n_documents - df + 0.5) / (df + 0.5))
-
     def _score(self, query_id: str, query: str, items: Sequence[Item]) -> list[float | None]:
-        if not self.n_documents:
+        if self.scorer is None:
             raise JudgetuneError("the bm25 ranker must be fitted on a collection first")
-        terms = self.tokenize([query])[0]
-        scores = []
-        for tokens in self.tokenize([text for _, text in items]):
-            tf, norm = Counter(tokens), self.k1 * (1 - self.b + self.b * len(tokens) / self.average_length)
-            scores.append(float(sum(self.idf(t) * tf[t] * (self.k1 + 1) / (tf[t] + norm) for t in terms if tf[t])))
-        return scores
+        return list(self.scorer.scores(query, [text for _, text in items]))
 
 
 def make_ranker(spec: str, collection: Collection) -> Ranker:

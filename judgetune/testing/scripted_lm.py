@@ -6,10 +6,25 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
+import dspy
+from dspy import lm15
+
 from judgetune.lm import Generation, LabelDistribution, run_items
+
+
+class _NoEngine:
+    def complete(self, request):
+        raise lm15.UnsupportedFeatureError("ScriptedLM answers label distributions and generate() only", feature="chat")
+
+    def stream(self, request):
+        raise lm15.UnsupportedFeatureError("ScriptedLM answers label distributions and generate() only", feature="chat")
+
+    def close(self) -> None:
+        pass
 
 
 class ScriptedLM:
@@ -21,6 +36,12 @@ class ScriptedLM:
         self.answer, self.text = answer, text
         self.calls: list[dict] = []
         self.transcript = None
+
+    @functools.cached_property
+    def dspy_lm(self) -> dspy.LM:
+        """The ``dspy.LM`` a judge installs around its predictor; its engine refuses calls (the forced
+        choice reads ``label_distribution`` and ``generate`` above)."""
+        return dspy.LM("scripted/lm", engine=_NoEngine(), cache=False, num_retries=0)
 
     def label_distribution(self, messages: list[dict], labels: Sequence[str], *, prefix: str = "") -> LabelDistribution:
         self.calls.append({"op": "labels", "messages": messages, "labels": list(labels), "prefix": prefix})

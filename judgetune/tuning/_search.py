@@ -27,7 +27,7 @@ import optuna
 
 from judgetune import datasets
 from judgetune.datasets import Example, groups_of, limit_by_group, sample_per_group
-from judgetune.judges import LM_JUDGES, Choice, IntRange, Verdict, build_judge, make_judge
+from judgetune.judges import BuildContext, Choice, IntRange, JudgeSpec, Verdict, build, judge_class
 from judgetune.lm import JudgeLM, load_lm
 from judgetune.stats import bootstrap_interval, correlation, grouped_correlation, rescale
 
@@ -131,7 +131,7 @@ def prepare_splits(spec: RunSpec) -> Splits:
 
 def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec) -> dict[str, Any]:
     """The judge settings of one trial: the declared space, minus the fixed settings, plus the user's instructions."""
-    space = LM_JUDGES[spec.judge].space() if spec.judge in LM_JUDGES else build_judge(spec.judge).space()
+    space = judge_class(spec.judge).space()
     params: dict[str, Any] = {}
     for p in space:
         if p.name in spec.fixed:
@@ -149,13 +149,13 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec) -> dict[str, Any]:
 def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo_pool: list[Example],
               pool: list[Example], label_range: tuple[float, float]):
     """The judge of a trial's parameters (the same builder serves the search and the final choice)."""
-    params = dict(params)
+    params, text = dict(params), None
     instruction = params.get("instruction", "")
     if isinstance(instruction, str) and instruction.startswith("user-"):  # one of the user's variants
-        params["instruction_text"] = spec.instructions[int(instruction.split("-")[1])]
-        params["instruction"] = next(iter(LM_JUDGES[spec.judge].INSTRUCTIONS))
-    return make_judge(spec.judge, lm, train=demo_pool, pool=pool, label_range=label_range, params=params,
-                      seed=spec.seed)
+        text = spec.instructions[int(instruction.split("-")[1])]
+        params["instruction"] = next(iter(judge_class(spec.judge).INSTRUCTIONS))
+    return build(JudgeSpec(spec.judge, params, instruction=text, seed=spec.seed),
+                 BuildContext(lm=lm, train=demo_pool, pool=pool, label_range=label_range))
 
 
 def objectives(verdicts: list[Verdict], examples: list[Example], *, judge_range: tuple[float, float],
@@ -353,7 +353,7 @@ def run_trials(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None, splits: S
 
 def load_run_lm(spec: RunSpec, *, timeout: float = 60.0) -> JudgeLM | None:
     """The run's LM (None for a judge without one); ``timeout`` is per attempt of a server call."""
-    return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout) if spec.judge in LM_JUDGES else None
+    return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout) if judge_class(spec.judge).needs_lm else None
 
 
 def pick_trial(study: optuna.Study, rule: str) -> optuna.trial.FrozenTrial:
