@@ -17,6 +17,11 @@ from judgetune.lm._remote import LMCallError, OpenAICompatibleClient, StatusErro
 
 # statuses that mean "this server has no such endpoint or option", not a passing fault
 _UNSUPPORTED = (400, 404, 405, 422, 501)
+# A text whose continuation any language model predicts: echoed log-probabilities of its last tokens
+# must be near 0. Servers that misalign them (llama-cpp-python's, abetlen/llama-cpp-python#1983:
+# each token scored by the distribution *after* it) give them around -10 and fail this check.
+PROBE = "Counting: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20"
+PROBE_TOKENS, PROBE_FLOOR = 12, -2.0
 
 
 @dataclass(frozen=True)
@@ -77,26 +82,59 @@ def remote_target_logprobs(client: OpenAICompatibleClient, prompt: str, target: 
         LMCallError: the call failed for another reason (after retries).
     """
     _check(prompt, target)
-    where = f"{client.spec} at {client.spec.endpoint}/completions"
-    need = ("the likelihood judge needs the prompt's own token log-probabilities (a completions endpoint that "
-            "accepts echo=true with logprobs: llama-cpp-python's server started with --logits_all true, or vLLM); "
-            "OpenAI's chat models and most hosted APIs do not offer it")
-    try:
-        choice, usage = client.complete_text(prompt + target, max_tokens=1, echo=True, logprobs=1)
-    except LMCallError as err:
-        if isinstance(err.__cause__, StatusError) and err.__cause__.status in _UNSUPPORTED:
-            raise LogprobsUnavailableError(f"{where}: {err.__cause__}. {need}") from None
-        raise
-    logprobs = choice.get("logprobs") or {}
-    tokens, values, offsets = (logprobs.get(k) for k in ("tokens", "token_logprobs", "text_offset"))
-    if not tokens or not values or not offsets or not len(tokens) == len(values) == len(offsets):
-        raise LogprobsUnavailableError(f"{where}: the answer has no echoed tokens with token_logprobs and "
-                                       f"text_offset. {need}")
+    if not getattr(client, "echo_checked", False):
+        check_echo(client)
+    tokens, values, offsets, usage = _echo(client, prompt + target)
     end = len(prompt) + len(target)
     picked = [i for i, offset in enumerate(offsets) if offset < end and (offset >= len(prompt) or (
         i + 1 < len(offsets) and offsets[i + 1] > len(prompt)))]
     if not picked or any(values[i] is None for i in picked):
-        raise LogprobsUnavailableError(f"{where}: the echoed prompt carries no log-probabilities for the target "
-                                       f"text. {need}")
+        raise LogprobsUnavailableError(f"{_where(client)}: the echoed prompt carries no log-probabilities for the target "
+                                       f"text. {NEED}")
     return TargetLogprobs(tuple(tokens[i] for i in picked), tuple(float(values[i]) for i in picked),
                           int(usage.get("prompt_tokens", 0)) or picked[0])
+
+
+def _where(client: OpenAICompatibleClient) -> str:
+    return f"{client.spec} at {client.spec.endpoint}/completions"
+
+
+NEED = ("the likelihood judge needs the prompt's own token log-probabilities: a completions endpoint that accepts "
+        "echo=true with logprobs and returns them aligned (vLLM does); llama.cpp's C++ server returns none for the "
+        "prompt, llama-cpp-python's returns them shifted by one token, OpenAI's chat models offer no echo. Use the "
+        "in-process model (local:NAME or llamacpp:PATH.gguf) instead")
+
+
+def _echo(client: OpenAICompatibleClient, text: str) -> tuple[list, list, list, dict]:
+    """The echoed tokens, their log-probabilities and character offsets, and the usage."""
+    try:
+        choice, usage = client.complete_text(text, max_tokens=1, echo=True, logprobs=1)
+    except LMCallError as err:
+        if isinstance(err.__cause__, StatusError) and err.__cause__.status in _UNSUPPORTED:
+            raise LogprobsUnavailableError(f"{_where(client)}: {err.__cause__}. {NEED}") from None
+        raise
+    logprobs = choice.get("logprobs") or {}
+    tokens, values, offsets = (logprobs.get(k) for k in ("tokens", "token_logprobs", "text_offset"))
+    if not tokens or not values or not offsets or not len(tokens) == len(values) == len(offsets):
+        raise LogprobsUnavailableError(f"{_where(client)}: the answer has no echoed tokens with token_logprobs and "
+                                       f"text_offset. {NEED}")
+    return tokens, values, offsets, usage
+
+
+def check_echo(client: OpenAICompatibleClient) -> None:
+    """Once per client: the echoed log-probabilities of a predictable text must be high (see PROBE).
+
+    Raises:
+        LogprobsUnavailableError: naming the model, the endpoint and the figure found.
+    """
+    _, values, offsets, _ = _echo(client, PROBE)
+    inside = [v for v, o in zip(values, offsets) if o < len(PROBE)][-PROBE_TOKENS:]
+    if len(inside) < PROBE_TOKENS or any(v is None for v in inside):
+        raise LogprobsUnavailableError(f"{_where(client)}: the echoed prompt carries no log-probabilities. {NEED}")
+    mean = sum(inside) / len(inside)
+    if mean < PROBE_FLOOR:
+        raise LogprobsUnavailableError(
+            f"{_where(client)}: the echoed log-probabilities fail a sanity check: the last {PROBE_TOKENS} tokens of "
+            f"{PROBE!r} get {mean:.2f} nats each on average (a model predicting them gives near 0), so they are not "
+            f"the log-probabilities of the tokens they are listed with. {NEED}")
+    client.echo_checked = True
