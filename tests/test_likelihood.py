@@ -97,7 +97,7 @@ def test_frozen_judge_scores_identically(lm, msrpar, tmp_path):
     judge = build_judge("likelihood", lm, demo_pool=train, demo_seed=3, k=2, direction="both",
                         instruction="paraphrase", normalization="prob")
     assert len(judge.demos) == 2 and all(d.label >= 4.0 for d in judge.demos)  # highly rated ones
-    items = test[40:48]
+    items = test[40:44]
     first = [v.score for v in judge.judge_all(items)]
     config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=label_range)
     loaded = JudgeConfig.load(config.save(tmp_path / "judge.json"))
