@@ -8,6 +8,7 @@ from judgetune.judges._correctness import CorrectnessJudge
 from judgetune.judges._encoders import ENCODERS, EmbeddingCache, encode, mpnet_path
 from judgetune.judges._factcheck import FactCheckJudge, parse_fact_list
 from judgetune.judges._hybrid import SIGNALS, HybridJudge, HybridModel
+from judgetune.judges._likelihood import LikelihoodJudge
 from judgetune.judges._linkage import LinkageJudge, position_labels, position_to_score
 from judgetune.judges._pairwise import PairwiseJudge
 from judgetune.judges._prompting import distribution_after_marker, forced_choice
@@ -22,8 +23,8 @@ from judgetune.judges._verdict import Verdict, add_usage
 __all__ = ["ENCODERS", "KINDS", "LM_JUDGES", "SIGNALS", "BM25Judge", "BM25Scorer",
            "BuildContext", "Choice", "ConstantJudge", "CorrectnessJudge", "EmbeddingCache", "EmbeddingJudge",
            "FactCheckJudge", "ForcedChoiceAdapter", "GeneratedReferences", "HybridJudge", "HybridModel", "IntRange",
-           "Judge", "JudgeSpec", "LMJudge", "LengthJudge", "LexicalJudge", "LinkageJudge", "OverlapJudge",
-           "PairwiseJudge", "Param", "RandomJudge", "ReferencePool", "ReferenceSimilarityJudge", "RubricJudge",
-           "Verdict", "add_usage", "build", "build_judge", "check_params", "data_defaults", "defaults",
+           "Judge", "JudgeSpec", "LMJudge", "LengthJudge", "LexicalJudge", "LikelihoodJudge", "LinkageJudge",
+           "OverlapJudge", "PairwiseJudge", "Param", "RandomJudge", "ReferencePool", "ReferenceSimilarityJudge",
+           "RubricJudge", "Verdict", "add_usage", "build", "build_judge", "check_params", "data_defaults", "defaults",
            "distribution_after_marker", "encode", "forced_choice", "judge_class", "make_judge", "mpnet_path",
            "parse_fact_list", "pick_demos", "position_labels", "position_to_score", "register", "target_text"]

@@ -11,6 +11,7 @@ from judgetune.judges._baselines import EmbeddingJudge, LexicalJudge
 from judgetune.judges._correctness import CorrectnessJudge
 from judgetune.judges._factcheck import FactCheckJudge
 from judgetune.judges._hybrid import HybridJudge
+from judgetune.judges._likelihood import LikelihoodJudge
 from judgetune.judges._linkage import LinkageJudge
 from judgetune.judges._pairwise import PairwiseJudge
 from judgetune.judges._rubric import RubricJudge
@@ -18,7 +19,7 @@ from judgetune.judges._signals import BM25Judge, LengthJudge, OverlapJudge, Refe
 from judgetune.judges._spec import BuildContext, JudgeSpec, build, judge_class, register, registered_kinds
 
 LM_JUDGES: dict[str, type[Judge]] = {j.kind: j for j in (FactCheckJudge, RubricJudge, CorrectnessJudge,
-                                                         PairwiseJudge, LinkageJudge)}
+                                                         PairwiseJudge, LinkageJudge, LikelihoodJudge)}
 TEXT_BASELINES = ("embedding", *LexicalJudge.METRICS)
 # judges without an LM whose settings are their whole config (the hybrid adds its fitted model)
 SIGNAL_JUDGES: dict[str, type[Judge]] = {j.kind: j for j in (BM25Judge, OverlapJudge, LengthJudge,

@@ -1,5 +1,5 @@
 """JudgeLM: one model, wherever it runs, as a DSPy LM for generation and as a source of label
-distributions for scoring; both cached on disk."""
+distributions and target-text log-probabilities for scoring; all cached on disk."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distribution, remote_label_distribution
 from judgetune.lm._remote import LMCallError, OpenAICompatibleClient
 from judgetune.lm._spec import LMSpec, model_file, parse_lm_spec
+from judgetune.lm._targets import TargetLogprobs, local_target_logprobs, remote_target_logprobs
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -40,7 +41,8 @@ def _request(model: str, messages: list[dict[str, str]], config: lm15.Config) ->
 
 
 class JudgeLM:
-    """Build with :func:`load_lm`. ``label_calls`` counts label distributions actually computed."""
+    """Build with :func:`load_lm`. ``label_calls`` counts scorings actually computed (not served from the
+    cache): label distributions and target log-probabilities."""
 
     def __init__(self, spec: LMSpec, *, cache: ResponseCache | None, model=None,
                  client: OpenAICompatibleClient | None = None, model_id: str, concurrency: int = 1):
@@ -114,6 +116,46 @@ class JudgeLM:
         request = {"op": "labels", "messages": messages, "labels": list(labels), "prefix": prefix}
         return LabelDistribution.from_dict(cached(self.cache, model=self.model_id, endpoint=self.spec.endpoint,
                                                   request=request, compute=compute))
+
+    def chat_prompt(self, messages: list[dict[str, str]]) -> str:
+        """The model's chat template applied to ``messages``, the assistant turn opened (in-process only)."""
+        if not self.in_process:
+            raise ValueError(f"{self.spec} at {self.spec.endpoint}: the chat template is applied in-process only; "
+                             "score plain-text prompts on a server (likelihood judge: chat=False)")
+        return self.model.render(messages)
+
+    def target_logprobs(self, pairs: Sequence[tuple[str, str]]) -> list[Outcome[TargetLogprobs]]:
+        """log p(target | prompt) token by token for each ``(prompt, target)``, cached per pair.
+
+        In-process, the pairs not in the cache are scored in one batched call over their shared
+        prompt prefix; on a server, one echo call per pair, ``concurrency`` at a time. A call that
+        failed for good is kept as a failed Outcome.
+        """
+        self._record(op="targets", pairs=[list(p) for p in pairs])
+        keys = [{"op": "target", "prompt": prompt, "target": target} for prompt, target in pairs]
+        found: list[dict | None] = [None] * len(pairs)
+        if self.cache is not None:
+            for i, key in enumerate(keys):
+                found[i] = self.cache.get(ResponseCache.key(model=self.model_id, endpoint=self.spec.endpoint,
+                                                            request=key))
+        missing = [i for i, value in enumerate(found) if value is None]
+        computed: list[Outcome] = []
+        if missing and self.client is None:
+            scored = local_target_logprobs(self.model, [pairs[i] for i in missing])
+            computed = [Outcome(i, value=value) for i, value in zip(missing, scored)]
+        elif missing:
+            computed = [Outcome(missing[o.index], value=o.value, error=o.error)
+                        for o in self.run(lambda i: remote_target_logprobs(self.client, *pairs[i]), missing)]
+        for outcome in computed:
+            if outcome.ok:
+                self.label_calls += 1
+                found[outcome.index] = outcome.value.to_dict()
+                if self.cache is not None:
+                    self.cache.set(ResponseCache.key(model=self.model_id, endpoint=self.spec.endpoint,
+                                                     request=keys[outcome.index]), found[outcome.index])
+        errors = {o.index: o.error for o in computed if not o.ok}
+        return [Outcome(i, error=errors[i]) if i in errors else Outcome(i, value=TargetLogprobs.from_dict(found[i]))
+                for i in range(len(pairs))]
 
     def run(self, fn: Callable[[T], R], items: Sequence[T], *, progress: bool = False) -> list[Outcome[R]]:
         """``fn`` on every item, ``self.concurrency`` at a time; failed calls are kept with their reason."""

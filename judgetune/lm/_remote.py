@@ -39,14 +39,16 @@ class Completion:
     logprobs: list[dict[str, Any]] | None = None
 
 
-class _StatusError(Exception):
+class StatusError(Exception):
+    """An HTTP error status from the server (kept as the cause of an LMCallError)."""
+
     def __init__(self, status: int, body: str):
         super().__init__(f"HTTP {status}: {body[:300]}")
         self.status = status
 
 
 def _is_transient(error: BaseException) -> bool:
-    if isinstance(error, _StatusError):
+    if isinstance(error, StatusError):
         return error.status >= 500 or error.status in (408, 409, 429)
     return isinstance(error, (_Transient, httpx.TransportError))
 
@@ -84,25 +86,52 @@ class OpenAICompatibleClient:
             request["stop"] = stop
         if top_logprobs:
             request.update(logprobs=True, top_logprobs=top_logprobs)
+        return self._call(self._attempt, request)
+
+    def complete_text(self, prompt: str, *, max_tokens: int, echo: bool = False,
+                      logprobs: int | None = None) -> tuple[dict[str, Any], dict[str, int]]:
+        """One call of the legacy text completions endpoint (``/completions``): the first choice and the usage.
+
+        Raises:
+            LMCallError: permanent errors at once (the StatusError as its cause), transient ones after the retries.
+        """
+        request: dict[str, Any] = {"model": self.spec.model, "prompt": prompt, "max_tokens": max_tokens,
+                                   "temperature": 0.0, "echo": echo}
+        if logprobs is not None:
+            request["logprobs"] = logprobs
+        return self._call(self._attempt_text, request)
+
+    def _call(self, attempt, request: dict[str, Any]):
         retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), retry=retry_if_exception(_is_transient),
                             wait=wait_exponential_jitter(multiplier=self.backoff, max=self.max_backoff, jitter=self.backoff))
         try:
-            return retrying(self._attempt, request)
+            return retrying(attempt, request)
         except RetryError as err:
             cause = err.last_attempt.exception()
             raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {self.max_retries + 1} attempts: "
                               f"{_describe(cause)}") from cause
-        except (_StatusError, _Transient, httpx.TransportError) as err:
+        except (StatusError, _Transient, httpx.TransportError) as err:
             raise LMCallError(f"{self.spec} at {self.spec.endpoint}: {_describe(err)}") from err
 
-    def _attempt(self, request: dict[str, Any]) -> Completion:
-        response = self._client.post("chat/completions", json=request)
+    def _post(self, path: str, request: dict[str, Any]) -> Any:
+        response = self._client.post(path, json=request)
         if response.status_code != 200:
-            raise _StatusError(response.status_code, response.text)
+            raise StatusError(response.status_code, response.text)
         try:
-            body = json.loads(response.content)
+            return json.loads(response.content)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise _Transient(f"the server answered with invalid JSON ({err})") from err
+
+    def _attempt_text(self, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
+        body = self._post("completions", request)
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not choices or not isinstance(choices[0], dict):
+            raise _Transient("the server answered with no choices")
+        usage = body.get("usage") or {}
+        return choices[0], {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if k in usage}
+
+    def _attempt(self, request: dict[str, Any]) -> Completion:
+        body = self._post("chat/completions", request)
         choices = body.get("choices") if isinstance(body, dict) else None
         if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
             raise _Transient("the server answered with no choices")
@@ -120,4 +149,4 @@ def _describe(error: BaseException | None) -> str:
         return f"request timed out ({type(error).__name__})"
     if isinstance(error, httpx.TransportError):
         return f"connection error ({type(error).__name__}: {error})"
-    return str(error) if isinstance(error, (_StatusError, _Transient)) else f"{type(error).__name__}: {error}"
+    return str(error) if isinstance(error, (StatusError, _Transient)) else f"{type(error).__name__}: {error}"

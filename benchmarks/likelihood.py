@@ -1,0 +1,162 @@
+"""The likelihood judge on the embedded SmolLM2-135M (issue 16), beside the label-distribution rubric
+judge, the embedding (MiniLM) and ROUGE-L baselines and the constant and random predictors.
+
+Parts:
+- ``msrpar``: MSRpar's official test split (a seeded subset with ``--test-items``). ``likelihood
+  tuned`` is judgetune's tuner (``judgetune.tuning.tune``, judge ``likelihood``) searching on training
+  items, calibrated on dev, scored once on test; every other judge is calibrated on the same dev
+  items (the calibrator judgetune picks by cross-validated MAE) and scored once on the same test items.
+  ``likelihood untuned`` is the default judge: one plain instruction, k=0, answer given reference.
+- ``cost``: milliseconds per item of the likelihood judge with the prompt prefix kept in the KV cache
+  and items decoded side by side, without (every item from an empty cache), and of the rubric
+  label-distribution judge; no response cache.
+
+Rows: ``{dataset, method, spearman, low, high, mae, bracket_accuracy, lm_calls, seconds}`` (95%
+bootstrap interval of Spearman in ``low``/``high``).
+
+    python benchmarks/likelihood.py [--quick] [--json] [--parts msrpar cost] [--trials N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from judgetune.calibration import fit_calibrator
+from judgetune.datasets import Example
+from judgetune.judges import ConstantJudge, RandomJudge, build_judge
+from judgetune.lm import load_lm
+from judgetune.stats import evaluate_predictions
+from judgetune.tuning import RunSpec, prepare_splits, tune
+
+PARTS = ("msrpar", "cost")
+
+
+def calls(lm) -> int:
+    return 0 if lm is None else lm.label_calls + lm.engine.calls
+
+
+def calibrated_row(dataset: str, method: str, judge, dev: list[Example], test: list[Example],
+                   label_range: tuple[float, float], lm, *, seed: int) -> dict[str, Any]:
+    """Fit judgetune's calibrator on the judge's dev scores, then score test once."""
+    calls0, start = calls(lm), time.perf_counter()
+    dev_v, test_v = judge.judge_all(dev), judge.judge_all(test)
+    seconds = time.perf_counter() - start
+    pairs = [(v.score, e.label) for v, e in zip(dev_v, dev) if v.parsed]
+    calibrator, _ = fit_calibrator([p for p, _ in pairs], [g for _, g in pairs], label_range=label_range, seed=seed)
+    kept = [(v.score, e.label) for v, e in zip(test_v, test) if v.parsed]
+    pred = calibrator.predict([p for p, _ in kept])
+    return row(dataset, method, evaluate_predictions(pred, [g for _, g in kept], label_range=label_range, seed=seed),
+               calls(lm) - calls0, seconds, failures=len(test) - len(kept))
+
+
+def row(dataset: str, method: str, metrics: dict, lm_calls: int, seconds: float, **extra: Any) -> dict[str, Any]:
+    low, high = metrics.get("spearman_ci", [None, None])
+    return {"dataset": dataset, "method": method, "spearman": metrics.get("spearman"), "low": low, "high": high,
+            "mae": metrics.get("mae"), "bracket_accuracy": metrics.get("bracket_accuracy"), "lm_calls": lm_calls,
+            "seconds": round(seconds, 1), **extra}
+
+
+def msrpar(args: argparse.Namespace) -> list[dict[str, Any]]:
+    dataset = "sts2012-msrpar"
+    spec = RunSpec(name=f"likelihood-msrpar-{args.seed}-{args.trials}-{args.search_items}", judge="likelihood",
+                   data=dataset, seed=args.seed, n_trials=args.trials, search_items=args.search_items,
+                   dev_items=args.dev_items, test_items=args.test_items)
+    splits = prepare_splits(spec)
+    dev, test, label_range = splits.dev, splits.test, splits.label_range
+    rows = []
+    with tempfile.TemporaryDirectory() as runs:
+        start = time.perf_counter()
+        config, _, study = tune(spec, runs_dir=runs)
+        test_metrics = config.metrics["test"]
+        lm_calls = sum(int(t.user_attrs.get("lm_calls", 0)) for t in study.trials)
+        rows.append(row(dataset, "likelihood tuned", test_metrics, lm_calls, time.perf_counter() - start,
+                        chosen={"params": config.params, "instruction": config.instruction,
+                                "calibrator": config.calibrator["kind"]},
+                        note="lm_calls: the search's trials (dev and test scoring not counted)"))
+    lm = load_lm("local:smollm2")
+    try:
+        untuned = build_judge("likelihood", lm, demo_pool=splits.demo_pool)
+        rows.append(calibrated_row(dataset, "likelihood untuned", untuned, dev, test, label_range, lm, seed=args.seed))
+        rubric = build_judge("rubric", lm, scale="0-5")
+        rows.append(calibrated_row(dataset, "rubric label distribution (untuned)", rubric, dev, test, label_range, lm,
+                                   seed=args.seed))
+    finally:
+        lm.close()
+    for name, judge in (("embedding (MiniLM)", build_judge("embedding")), ("ROUGE-L", build_judge("rougeL"))):
+        rows.append(calibrated_row(dataset, name, judge, dev, test, label_range, None, seed=args.seed))
+    train_labels = [e.label for e in splits.train]
+    gold = [e.label for e in test]
+    for name, judge in (("constant (training median)", ConstantJudge.from_labels(train_labels, label_range)),
+                        ("random (training labels)", RandomJudge(labels=train_labels, score_range=label_range,
+                                                                 seed=args.seed))):
+        pred = [v.score for v in judge.judge_all(test)]
+        rows.append(row(dataset, name, evaluate_predictions(pred, gold, label_range=label_range, seed=args.seed),
+                        0, 0.0))
+    return rows
+
+
+def cost(args: argparse.Namespace) -> list[dict[str, Any]]:
+    spec = RunSpec(name="cost", judge="likelihood", data="sts2012-msrpar", seed=args.seed)
+    splits = prepare_splits(spec)
+    items = splits.test[:args.cost_items]
+    lm = load_lm("local:smollm2", use_cache=False)
+    rows = []
+    try:
+        settings = {"k": 2, "instruction": "paraphrase"}
+        judges = [("likelihood k=2, prefix cached + batched", build_judge("likelihood", lm, demo_pool=splits.train,
+                                                                          **settings), True),
+                  ("likelihood k=2, every item from scratch", build_judge("likelihood", lm, demo_pool=splits.train,
+                                                                          **settings), False),
+                  ("rubric label distribution k=2", build_judge("rubric", lm, demo_pool=splits.train, k=2,
+                                                                scale="0-5", label_range=splits.label_range), True)]
+        judges[0][1].judge_all(items[:2])  # load the scoring context once, outside the timing
+        for name, judge, reuse in judges:
+            lm.model.reuse_prefix = reuse
+            tokens0, start = lm.model.evaluated_tokens, time.perf_counter()
+            verdicts = judge.judge_all(items)
+            seconds = time.perf_counter() - start
+            scores = [v.score for v in verdicts]
+            rows.append({"dataset": "sts2012-msrpar", "method": f"cost: {name}", "ms_per_item":
+                         round(1000 * seconds / len(items), 1), "tokens_evaluated_per_item":
+                         round((lm.model.evaluated_tokens - tokens0) / len(items), 1), "items": len(items),
+                         "seconds": round(seconds, 1), "lm_calls": len(items),
+                         "spearman": float(np.corrcoef(np.argsort(np.argsort(scores)),
+                                                       np.argsort(np.argsort([e.label for e in items])))[0, 1])})
+    finally:
+        lm.model.reuse_prefix = True
+        lm.close()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes (minutes on 2 cores)")
+    parser.add_argument("--json", action="store_true", help="one JSON row per line")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trials", type=int, default=None)
+    args = parser.parse_args()
+    args.trials = args.trials or (8 if args.quick else 20)
+    args.search_items = 40 if args.quick else 80
+    args.dev_items = 60 if args.quick else 150
+    args.test_items = 100 if args.quick else None
+    args.cost_items = 20 if args.quick else 60
+    rows = []
+    for part in args.parts:
+        rows.extend(msrpar(args) if part == "msrpar" else cost(args))
+    for r in rows:
+        if args.json:
+            print(json.dumps(r))
+        else:
+            text = "  ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items())
+            print(text)
+
+
+if __name__ == "__main__":
+    main()

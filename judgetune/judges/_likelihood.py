@@ -1,0 +1,192 @@
+"""Likelihood judge: how probable the LM finds the answer given the source, token by token.
+
+The likelihood reading of an LM (GPTScore, Fu et al. 2023; BARTScore, Yuan et al. 2021): nothing
+is generated and no label is named. The prompt is an instruction, ``k`` demonstrations (source and
+answer of highly rated training examples, in the same layout) and the example's source text (its
+reference, question or context); the score is the length-normalized log-probability of the answer
+after it. ``direction`` turns the question around (the source given the answer, recall-like) or
+averages both (F-style). Scores are bounded: the mean and sum of log-probabilities are clipped
+at a floor (the unclipped values stay in ``detail``), the per-token probability lies in [0, 1].
+For a pairwise example the score is answer_b's minus answer's.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from judgetune.datasets import Example
+from judgetune.judges._base import Judge
+from judgetune.judges._baselines import TARGETS, target_text
+from judgetune.judges._space import Choice, IntRange, Param
+from judgetune.judges._verdict import Verdict
+from judgetune.lm import JudgeLM, TargetLogprobs
+
+DIRECTIONS = ("answer", "source", "both")  # p(answer | source), p(source | answer), their mean
+NORMALIZATIONS = ("mean", "sum", "prob")  # mean or summed log-probability per token, or its exp (geometric mean p)
+FLOORS = {"mean": -10.0, "sum": -1000.0}  # where the log-probability scores are clipped
+MAX_DEMOS = 6
+DEMO_QUANTILE = 0.75  # demos come from training examples rated at or above this quantile of the labels
+
+
+class LikelihoodJudge(Judge):
+    """Length-normalized log-probability of the answer (or the source) under an instruction and demos.
+
+    Args:
+        lm: an in-process model (exact, batched over the cached prompt prefix), or a server with a
+            completions endpoint that echoes prompt log-probabilities (then ``chat=False``).
+        demo_pool: labeled examples to draw demos from (the highly rated ones).
+        demos: exact demos (a frozen config), instead of drawing from the pool.
+        instruction_text: the user's own instruction, for every direction.
+        demo_seed: with the ``demo_draw`` knob, which demos are drawn.
+    """
+
+    kind = "likelihood"
+    # instruction name -> (text when the answer is scored, text when the source is scored)
+    PROMPTS: ClassVar[dict[str, tuple[str, str]]] = {
+        "respond": ("Write a response to the text below.",
+                    "Write the text that the response below was written for."),
+        "paraphrase": ("Say the same thing as the text below in other words, keeping its meaning.",
+                       "Say the same thing as the text below in other words, keeping its meaning."),
+        "answer": ("Write a passage that answers the question or request below correctly and directly.",
+                   "Write the question that the passage below answers."),
+        "faithful": ("Write a statement that the text below fully supports, adding nothing it does not say.",
+                     "Write a text that contains everything the statement below says."),
+        "summary": ("Sum up the main points of the text below in a few sentences.",
+                    "Write the full text that the summary below condenses."),
+    }
+    INSTRUCTIONS: ClassVar[dict[str, str]] = {name: texts[0] for name, texts in PROMPTS.items()}
+
+    def __init__(self, lm: JudgeLM | None = None, *, demo_pool: Sequence[Example] = (),
+                 demos: Sequence[Example] | None = None, instruction_text: str | None = None, demo_seed: int = 0,
+                 label_range: tuple[float, float] | None = None, **params: Any):
+        super().__init__(lm, **params)
+        self.instruction_text, self.label_range = instruction_text, label_range
+        self.demos = list(demos) if demos is not None else high_rated_demos(
+            demo_pool, self.params["k"], seed=demo_seed * 1000 + self.params["demo_draw"])
+
+    @classmethod
+    def space(cls) -> list[Param]:
+        return [Choice("instruction", tuple(cls.PROMPTS), "respond"), IntRange("k", 0, MAX_DEMOS, 0),
+                IntRange("demo_draw", 0, 7, 0), Choice("direction", DIRECTIONS, "answer"),
+                Choice("normalization", NORMALIZATIONS, "mean"), Choice("chat", (True, False), True),
+                Choice("source", TARGETS, "auto")]
+
+    @property
+    def score_range(self) -> tuple[float, float]:
+        norm = self.params["normalization"]
+        return (0.0, 1.0) if norm == "prob" else (FLOORS[norm], 0.0)
+
+    def range_for(self, examples: Sequence[Example]) -> tuple[float, float]:
+        low, high = self.score_range
+        width = high - low
+        return (-width, width) if any(ex.answer_b is not None for ex in examples) else (low, high)
+
+    def instruction(self, direction: str) -> str:
+        if self.instruction_text:
+            return self.instruction_text
+        return self.PROMPTS[self.params["instruction"]][0 if direction == "answer" else 1]
+
+    def directions(self) -> tuple[str, ...]:
+        return ("answer", "source") if self.params["direction"] == "both" else (self.params["direction"],)
+
+    def _prefix_and_turns(self, direction: str) -> tuple[list[dict[str, str]], str]:
+        """The shared part of every prompt in this direction: chat messages, or the plain-text head."""
+        pairs = [(s, a) for s, a in (demo_pair(d, self.params["source"]) for d in self.demos) if s and a]
+        if direction == "source":
+            pairs = [(a, s) for s, a in pairs]
+        if self.params["chat"]:
+            messages = [{"role": "system", "content": self.instruction(direction)}]
+            for given, wanted in pairs:
+                messages += [{"role": "user", "content": given}, {"role": "assistant", "content": wanted}]
+            return messages, ""
+        head = self.instruction(direction) + "\n\n" + "".join(f"Input:\n{g}\nOutput:\n{w}\n\n" for g, w in pairs)
+        return [], head
+
+    def prompt(self, given: str, direction: str) -> str:
+        """The full prompt before the scored text."""
+        messages, head = self._prefix_and_turns(direction)
+        if self.params["chat"]:
+            return self.lm.chat_prompt([*messages, {"role": "user", "content": given}])
+        return f"{head}Input:\n{given}\nOutput:\n"
+
+    def _value(self, scored: TargetLogprobs) -> float:
+        norm = self.params["normalization"]
+        if norm == "prob":
+            return math.exp(scored.mean)
+        return max(FLOORS[norm], scored.mean if norm == "mean" else scored.total)
+
+    def forward(self, example: Example) -> Verdict:
+        return self.judge_all([example])[0]
+
+    def judge_all(self, examples: Sequence[Example], *, progress: bool = False) -> list[Verdict]:
+        """All examples at once: per direction, one batched call over the prompts' shared prefix."""
+        jobs: list[tuple[int, int, str, str]] = []  # (example, answer slot, direction, ...) -> a scored pair
+        verdicts: list[Verdict | None] = [None] * len(examples)
+        for i, ex in enumerate(examples):
+            source = target_text(ex, self.params["source"])
+            if not source:
+                verdicts[i] = Verdict.failed(f"no {self.params['source']} text to score the answer against")
+                continue
+            answers = [ex.answer] if ex.answer_b is None else [ex.answer, ex.answer_b]
+            if not all(a.strip() for a in answers):
+                verdicts[i] = Verdict.failed("an empty answer has no likelihood")
+                continue
+            jobs.extend((i, slot, source, answer) for slot, answer in enumerate(answers))
+        results: dict[tuple[int, int, str], Any] = {}
+        for direction in self.directions():
+            pairs = [(self.prompt(s, direction), a) if direction == "answer" else (self.prompt(a, direction), s)
+                     for _, _, s, a in jobs]
+            for (i, slot, _, _), outcome in zip(jobs, self.lm.target_logprobs(pairs)):
+                results[(i, slot, direction)] = outcome
+        for i, ex in enumerate(examples):
+            if verdicts[i] is None:
+                verdicts[i] = self._verdict(ex, [[results[(i, slot, d)] for d in self.directions()]
+                                                 for slot in range(1 if ex.answer_b is None else 2)])
+        return verdicts
+
+    def _verdict(self, example: Example, outcomes: list[list[Any]]) -> Verdict:
+        errors = [o.error for per_answer in outcomes for o in per_answer if not o.ok]
+        if errors:
+            return Verdict.failed(f"error: {errors[0]}")
+        values, detail = [], {}
+        for slot, per_answer in enumerate(outcomes):
+            values.append(float(np.mean([self._value(o.value) for o in per_answer])))
+            for direction, o in zip(self.directions(), per_answer):
+                detail[f"{'ab'[slot]}_{direction}"] = {"mean": o.value.mean, "sum": o.value.total,
+                                                       "tokens": len(o.value.logprobs)}
+        score = values[0] if len(values) == 1 else values[1] - values[0]
+        usage = {"prompt_tokens": sum(o.value.prompt_tokens + len(o.value.logprobs) for p in outcomes for o in p)}
+        return Verdict(float(score), {}, True, "", usage, detail)
+
+    def settings(self) -> dict[str, Any]:
+        texts = {self.instruction(d) for d in self.directions()}
+        return {**super().settings(), "instruction": texts.pop() if len(texts) == 1 else None,
+                "label_range": self.label_range, "demos": [d.to_dict() for d in self.demos]}
+
+
+def demo_pair(example: Example, source: str) -> tuple[str | None, str]:
+    """A demo's (source, answer): for a pairwise example, the preferred answer."""
+    answer = example.answer
+    if example.answer_b is not None and (example.preference or 0) > 0:
+        answer = example.answer_b
+    return target_text(example, source), answer
+
+
+def high_rated_demos(pool: Sequence[Example], k: int, *, seed: int) -> list[Example]:
+    """``k`` examples drawn (seeded) among those rated at or above the pool's DEMO_QUANTILE (ties kept);
+    for pairwise examples, those with a clear preference."""
+    if k == 0:
+        return []
+    graded = [ex for ex in pool if ex.answer_b is None and ex.label is not None]
+    if graded:
+        cut = float(np.quantile([ex.label for ex in graded], DEMO_QUANTILE))
+        candidates = [ex for ex in graded if ex.label >= cut]
+    else:
+        candidates = [ex for ex in pool if ex.answer_b is not None and (ex.preference or 0) != 0]
+    candidates.sort(key=lambda ex: ex.id)
+    return random.Random(seed).sample(candidates, min(k, len(candidates)))

@@ -1,0 +1,192 @@
+"""The likelihood judge on the embedded model: batched, prefix-cached target log-probabilities equal a
+from-scratch pass; the judge agrees with human paraphrase scores; a frozen judge scores the same after
+reloading; the server path through a real llama.cpp server's echo, and the error where echo is missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+from judgetune import datasets  # noqa: E402
+from judgetune.config import JudgeConfig  # noqa: E402
+from judgetune.judges import LikelihoodJudge, build_judge  # noqa: E402
+from judgetune.lm import LogprobsUnavailableError, load_lm  # noqa: E402
+from judgetune.lm._spec import model_file, parse_lm_spec  # noqa: E402
+from judgetune.stats import correlation  # noqa: E402
+
+TOLERANCE = 1e-4  # nats per token; measured: 0.0 (bit-identical) on this machine
+
+
+@pytest.fixture(scope="module")
+def lm():
+    lm = load_lm("local:smollm2", use_cache=False)
+    yield lm
+    lm.close()
+
+
+@pytest.fixture(scope="module")
+def msrpar(data_root):
+    examples = datasets.load("sts2012-msrpar", root=data_root)
+    scale = datasets.CATALOG["sts2012-msrpar"].scale
+    return ([e for e in examples if e.meta.get("split") == "train"],
+            [e for e in examples if e.meta.get("split") == "test"], (scale.low, scale.high))
+
+
+def reference_logprobs(path, prompt: list[int], target: list[int]) -> np.ndarray:
+    """From scratch, through llama-cpp-python's own high-level API (every position's logits)."""
+    from llama_cpp import Llama
+
+    llm = Llama(str(path), n_ctx=4096, n_threads=2, logits_all=True, verbose=False)
+    try:
+        llm.eval(prompt + target[:-1])
+        z = llm.scores[len(prompt) - 1:len(prompt) + len(target) - 1].astype(np.float64)
+    finally:
+        llm.close()
+    top = z.max(axis=1, keepdims=True)
+    return z[np.arange(len(target)), target] - (top[:, 0] + np.log(np.exp(z - top).sum(axis=1)))
+
+
+def test_batched_prefix_scoring_equals_from_scratch(lm):
+    model = lm.model
+    system = {"role": "system", "content": "Say the same thing in other words."}
+    sources = ["The cat sat on the mat.", "Stocks fell sharply on Monday after the report.",
+               "He said the plan was dead.", "Officials confirmed 12 deaths in the storm near the coast.",
+               "The court rejected the appeal on Friday."]
+    targets = ["A cat was sitting on the mat.", "On Monday shares dropped steeply following the report.",
+               "The plan is over, he said.", "Twelve people died.", "On Friday the appeal was turned down."]
+    items = [(model.tokenize(model.render([system, {"role": "user", "content": s}])), model.tokenize(t, special=False))
+             for s, t in zip(sources, targets)]
+    before = model.evaluated_tokens
+    shared = model.target_logprobs(items)  # 5 items: two groups of sequences beside the cached prefix
+    reused = model.evaluated_tokens - before
+    again = model.target_logprobs(items[3:] + items[:1])  # prefix from the KV cache, other groupings
+    alone = model.target_logprobs(items, reuse=False)
+    assert model.evaluated_tokens - before - reused > 2 * reused  # from scratch runs the prefix every time
+    path = model_file(parse_lm_spec("local:smollm2"))
+    for i, (prompt, target) in enumerate(items):
+        expected = reference_logprobs(path, prompt, target) if i in (0, 3) else alone[i]
+        assert len(shared[i]) == len(target)
+        assert np.abs(shared[i] - expected).max() <= TOLERANCE
+        assert np.abs(alone[i] - expected).max() <= TOLERANCE
+    for got, i in zip(again, (3, 4, 0)):
+        assert np.abs(got - shared[i]).max() <= TOLERANCE
+
+
+def test_judge_agrees_with_human_paraphrase_scores(lm, msrpar):
+    train, test, _ = msrpar
+    items = test[:40]
+    judge = build_judge("likelihood", lm, demo_pool=train)  # the untuned defaults
+    verdicts = judge.judge_all(items)
+    assert all(v.parsed for v in verdicts)
+    lo, hi = judge.score_range
+    assert all(lo <= v.score <= hi for v in verdicts)
+    rho = correlation([v.score for v in verdicts], [e.label for e in items])
+    assert rho > 0.2  # measured 0.44 on 120 test pairs; the constant and random predictors sit at 0
+
+
+def test_frozen_judge_scores_identically(lm, msrpar, tmp_path):
+    train, test, label_range = msrpar
+    judge = build_judge("likelihood", lm, demo_pool=train, demo_seed=3, k=2, direction="both",
+                        instruction="paraphrase", normalization="prob")
+    assert len(judge.demos) == 2 and all(d.label >= 4.0 for d in judge.demos)  # highly rated ones
+    items = test[40:44]
+    first = [v.score for v in judge.judge_all(items)]
+    config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=label_range)
+    loaded = JudgeConfig.load(config.save(tmp_path / "judge.json"))
+    rebuilt = loaded.build_judge(lm)
+    assert isinstance(rebuilt, LikelihoodJudge) and rebuilt.demos == judge.demos
+    assert [v.score for v in rebuilt.judge_all(items)] == first
+    assert all(0.0 <= s <= 1.0 for s in first)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real llama-cpp-python server with prompt log-probabilities (--logits_all true)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gguf = model_file(parse_lm_spec("local:smollm2"))
+    log_path = tmp_path_factory.mktemp("likelihood_server") / "server.log"
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
+               "--port", str(port), "--logits_all", "true", "--n_ctx", "2048", "--n_threads", "2"]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"llama.cpp server exited:\n{log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama.cpp server not up after 60 s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield url, str(gguf)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_server_with_misaligned_echo_is_refused(lm, msrpar, server):
+    """llama-cpp-python's server echoes prompt log-probabilities shifted by one token
+    (abetlen/llama-cpp-python#1983): the probe catches it, where the in-process model passes it."""
+    from judgetune.lm._targets import PROBE, PROBE_FLOOR, PROBE_TOKENS
+
+    url, model = server
+    remote = load_lm(f"openai/{model}", api_base=url, use_cache=False)
+    _, test, _ = msrpar
+    with pytest.raises(LogprobsUnavailableError, match=r"fail a sanity check.*shifted by one token"):
+        build_judge("likelihood", remote, chat=False).judge_all(test[:2])
+    with pytest.raises(ValueError, match="chat template is applied in-process only"):
+        build_judge("likelihood", remote).judge_all(test[:2])
+    head, tail = PROBE.rsplit(", ", 1)
+    (local,) = lm.target_logprobs([(head + ",", " " + tail)])
+    assert local.value.mean > PROBE_FLOOR  # the same text, scored correctly, passes
+    words = PROBE.split(" ")
+    pairs = [(" ".join(words[:-n]), " " + " ".join(words[-n:])) for n in (PROBE_TOKENS // 2,)]
+    assert lm.target_logprobs(pairs)[0].value.mean > PROBE_FLOOR
+
+
+def test_server_without_completions_endpoint_says_what_is_missing(msrpar):
+    """A chat-only server (here a stub that answers 404 on /v1/completions, as chat-only APIs do)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    class ChatOnly(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b'{"error": {"message": "Not found: only /v1/chat/completions is served"}}'
+            self.send_response(404 if self.path.endswith("/completions") and "chat" not in self.path else 200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    _, test, _ = msrpar
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ChatOnly)
+    Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        remote = load_lm("openai/some-chat-model", api_base=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+                         use_cache=False, max_retries=0)
+        with pytest.raises(LogprobsUnavailableError, match=r"openai/some-chat-model at http://127.*/completions: "
+                                                           r"HTTP 404.*echo=true with logprobs"):
+            build_judge("likelihood", remote, chat=False).judge_all(test[:1])
+    finally:
+        httpd.shutdown()
