@@ -535,3 +535,15 @@ def test_evaluate_negative_label_scale_with_groups():
     assert row["ndcg@10"] == approx(1.0)
     with pytest.raises(ValueError, match="non-negative"):
         m.ndcg([1, 2], [-1, 0])
+
+
+def test_the_random_baseline_is_a_spread_over_seeds_not_one_draw():
+    rng = np.random.default_rng(3)
+    gold, train = rng.integers(0, 6, 120).astype(float), rng.integers(0, 6, 300).astype(float)
+    row = m.random_baseline_spread(train, gold, label_range=(0, 5), n_seeds=200, seed=0)
+    draws = [m.correlation(m.random_baseline(train, len(gold), seed=s), gold) for s in range(200)]
+    assert row["seeds"] == 200 and row["n"] == 120
+    assert row["spearman"] == pytest.approx(np.mean(draws))
+    assert row["spearman_ci"] == pytest.approx(list(np.percentile(draws, [2.5, 97.5])))
+    assert abs(row["spearman"]) < 0.03 < row["spearman_ci"][1]  # chance: centred on 0, one draw can look good
+    assert row == m.random_baseline_spread(train, gold, label_range=(0, 5), n_seeds=200, seed=0)

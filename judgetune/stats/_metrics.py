@@ -315,6 +315,26 @@ def random_baseline(train_labels: Sequence[float], n: int, *, seed: int = 0) -> 
     return np.random.default_rng(seed).choice(np.asarray(train_labels, dtype=float), size=n, replace=True)
 
 
+def random_baseline_spread(train_labels: Sequence[float], gold: Sequence[float], *, label_range: tuple[float, float],
+                           groups: Sequence | None = None, n_seeds: int = 200, seed: int = 0) -> dict:
+    """The random predictor over ``n_seeds`` draws: each metric's mean, and the 2.5-97.5 percentiles of the
+    draws as its ``_ci`` (the spread of the predictor itself, not one draw's bootstrap interval)."""
+    draws = [evaluate_predictions(random_baseline(train_labels, len(gold), seed=seed + i), gold,
+                                  label_range=label_range, groups=groups, n_resamples=0, seed=seed)
+             for i in range(n_seeds)]
+    row: dict = {"n": int(len(gold)), "seeds": n_seeds}
+    for key, value in draws[0].items():
+        if not isinstance(value, (int, float)) or key == "n" or isinstance(value, bool):
+            continue
+        values = [d[key] for d in draws if d.get(key) is not None]
+        if not values:
+            row[key], row[f"{key}_ci"] = None, [None, None]
+            continue
+        row[key] = float(np.mean(values))
+        row[f"{key}_ci"] = [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
+    return row
+
+
 def evaluate_predictions(pred: Sequence[float], gold: Sequence[float], *, label_range: tuple[float, float],
                          pred_range: tuple[float, float] | None = None, groups: Sequence | None = None,
                          brackets: Sequence[float] | None = None, labels: Sequence[float] | None = None,
