@@ -88,6 +88,7 @@ def planted_rows(tmp: Path, seeds: list[int]) -> list[dict]:
             start = time.perf_counter()
             run_trials(study, spec, lm, splits, proposer=lm)
             search_calls = total_calls(study)
+            (tmp / spec.name).mkdir()
             config = finish(spec, study, splits, lm, tmp / spec.name, n_resamples=300)
             seconds = time.perf_counter() - start
             calls = search_calls + config.metrics["selection"]["lm_calls"]
