@@ -374,8 +374,8 @@ def proposal_round(study: optuna.Study, spec: RunSpec, splits: Splits, proposer:
                            seed=spec.seed)
     record.update(lm_calls=lm_calls(proposer) - calls0, based_on_trial=best.number if best is not None else None)
     pool.record_round(record)
-    if best is not None:
-        for new_id in record["accepted"]:
+    if best is not None:  # as many as the trials left allow (a queued trial past the budget would never run)
+        for new_id in record["accepted"][:max(0, spec.n_trials - finished_trials(study))]:
             study.enqueue_trial({**best.params, "instruction": new_id}, skip_if_exists=True)
     log.info("proposal round %d: %d accepted, refused %s", r, len(record["accepted"]), record["refused_counts"])
     return record
