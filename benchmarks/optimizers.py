@@ -59,11 +59,14 @@ SIGNATURES = {"sts2012-msrpar": ("reference, answer -> score: float",
 
 
 def row(dataset: str, method: str, metrics: dict | None, calls: int | None, seconds: float, **extra) -> dict:
+    """One result row; printed to stderr at once, so an interrupted run keeps its finished rows."""
     metrics = metrics or {}
     key = "spearman_per_group" if metrics.get("spearman_per_group") is not None else "spearman"
-    return {"dataset": dataset, "method": method, "spearman": metrics.get(key), "spearman_ci": metrics.get(f"{key}_ci"),
+    result = {"dataset": dataset, "method": method, "spearman": metrics.get(key), "spearman_ci": metrics.get(f"{key}_ci"),
             "mae": metrics.get("mae"), "mae_ci": metrics.get("mae_ci"), "n": metrics.get("n"),
             "parse_failures": metrics.get("parse_failures"), "lm_calls": calls, "seconds": round(seconds, 1), **extra}
+    print("  " + json.dumps(result), file=sys.stderr)
+    return result
 
 
 # ---------------------------------------------------------------- planted testbed
@@ -104,8 +107,6 @@ def planted_rows(tmp: Path, seeds: list[int]) -> list[dict]:
             rows.append(row("planted", method, None, None, 0.0, seed=seed,
                             note="not run: the planted LM scripts label distributions; DSPy optimizers need an LM "
                                  "that writes text"))
-        for r in rows[-6:]:
-            print("  " + json.dumps(r), file=sys.stderr)
     return rows
 
 
@@ -216,8 +217,6 @@ def real_rows(dataset: str, tmp: Path, quick: bool) -> list[dict]:
     if kind == "rubric":
         rows.append(row(dataset, "judgetune (likelihood judge)", None, None, 0.0,
                         note="TODO: the likelihood judge is not on this branch; rerun once it is merged"))
-    for r in rows:
-        print("  " + json.dumps(r), file=sys.stderr)
     return rows
 
 
