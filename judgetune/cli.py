@@ -218,15 +218,28 @@ def _read_instructions(path: Path | None) -> list[str]:
     return variants
 
 
+def _text_or_file(text: str | None) -> str | None:
+    """``text`` itself, or the contents of the file it names."""
+    if text is None or not Path(text).is_file():
+        return text
+    content = Path(text).read_text(encoding="utf-8").strip()
+    if not content:
+        raise JudgetuneError(f"{text}: the criterion file is empty")
+    return content
+
+
 def _run_spec(args: argparse.Namespace) -> tuning.RunSpec:
     name = args.run or _run_name(re.sub(r"[^A-Za-z0-9._-]+", "-", f"{args.judge}-{Path(args.data).stem}").strip("-."))
+    proposals = args.proposals if args.proposals is not None else (3 if args.proposer else 0)
     try:
         return tuning.RunSpec(name=name, judge=args.judge, data=args.data, lm=args.lm, api_base=args.api_base,
                               seed=args.seed, n_trials=args.trials, sampler=args.sampler, search_items=args.search_items,
                               chunk=args.chunk, dev_items=args.dev_items, test_items=args.test_items,
                               max_calls=args.max_calls, per_question=args.per_question, fixed=dict(args.fix or []),
                               instructions=_read_instructions(args.instructions), pick=args.pick,
-                              scale=None if args.scale is None else [args.scale.low, args.scale.high])
+                              scale=None if args.scale is None else [args.scale.low, args.scale.high],
+                              criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
+                              rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore)
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
 
@@ -544,6 +557,13 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--per-question", type=_count, help="keep N answers per question in every split (listwise data)")
     tune.add_argument("--fix", type=_param, action="append", metavar="KEY=VALUE", help="a setting not to search")
     tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
+    tune.add_argument("--criterion", metavar="TEXT|FILE", help="what is judged (and what each score means)")
+    tune.add_argument("--proposer", metavar="SPEC", help="LM that writes candidate instructions (default: --lm); "
+                      "turns proposals on")
+    tune.add_argument("--proposals", type=int, help="candidate instructions per round (default 3 with --proposer, else 0)")
+    tune.add_argument("--rounds", type=int, default=2, help="proposal rounds (the trials are shared out between them)")
+    tune.add_argument("--demo-draws", type=int, default=8, help="seeded demo draws searched (the demo_seed knob)")
+    tune.add_argument("--rescore", type=int, default=4, help="Pareto-front trials re-scored on dev before picking")
     tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
     tune.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")

@@ -96,6 +96,8 @@ class JudgeConfigModel(BaseModel):
     versions: dict[str, Any] = Field(default_factory=dict, description="package versions")
     created: str = ""
     fitted: dict[str, Any] | None = Field(default=None, description="a hybrid judge's fitted model")
+    criterion: str | None = Field(default=None, description="what is judged, in the user's words (the instruction "
+                                                            "pool started from it); null when none was given")
 
 
 _KEY_FIELDS = {"api_key", "apikey", "key", "authorization", "token"}
@@ -147,6 +149,7 @@ class JudgeConfig:
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     schema_version: int = SCHEMA_VERSION
     fitted: dict[str, Any] | None = None  # a hybrid judge's fitted model (HybridModel.to_dict); absent otherwise
+    criterion: str | None = None  # what is judged, in the user's words (the instruction pool started from it)
 
     @classmethod
     def from_judge(cls, judge: Judge, *, lm: dict | None, calibrator: Calibrator | None,

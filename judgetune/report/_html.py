@@ -47,6 +47,54 @@ def _table(rows: list[tuple[str, dict]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _f(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def selection_section(selection: dict[str, Any] | None) -> str:
+    """The front re-scored on dev: search-split vs dev figures of each candidate, the chosen one marked."""
+    if not selection:
+        return ""
+    body = "".join(
+        f"<tr><th>{r['number']}{' (chosen)' if r['chosen'] else ''}</th><td>{html.escape(str(r['instruction']))}</td>"
+        f"<td>{_f(r['search']['spearman'])}</td><td>{_f(r['dev']['spearman'])}</td><td>{_f(r['search']['mae'])}</td>"
+        f"<td>{_f(r['dev']['mae'])}</td><td>{'yes' if r['on_front'] else 'no'}</td></tr>" for r in selection["rows"])
+    return (f"<h2>Selection on dev</h2><p>Candidates re-scored on dev ({selection.get('lm_calls', 0)} LM calls) and "
+            f"picked by {html.escape(selection['rule'])} on dev. MAE is after a cross-fitted calibrator. The gap "
+            "between the search and dev columns is how much of a trial's search figure was luck.</p>"
+            "<table><thead><tr><th>trial</th><th>instruction</th><th>Spearman search</th><th>Spearman dev</th>"
+            f"<th>MAE search</th><th>MAE dev</th><th>on front</th></tr></thead><tbody>{body}</tbody></table>")
+
+
+def proposals_section(proposals: dict[str, Any] | None) -> str:
+    """Every instruction of the pool with its figures, and each proposal round with its refusals."""
+    if not proposals:
+        return ""
+    rows = []
+    for c in proposals["instructions"]:
+        search, dev = c.get("search") or {}, c.get("dev") or {}
+        round_ = "-" if c["round"] is None else c["round"]
+        rows.append(f"<tr><th>{c['id']}</th><td>{html.escape(c['source'])}</td><td>{round_}</td>"
+                    f"<td style='text-align:left'>{html.escape(c['text'])}</td><td>{c['trials']}</td>"
+                    f"<td>{_f(search.get('spearman'))}</td><td>{_f(dev.get('spearman'))}</td>"
+                    f"<td>{_f(search.get('mae'))}</td><td>{_f(dev.get('mae'))}</td></tr>")
+    rounds = []
+    for r in proposals["rounds"]:
+        refused = "".join(f"<li>{html.escape(x['reason'])}: <code>{html.escape(x['text'][:200] or '(nothing)')}</code></li>"
+                          for x in r["refused"])
+        rounds.append(f"<h3>Round {r['round']} ({html.escape(r['source'])}"
+                      f"{'' if r.get('based_on_trial') is None else ', reflecting on trial ' + str(r['based_on_trial'])})"
+                      f"</h3><p>asked {r['asked']}, accepted {html.escape(str(r['accepted']))}, refused "
+                      f"{html.escape(json.dumps(r['refused_counts']))}; {r.get('lm_calls', 0)} LM calls</p>"
+                      f"<ul>{refused}</ul>")
+    return (f"<h2>Instruction pool and proposal rounds</h2><p>Refused in all: "
+            f"{html.escape(json.dumps(proposals['refused_counts']))}. Search: the instruction's best trial; dev: its "
+            "re-scored trial where it was among the candidates.</p>"
+            "<table><thead><tr><th>id</th><th>source</th><th>round</th><th>instruction</th><th>trials</th>"
+            "<th>Spearman search</th><th>Spearman dev</th><th>MAE search</th><th>MAE dev</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>{''.join(rounds)}")
+
+
 def build_report(*, study: optuna.Study, config: JudgeConfig, predictions: list[dict[str, Any]]) -> str:
     metrics = config.metrics
     label_range = tuple(config.label_range)
@@ -64,7 +112,7 @@ def build_report(*, study: optuna.Study, config: JudgeConfig, predictions: list[
         _figure("Bracket confusion matrix", _plots.bracket_confusion(calibrated, human, label_range)),
     ]
     settings = {"judge": config.judge, "params": config.params, "lm": config.lm, "calibrator": config.calibrator,
-                "instruction": config.instruction, "demos": len(config.demos)}
+                "criterion": config.criterion, "instruction": config.instruction, "demos": len(config.demos)}
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>judgetune report: {html.escape(config.judge)}</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}table{{border-collapse:collapse}}
@@ -78,6 +126,8 @@ by the rule "{html.escape(str(search.get('pick_rule')))}". Dev figures are in-sa
 test was scored once.</p>
 <h2>Metrics (calibrated scores, 95% bootstrap intervals)</h2>
 {_table(rows)}
+{selection_section(metrics.get("selection"))}
+{proposals_section(metrics.get("proposals"))}
 <h2>Figures</h2>
 {''.join(figures)}
 <h2>Frozen settings</h2>

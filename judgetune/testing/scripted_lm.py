@@ -27,6 +27,12 @@ class _NoEngine:
         pass
 
 
+def refusing_dspy_lm() -> dspy.LM:
+    """A ``dspy.LM`` whose engine refuses calls, for stand-ins that answer ``label_distribution`` and
+    ``generate`` themselves (the judges' forced choice reads those, never the engine)."""
+    return dspy.LM("scripted/lm", engine=_NoEngine(), cache=False, num_retries=0)
+
+
 class ScriptedLM:
     in_process = True
     concurrency = 1
@@ -39,9 +45,8 @@ class ScriptedLM:
 
     @functools.cached_property
     def dspy_lm(self) -> dspy.LM:
-        """The ``dspy.LM`` a judge installs around its predictor; its engine refuses calls (the forced
-        choice reads ``label_distribution`` and ``generate`` above)."""
-        return dspy.LM("scripted/lm", engine=_NoEngine(), cache=False, num_retries=0)
+        """The ``dspy.LM`` a judge installs around its predictor (see :func:`refusing_dspy_lm`)."""
+        return refusing_dspy_lm()
 
     def label_distribution(self, messages: list[dict], labels: Sequence[str], *, prefix: str = "") -> LabelDistribution:
         self.calls.append({"op": "labels", "messages": messages, "labels": list(labels), "prefix": prefix})

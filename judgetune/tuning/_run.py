@@ -1,4 +1,5 @@
-"""One tuning run from data to a calibrated judge config: search, choose, calibrate on dev, test once.
+"""One tuning run from data to a calibrated judge config: search, re-score the front on dev and
+choose there, calibrate on dev, test once.
 
 Writes under ``runs/NAME/``: ``study.db`` (unless another storage is given), ``judge.json`` (the
 frozen config) and ``test_predictions.jsonl``; the report is rendered from these by ``judgetune.report``.
@@ -22,18 +23,22 @@ from judgetune.evaluation import agreement
 from judgetune.judges import Verdict
 from judgetune.lm import parse_lm_spec
 from judgetune.stats import constant_baseline, evaluate_predictions, random_baseline
+from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._search import (
     RunSpec,
     Splits,
     default_storage,
     judge_for,
+    lm_calls,
+    load_proposer,
     load_run_lm,
+    objectives,
     open_study,
-    pick_trial,
     prepare_splits,
     run_trials,
     search_summary,
 )
+from judgetune.tuning._selection import front_candidates, pick_by_dev
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +51,73 @@ def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdic
                        **({} if score is not None else {"failure": redact(verdict.raw or "no score")})})
 
 
+def rescore_candidates(study: optuna.Study, spec: RunSpec) -> list[optuna.trial.FrozenTrial]:
+    """The front's best ``spec.rescore`` trials by the pick rule, then the best complete trial of each
+    proposed instruction not among them (at most ``spec.rescore`` more), so every proposal gets dev figures."""
+    chosen = front_candidates(study.best_trials, spec.pick, spec.rescore)
+    seen = {t.params.get("instruction") for t in chosen}
+    proposed = {c.id for c in InstructionPool(study).candidates() if c.round is not None}
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    extra = []
+    for instruction in sorted(proposed - seen):
+        trials = [t for t in complete if t.params.get("instruction") == instruction]
+        if trials:
+            extra.append(front_candidates(trials, spec.pick, 1)[0])
+    return chosen + front_candidates(extra, spec.pick, spec.rescore)
+
+
+def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm) -> tuple[optuna.trial.FrozenTrial, dict]:
+    """Re-score the candidates (see ``rescore_candidates``) on dev and pick by the rule on their dev figures."""
+    if not study.best_trials:
+        raise ValueError(f"study {study.study_name} has no completed trial to choose from")
+    instructions = InstructionPool(study).texts()
+    front = {t.number for t in study.best_trials}
+    calls0, rows, trials = lm_calls(lm), [], {}
+    for trial in rescore_candidates(study, spec):
+        judge = judge_for({**trial.params, **spec.fixed}, spec, lm, demo_pool=splits.demo_pool, pool=splits.dev,
+                          label_range=splits.label_range, instructions=instructions)
+        mae, rho, info = objectives(judge.judge_all(splits.dev), splits.dev, label_range=splits.label_range,
+                                    seed=spec.seed)
+        trials[trial.number] = trial
+        rows.append({"number": trial.number, "instruction": trial.params.get("instruction"), "params": trial.params,
+                     "on_front": trial.number in front,
+                     "search": {"mae": trial.values[0], "spearman": trial.values[1]},
+                     "dev": {"mae": mae, "spearman": rho, **info}})
+    chosen = pick_by_dev(rows, spec.pick)
+    for row in rows:
+        row["chosen"] = row is chosen
+    return trials[chosen["number"]], {"rule": spec.pick, "rows": rows, "chosen_trial": chosen["number"],
+                                      "lm_calls": lm_calls(lm) - calls0}
+
+
+def proposals_summary(study: optuna.Study, selection: dict) -> dict[str, Any]:
+    """Every instruction of the pool with its best search trial and dev figures, and the proposal rounds."""
+    pool = InstructionPool(study)
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    dev = {}
+    for row in selection["rows"]:
+        if row["instruction"] is not None and row["instruction"] not in dev:
+            dev[row["instruction"]] = {"trial": row["number"], **row["dev"]}
+    instructions = []
+    for c in pool.candidates():
+        trials = [t for t in complete if t.params.get("instruction") == c.id]
+        best = max(trials, key=lambda t: (t.values[1], -t.values[0], -t.number)) if trials else None
+        search = {"trial": best.number, "mae": best.values[0], "spearman": best.values[1]} if best else None
+        instructions.append({**c.to_dict(), "trials": len(trials), "search": search, "dev": dev.get(c.id)})
+    rounds = pool.rounds()
+    refused: dict[str, int] = {}
+    for r in rounds:
+        for kind, n in r["refused_counts"].items():
+            refused[kind] = refused.get(kind, 0) + n
+    return {"instructions": instructions, "rounds": rounds, "refused_counts": refused}
+
+
 def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000) -> JudgeConfig:
-    """Choose from the Pareto front, calibrate on dev, evaluate once on test, and freeze."""
-    trial = pick_trial(study, spec.pick)
+    """Re-score the front on dev and choose there, calibrate on dev, evaluate once on test, and freeze."""
+    trial, selection = select_on_dev(study, spec, splits, lm)
     params = {**trial.params, **spec.fixed}
-    judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.train, label_range=splits.label_range)
+    judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.train, label_range=splits.label_range,
+                      instructions=InstructionPool(study).texts())
     lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if lm is not None else None
     staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed)
     # dev: fit the calibrator on the raw scores of the frozen judge
@@ -63,7 +130,7 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
     calibrator, cv = fit_calibrator([p for p, _, _ in dev_pairs], [g for _, g, _ in dev_pairs],
                                     groups=[q for _, _, q in dev_pairs], label_range=splits.label_range, seed=spec.seed)
     config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=calibrator, label_range=splits.label_range,
-                                    seed=spec.seed)
+                                    seed=spec.seed, criterion=spec.criterion)
     metrics: dict[str, Any] = {}
     for name, examples, verdicts in (("train", splits.search, None), ("dev", splits.dev, dev_verdicts),
                                      ("test", splits.test, None)):
@@ -85,6 +152,8 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
         "random": evaluate_predictions(random_baseline(train_labels, len(gold), seed=spec.seed), gold, **common)}
     metrics["calibrator_cv_mae"] = cv
     metrics["search"] = {**search_summary(study), "chosen_trial": trial.number, "pick_rule": spec.pick}
+    metrics["selection"] = selection
+    metrics["proposals"] = proposals_summary(study, selection)
     config.metrics = metrics
     config.data = {"source": spec.data, "files": datasets.data_fingerprint(spec.data),
                    "splits": {name: {"items": len(items), "sha256": examples_fingerprint(items)}
@@ -105,10 +174,11 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | None = 
     study = open_study(spec, storage or default_storage(run_dir), heartbeat=heartbeat)
     splits = prepare_splits(spec)
     lm = load_run_lm(spec, timeout=timeout)
+    proposer = load_proposer(spec, lm)
     try:
-        run_trials(study, spec, lm, splits)
+        run_trials(study, spec, lm, splits, proposer=proposer)
         config = finish(spec, study, splits, lm, run_dir)
     finally:
-        if lm is not None:
-            lm.close()
+        for model in {id(m): m for m in (lm, proposer) if m is not None}.values():
+            model.close()
     return config, run_dir, study

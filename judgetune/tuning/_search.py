@@ -1,11 +1,14 @@
 """The tuner: an Optuna study over a judge's declared search space, against human labels.
 
-Each trial builds a judge from the trial's parameters (instruction, k demos, reasoning and the
-judge's own knobs) and scores a seeded sample of the training split ("search items"; demos are
-drawn from the rest of the training split, so no item is its own demo). Objectives: MAE of the
-raw score mapped onto the human scale (minimize) and Spearman (maximize; per group, averaged,
+Each trial builds a judge from the trial's parameters (an instruction of the study's pool by id,
+k demos and which seeded draw of them, reasoning and the judge's own knobs) and scores a seeded
+sample of the training split ("search items"; demos are drawn from the rest of the training
+split, so no item is its own demo). Objectives: MAE of the raw scores after a cross-fitted
+calibrator of the kind that will ship (minimize) and Spearman (maximize; per group, averaged,
 where the data has groups). Items are scored in chunks; after each chunk a trial whose bootstrap
-interval is clear of a point of the Pareto front on both objectives stops (pruned).
+interval is clear of a point of the Pareto front on both objectives stops (pruned). With
+proposals on, the search runs in rounds: a proposer LM adds instructions to the pool before each
+(see ``_proposals``), and each new one is tried first with the best settings found so far.
 
 The run's full spec lives in the study's user attributes, so ``worker`` processes on other
 machines join the same study from the storage URL alone. Trials hold only JSON.
@@ -18,6 +21,7 @@ import os
 import re
 import socket
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,14 +31,18 @@ import optuna
 
 from judgetune import datasets
 from judgetune.datasets import Example, groups_of, limit_by_group, sample_per_group
-from judgetune.judges import BuildContext, Choice, IntRange, JudgeSpec, Verdict, build, judge_class
+from judgetune.judges import BuildContext, Choice, IntRange, JudgeSpec, Verdict, build, judge_class, pick_demos
 from judgetune.lm import JudgeLM, load_lm
-from judgetune.stats import bootstrap_interval, correlation, grouped_correlation, rescale
+from judgetune.stats import bootstrap_interval, correlation, grouped_correlation
+from judgetune.tuning._pool import InstructionPool, seed_instructions
+from judgetune.tuning._proposals import Miss, ProposalTask, propose_round, shown_fields
+from judgetune.tuning._selection import cross_fitted
 
 log = logging.getLogger(__name__)
 SAMPLERS = ("tpe", "nsga2", "random")
 PICK_RULES = ("spearman", "mae")
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+STARTUP_TRIALS = 5  # random trials before TPE models the results (Optuna's default 10 is most of a small budget)
 MAX_FAILURE_RATE = 0.5  # a trial failing to judge more items than this gets the worst objective values
 
 
@@ -60,6 +68,12 @@ class RunSpec:
     instructions: list[str] = field(default_factory=list)  # the user's own instruction variants
     pick: str = "spearman"
     scale: list[float] | None = None  # the human scale the user stated ([low, high]); None: the labels' range
+    criterion: str | None = None  # what is judged (and what each score level means), in the user's words
+    proposer: str | None = None  # LM spec of the proposer (default: the judge's LM)
+    proposals: int = 0  # candidate instructions asked for per round (0: no proposals)
+    rounds: int = 2  # proposal rounds; the trials are shared out between them
+    demo_draws: int = 8  # seeded demo draws searched (the ``demo_seed`` knob)
+    rescore: int = 4  # Pareto-front candidates re-scored on dev before one is picked
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:
@@ -71,6 +85,8 @@ class RunSpec:
             raise ValueError(f"pick must be one of {PICK_RULES}, got {self.pick!r}")
         if self.search_items < 4 or self.chunk < 1 or self.n_trials < 1:
             raise ValueError("search_items must be >= 4, chunk and n_trials >= 1")
+        if self.proposals < 0 or self.rounds < 1 or self.demo_draws < 1 or self.rescore < 1:
+            raise ValueError("proposals must be >= 0; rounds, demo_draws and rescore >= 1")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,7 +94,7 @@ class RunSpec:
 
 def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=STARTUP_TRIALS)
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed)
     return optuna.samplers.RandomSampler(seed=seed)
@@ -129,49 +145,71 @@ def prepare_splits(spec: RunSpec) -> Splits:
     return Splits(search, demo_pool, splits["train"], dev, test, label_range)
 
 
-def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec) -> dict[str, Any]:
-    """The judge settings of one trial: the declared space, minus the fixed settings, plus the user's instructions."""
+def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, *, instructions: Sequence[str] = ()) -> dict[str, Any]:
+    """The judge settings of one trial: the declared space minus the fixed settings. With an instruction
+    pool, ``instruction`` is an id into it; with demos, ``demo_seed`` says which seeded draw of them."""
     space = judge_class(spec.judge).space()
     params: dict[str, Any] = {}
     for p in space:
         if p.name in spec.fixed:
             continue
-        if isinstance(p, Choice):
-            options = list(p.options)
-            if p.name == "instruction":
-                options += [f"user-{i}" for i in range(len(spec.instructions))]
-            params[p.name] = trial.suggest_categorical(p.name, options)
+        if p.name == "instruction" and instructions:
+            params[p.name] = trial.suggest_int(p.name, 0, len(instructions) - 1)
+        elif isinstance(p, Choice):
+            params[p.name] = trial.suggest_categorical(p.name, list(p.options))
         elif isinstance(p, IntRange):
             params[p.name] = trial.suggest_int(p.name, p.low, p.high)
+    if "k" in {p.name for p in space} and "demo_seed" not in spec.fixed and {**params, **spec.fixed}.get("k"):
+        params["demo_seed"] = trial.suggest_int("demo_seed", 0, spec.demo_draws - 1)
     return {**params, **spec.fixed}
 
 
 def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo_pool: list[Example],
-              pool: list[Example], label_range: tuple[float, float]):
-    """The judge of a trial's parameters (the same builder serves the search and the final choice)."""
-    params, text = dict(params), None
-    instruction = params.get("instruction", "")
-    if isinstance(instruction, str) and instruction.startswith("user-"):  # one of the user's variants
-        text = spec.instructions[int(instruction.split("-")[1])]
+              pool: list[Example], label_range: tuple[float, float], instructions: Sequence[str] = ()):
+    """The judge of a trial's parameters (the same builder serves the search and the final choice):
+    an integer ``instruction`` is an id into ``instructions`` (the pool), ``demo_seed`` draws the demos."""
+    params, text, demos = dict(params), None, None
+    instruction = params.get("instruction")
+    if isinstance(instruction, int) and not isinstance(instruction, bool):
+        text = instructions[instruction]
         params["instruction"] = next(iter(judge_class(spec.judge).INSTRUCTIONS))
-    return build(JudgeSpec(spec.judge, params, instruction=text, seed=spec.seed),
+    if "demo_seed" in params:
+        demos = tuple(pick_demos(demo_pool, params.get("k", 0), seed=params.pop("demo_seed")))
+    return build(JudgeSpec(spec.judge, params, instruction=text, demos=demos, seed=spec.seed),
                  BuildContext(lm=lm, train=demo_pool, pool=pool, label_range=label_range))
 
 
-def objectives(verdicts: list[Verdict], examples: list[Example], *, judge_range: tuple[float, float],
-               label_range: tuple[float, float]) -> tuple[float, float, dict[str, Any]]:
-    """(MAE, Spearman) of the parsed verdicts; the worst values when too many failed or nothing varies."""
+def prompted(kind: str) -> bool:
+    """Whether judges of ``kind`` take an instruction from a pool (LM judges with named instructions)."""
+    cls = judge_class(kind)
+    return cls.uses_prompt and bool(getattr(cls, "INSTRUCTIONS", None))
+
+
+def pool_seeds(spec: RunSpec) -> list[tuple[str, str]]:
+    """The instruction pool's first candidates for this run (none for a judge without an instruction)."""
+    if not prompted(spec.judge):
+        return []
+    generic = judge_class(spec.judge).INSTRUCTIONS
+    return seed_instructions(spec.criterion, generic, spec.instructions, next(iter(generic.values())))
+
+
+def objectives(verdicts: list[Verdict], examples: list[Example], *, label_range: tuple[float, float],
+               seed: int = 0) -> tuple[float, float, dict[str, Any]]:
+    """(MAE, Spearman) of the parsed verdicts: MAE of the cross-fitted calibrated scores, Spearman of
+    the raw ones; the worst values when too many failed or nothing varies."""
     kept = [(v.score, e.judgment, e) for v, e in zip(verdicts, examples) if v.parsed]
     failure_rate = 1 - len(kept) / len(verdicts)
     worst = (label_range[1] - label_range[0], -1.0)
     info: dict[str, Any] = {"parse_failure_rate": failure_rate}
-    if failure_rate > MAX_FAILURE_RATE or len(kept) < 3:
+    if failure_rate > MAX_FAILURE_RATE or len(kept) < 4:
         return *worst, {**info, "note": "too many parse failures"}
-    pred = rescale([k[0] for k in kept], judge_range, label_range)
+    raw = np.asarray([k[0] for k in kept], dtype=float)
     gold = np.asarray([k[1] for k in kept], dtype=float)
+    pred, kind = cross_fitted(raw, gold, label_range=label_range, seed=seed)
     mae = float(np.mean(np.abs(pred - gold)))
+    info["calibrator"] = kind
     groups = groups_of([k[2] for k in kept])
-    rho = grouped_correlation(pred, gold, groups).value if groups else correlation(pred, gold)
+    rho = grouped_correlation(raw, gold, groups).value if groups else correlation(raw, gold)
     if rho is None:
         return mae, -1.0, {**info, "note": "Spearman undefined (constant scores)"}
     return mae, float(rho), info
@@ -198,8 +236,10 @@ class Objective:
     def __call__(self, trial: optuna.Trial) -> tuple[float, float]:
         spec, s = self.spec, self.splits
         trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")  # first: a crash can be told apart
-        params = suggest(trial, spec)
-        judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, pool=s.train, label_range=s.label_range)
+        instructions = InstructionPool(trial.study).texts()
+        params = suggest(trial, spec, instructions=instructions)
+        judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, pool=s.train, label_range=s.label_range,
+                          instructions=instructions)
         calls0 = self._calls()
         verdicts: list[Verdict] = []
         front = [tuple(t.values) for t in trial.study.best_trials] if trial.study.best_trials else []
@@ -213,26 +253,34 @@ class Objective:
             trial.set_user_attr("items_scored", len(verdicts))
             self._record_cost(trial, verdicts, calls0)
             if len(verdicts) < len(s.search) and len(kept) >= 6:
-                pred = rescale([k[0] for k in kept], judge.range_for(done), s.label_range)
-                if clearly_dominated(pred, np.asarray([k[1] for k in kept]), front, seed=spec.seed):
+                gold = np.asarray([k[1] for k in kept], dtype=float)
+                pred, _ = cross_fitted([k[0] for k in kept], gold, label_range=s.label_range, seed=spec.seed)
+                if clearly_dominated(pred, gold, front, seed=spec.seed):
                     trial.set_user_attr("pruned_after_items", len(verdicts))
                     raise optuna.TrialPruned(f"clearly dominated after {len(verdicts)} items")
-        mae, rho, info = objectives(verdicts, s.search, judge_range=judge.range_for(s.search),
-                                    label_range=s.label_range)
+        mae, rho, info = objectives(verdicts, s.search, label_range=s.label_range, seed=spec.seed)
         for key, value in info.items():
             trial.set_user_attr(key, value)
+        trial.set_user_attr("raw_scores", [v.score for v in verdicts])  # for reflection on the best trial's misses
         return mae, rho
 
     def _calls(self) -> int:
-        return 0 if self.lm is None else self.lm.label_calls + self.lm.engine.calls
+        return lm_calls(self.lm)
 
     def _record_cost(self, trial: optuna.Trial, verdicts: list[Verdict], calls0: int) -> None:
         trial.set_user_attr("lm_calls", self._calls() - calls0)
         trial.set_user_attr("tokens", int(sum(v.tokens for v in verdicts)))
 
 
+def lm_calls(lm) -> int:
+    """Answers ``lm`` actually computed so far (cache misses)."""
+    return 0 if lm is None else lm.label_calls + lm.engine.calls
+
+
 def total_calls(study: optuna.Study) -> int:
-    return sum(int(t.user_attrs.get("lm_calls", 0)) for t in study.get_trials(deepcopy=False))
+    """LM calls of the trials and of the proposal rounds."""
+    trials = sum(int(t.user_attrs.get("lm_calls", 0)) for t in study.get_trials(deepcopy=False))
+    return trials + sum(int(r.get("lm_calls", 0)) for r in InstructionPool(study).rounds())
 
 
 class CallBudget:
@@ -335,25 +383,90 @@ def finished_trials(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=states))
 
 
-def run_trials(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None, splits: Splits) -> None:
+def run_trials(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None, splits: Splits, *,
+               proposer: JudgeLM | None = None) -> None:
     """Run trials until the study has ``n_trials`` finished ones (complete or pruned) or the call budget is spent.
 
     Several processes may run this on one study: each stops when the shared count is reached (a
     trial already running elsewhere may still finish, so a study can end up to workers-1 over).
+    Only a process given a ``proposer`` (the one running ``tune``) writes proposal rounds; with
+    proposals on, round R's proposals are written once ``n_trials * R / rounds`` trials are done.
     """
-    if finished_trials(study) >= spec.n_trials:
-        return
-    if spec.max_calls is not None and total_calls(study) >= spec.max_calls:
-        return
+    pool = InstructionPool(study)
+    pool.seed(pool_seeds(spec))
+    rounds = spec.rounds if spec.proposals and proposer is not None else 1
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    study.optimize(Objective(spec, lm, splits), callbacks=[
-        optuna.study.MaxTrialsCallback(spec.n_trials, states=states), CallBudget(spec.max_calls)],
-        gc_after_trial=False)
+    for r in range(rounds):
+        target = spec.n_trials * (r + 1) // rounds
+        if spec.max_calls is not None and total_calls(study) >= spec.max_calls:
+            return
+        if rounds > 1 and r not in {rec["round"] for rec in pool.rounds()}:
+            proposal_round(study, spec, splits, proposer, r)
+        if finished_trials(study) >= target:
+            continue
+        study.optimize(Objective(spec, lm, splits), callbacks=[
+            optuna.study.MaxTrialsCallback(target, states=states), CallBudget(spec.max_calls)],
+            gc_after_trial=False)
+
+
+def proposal_task(spec: RunSpec, splits: Splits) -> ProposalTask:
+    """What the proposer is told about this run's judge."""
+    fields = ["question"] if any(e.question for e in splits.search) else []
+    fields += ["references ranked best first"] if spec.judge == "linkage" else (
+        ["reference"] if any(e.references for e in splits.search) else [])
+    low, high = splits.label_range
+    answer = ("the position the answer takes among the references" if spec.judge == "linkage"
+              else f"a score from {low:g} (worst) to {high:g} (best)")
+    return ProposalTask(spec.criterion, (*fields, "answer"), answer)
+
+
+def best_misses(trial: optuna.trial.FrozenTrial, splits: Splits, *, count: int = 3, seed: int = 0) -> list[Miss]:
+    """The search items where ``trial``'s cross-fitted calibrated scores were furthest from the human ones."""
+    raw = trial.user_attrs.get("raw_scores") or []
+    kept = [(r, e) for r, e in zip(raw, splits.search) if r is not None]
+    if len(kept) < 4:
+        return []
+    gold = np.asarray([e.judgment for _, e in kept], dtype=float)
+    pred, _ = cross_fitted([r for r, _ in kept], gold, label_range=splits.label_range, seed=seed)
+    worst = np.argsort(-np.abs(pred - gold), kind="stable")[:count]
+    return [Miss(shown_fields(kept[i][1]), float(gold[i]), float(pred[i])) for i in worst]
+
+
+def proposal_round(study: optuna.Study, spec: RunSpec, splits: Splits, proposer: JudgeLM, r: int) -> dict[str, Any]:
+    """Round ``r``: candidates grounded on the criterion and training examples, and from round 1 on the
+    current best's misses; each accepted one is queued as a trial with the best trial's other settings."""
+    pool = InstructionPool(study)
+    best = None
+    if r > 0:
+        complete = [t for t in study.best_trials if "instruction" in t.params]
+        best = min(complete, key=lambda t: (-t.values[1], t.values[0], t.number)) if complete else None
+    current = pool.texts()[best.params["instruction"]] if best is not None else None
+    calls0 = lm_calls(proposer)
+    record = propose_round(pool, proposer, round=r, n=spec.proposals, task=proposal_task(spec, splits),
+                           examples=splits.demo_pool, current=current,
+                           misses=best_misses(best, splits, seed=spec.seed) if best is not None else (),
+                           seed=spec.seed)
+    record.update(lm_calls=lm_calls(proposer) - calls0, based_on_trial=best.number if best is not None else None)
+    pool.record_round(record)
+    if best is not None:  # as many as the trials left allow (a queued trial past the budget would never run)
+        for new_id in record["accepted"][:max(0, spec.n_trials - finished_trials(study))]:
+            study.enqueue_trial({**best.params, "instruction": new_id}, skip_if_exists=True)
+    log.info("proposal round %d: %d accepted, refused %s", r, len(record["accepted"]), record["refused_counts"])
+    return record
 
 
 def load_run_lm(spec: RunSpec, *, timeout: float = 60.0) -> JudgeLM | None:
     """The run's LM (None for a judge without one); ``timeout`` is per attempt of a server call."""
     return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout) if judge_class(spec.judge).needs_lm else None
+
+
+def load_proposer(spec: RunSpec, lm: JudgeLM | None) -> JudgeLM | None:
+    """The proposer LM: the judge's own unless ``spec.proposer`` names another (None: no proposals)."""
+    if not spec.proposals or not prompted(spec.judge):
+        return None
+    if spec.proposer is None or spec.proposer == spec.lm:
+        return lm
+    return load_lm(spec.proposer, api_base=spec.api_base)
 
 
 def pick_trial(study: optuna.Study, rule: str) -> optuna.trial.FrozenTrial:

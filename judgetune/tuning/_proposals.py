@@ -1,0 +1,155 @@
+"""Instruction proposals: a proposer LM writes candidate instructions for the judge, in rounds.
+
+Each candidate comes from one bounded, greedy generation, grounded on the criterion and on labeled
+training examples (a high-scored and a low-scored one side by side); after the first round the
+prompt also shows the current best instruction and the items where its calibrated scores were
+furthest from the human ones (reflection). Candidates of one round differ by the examples shown and
+by a writing hint. The answer is cleaned (quotes, markup and labels stripped, first paragraph, one
+line) and refused when empty, too long or a repeat of one in the pool (see ``_pool``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from judgetune.datasets import Example
+
+MAX_TOKENS = 120
+STOP = ("\n\n", "[[", "<|im_end|>", "Example", "Examples:")
+SNIPPET = 220  # characters of each example field shown to the proposer
+HINTS = (
+    "Say what the lowest and the highest scores mean.",
+    "Tell the grader what to ignore, such as wording, length or style.",
+    "Tell the grader which differences must lower the score.",
+    "Keep it short and concrete, in plain words.",
+    "Ask the grader to compare the content point by point.",
+)
+
+
+@dataclass(frozen=True)
+class ProposalTask:
+    """What the proposer is told about the judge: what is judged, the fields it reads, its answer."""
+
+    criterion: str | None
+    fields: tuple[str, ...]
+    answer: str  # e.g. "a score from 0 (worst) to 5 (best)"
+
+
+@dataclass(frozen=True)
+class Miss:
+    """One item the current best instruction got wrong: its text fields, the human and the judge's score."""
+
+    fields: dict[str, str]
+    human: float
+    judged: float
+
+
+def shown_fields(example: Example) -> dict[str, str]:
+    """The text an example shows the proposer (question, best reference, answer), each cut short."""
+    fields = {"question": example.question or "", "reference": example.references[0].text if example.references else "",
+              "answer": example.answer}
+    return {k: _short(v) for k, v in fields.items() if v}
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SNIPPET else text[:SNIPPET].rsplit(" ", 1)[0] + " ..."
+
+
+def contrast_pair(examples: Sequence[Example], *, seed: int) -> tuple[Example, Example] | None:
+    """A seeded (high, low) pair: one example from the top third of the labels, one from the bottom third."""
+    labeled = sorted((e for e in examples if e.judgment is not None), key=lambda e: e.judgment)
+    if len(labeled) < 2:
+        return None
+    third = max(1, len(labeled) // 3)
+    low, high = labeled[:third], labeled[-third:]
+    rng = random.Random(seed)
+    pair = (rng.choice(high), rng.choice(low))
+    return pair if pair[0].judgment > pair[1].judgment else None
+
+
+def _block(fields: dict[str, str]) -> str:
+    return "\n".join(f"  {name}: {text}" for name, text in fields.items())
+
+
+def proposal_prompt(task: ProposalTask, pair: tuple[Example, Example] | None, hint: str, *,
+                    current: str | None = None, misses: Sequence[Miss] = ()) -> list[dict[str, str]]:
+    """The proposer's chat messages for one candidate."""
+    what = task.criterion.strip() if task.criterion else "how good the answer is"
+    lines = ["You write the instruction for a grader.",
+             f"The grader reads: {', '.join(task.fields)}. It answers with {task.answer}.",
+             f"What the grader must judge: {what}"]
+    if pair is not None:
+        high, low = pair
+        lines += ["", "Two items scored by people:",
+                  f"Scored {high.judgment:g} (high):", _block(shown_fields(high)),
+                  f"Scored {low.judgment:g} (low):", _block(shown_fields(low))]
+    if current is not None:
+        lines += ["", f"The current instruction: {current}"]
+        if misses:
+            lines.append("With it the grader was furthest from the people on these items:")
+            for miss in misses:
+                direction = "too high" if miss.judged > miss.human else "too low"
+                lines += [_block(miss.fields), f"  people: {miss.human:g}, grader: {miss.judged:.1f} ({direction})"]
+            lines.append("Write a better instruction that avoids these mistakes.")
+    lines += ["", hint, "Write one new instruction for the grader in two or three sentences. "
+              "Reply with the instruction only."]
+    return [{"role": "user", "content": "\n".join(lines)}]
+
+
+REFUSALS = ("empty", "too long", "duplicate", "error")
+LABEL = re.compile(r"^\s*(new\s+|improved\s+|better\s+)?(instruction|instructions|prompt)\s*:\s*", re.IGNORECASE)
+QUOTES = "\"'`“”‘’«»"
+
+
+def clean_proposal(text: str) -> str:
+    """One plain paragraph: markup, labels and enclosing quotes gone, cut at a field marker and at
+    the last full sentence when the generation stopped mid-sentence."""
+    text = text.split("[[", 1)[0].strip()
+    text = re.sub(r"^\s*(here is|here's)[^:\n]*:\s*", "", text, flags=re.IGNORECASE)
+    paragraphs = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
+    text = paragraphs[0] if paragraphs else ""
+    text = LABEL.sub("", text)
+    text = re.sub(r"(^|\n)\s*(#+|[-*•]|\d+[.)])\s+", " ", text)  # headings, bullets, numbering
+    text = re.sub(r"[*_`#]+", "", text)  # emphasis and code marks
+    text = " ".join(text.split())
+    text = LABEL.sub("", text).strip().strip(QUOTES).strip()
+    if text and text[-1] not in ".!?":
+        end = max(text.rfind(". "), text.rfind("? "), text.rfind("! "))
+        text = text[:end + 1] if end > 0 else text
+    return text
+
+
+def propose_round(pool, lm, *, round: int, n: int, task: ProposalTask, examples: Sequence[Example],
+                  current: str | None = None, misses: Sequence[Miss] = (), seed: int = 0) -> dict[str, Any]:
+    """Ask ``lm`` for ``n`` candidates, add the accepted ones to ``pool``; the round's record (JSON).
+
+    A generation that fails is refused with its error; nothing is dropped silently.
+    """
+    source = "reflection" if current is not None else "proposed"
+    accepted, refused = [], []
+    for i in range(n):
+        pair = contrast_pair(examples, seed=seed * 1000 + round * 100 + i)
+        messages = proposal_prompt(task, pair, HINTS[(round + i) % len(HINTS)], current=current, misses=misses)
+        try:
+            generation = lm.generate(messages, prefix="Instruction:" if lm.in_process else "",
+                                     max_tokens=MAX_TOKENS, stop=STOP)
+        except Exception as err:  # noqa: BLE001 - a failed call is a refused proposal, with its reason
+            refused.append({"text": "", "reason": f"error: {err}", "raw": ""})
+            continue
+        text = clean_proposal(generation.text)
+        added = pool.add(text, source=source, round=round)
+        if isinstance(added, str):
+            refused.append({"text": text, "reason": added, "raw": generation.text[:400]})
+        else:
+            accepted.append(added.id)
+    counts: dict[str, int] = {}
+    for r in refused:
+        kind = next((k for k in REFUSALS if r["reason"].startswith(k)), "other")
+        counts[kind] = counts.get(kind, 0) + 1
+    return {"round": round, "source": source, "asked": n, "accepted": accepted, "refused": refused,
+            "refused_counts": counts}

@@ -1,0 +1,143 @@
+"""The tuner finds what is there: on a planted testbed (judgetune.testing.planted, a scripted LM
+whose label distributions agree with the labels only for one instruction, one demo subset and one
+k), it finds that configuration within its trial budget, beats random search at equal LM calls,
+and gets within 0.02 Spearman of an exhaustive search with at most 30% of its LM calls."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+
+from judgetune.datasets import write_examples
+from judgetune.judges import pick_demos
+from judgetune.testing.planted import DECOYS, PLANTED_INSTRUCTION, PlantedLM, planted_examples
+from judgetune.tuning import (
+    InstructionPool,
+    RunSpec,
+    open_study,
+    prepare_splits,
+    run_trials,
+    select_on_dev,
+    total_calls,
+)
+
+K, DEMO_SEED = 3, 5
+FIXED = {"reasoning": False, "scoring": "expected", "scale": "0-5"}
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@pytest.fixture
+def tmp_path():
+    """Study databases in memory-backed storage where there is one (SQLite commits dominate these tests otherwise)."""
+    shm = Path("/dev/shm")
+    with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as folder:
+        yield Path(folder)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("planted") / "planted.jsonl"
+    write_examples(path, planted_examples(160))
+    return str(path)
+
+
+def planted_run(data: str, tmp_path, *, name: str, seed: int, sampler: str = "tpe", n_trials: int = 40,
+                max_calls: int | None = None, proposals: int = 3, fixed: dict | None = None, demo_draws: int = 8,
+                demo_seed: int = DEMO_SEED, instructions: tuple[str, ...] = (), chunk: int = 6, enqueue=()):
+    spec = RunSpec(name=name, judge="rubric", data=data, seed=seed, n_trials=n_trials, sampler=sampler, search_items=30,
+                   chunk=chunk, dev_items=30, test_items=20, max_calls=max_calls, fixed={**FIXED, **(fixed or {})},
+                   proposals=proposals, rounds=2, demo_draws=demo_draws, instructions=list(instructions))
+    splits = prepare_splits(spec)
+    planted = pick_demos(splits.demo_pool, K, seed=demo_seed)
+    lm = PlantedLM.for_examples([*splits.train, *splits.dev, *splits.test], planted, K)
+    study = open_study(spec, f"sqlite:///{tmp_path / (name + '.db')}")
+    for params in enqueue:
+        study.enqueue_trial(params)
+    run_trials(study, spec, lm, splits, proposer=lm)
+    return spec, splits, lm, study
+
+
+def best_search_spearman(study) -> float:
+    return max(t.values[1] for t in study.best_trials)
+
+
+def test_the_tuner_finds_the_planted_instruction_demos_and_k(data, tmp_path):
+    spec, splits, lm, study = planted_run(data, tmp_path, name="find", seed=0)
+    pool = InstructionPool(study).candidates()
+    planted_id = next(c.id for c in pool if c.text == PLANTED_INSTRUCTION)
+    assert next(c for c in pool if c.id == planted_id).source == "reflection"  # written in round 1, from misses
+    trial, selection = select_on_dev(study, spec, splits, lm)
+    assert trial.params["instruction"] == planted_id and trial.params["k"] == K
+    assert trial.params["demo_seed"] == DEMO_SEED
+    assert trial.values[1] == pytest.approx(1.0)
+    chosen = next(r for r in selection["rows"] if r["chosen"])
+    assert chosen["dev"]["spearman"] == pytest.approx(1.0) and chosen["dev"]["mae"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_proposals_are_cleaned_and_refusals_counted_with_reasons(data, tmp_path):
+    _, _, _, study = planted_run(data, tmp_path, name="refusals", seed=0, n_trials=6)
+    pool = InstructionPool(study)
+    first, second = pool.rounds()
+    assert [c.text for c in pool.candidates() if c.round == 0] == ["Rate the answer by how fluent and polite it sounds."]
+    assert first["refused_counts"] == {"empty": 1, "too long": 1}
+    assert [c.text for c in pool.candidates() if c.round == 1] == [PLANTED_INSTRUCTION]  # quotes and bold stripped
+    assert second["refused_counts"] == {"duplicate": 2}
+    assert all(r["reason"] for r in first["refused"] + second["refused"])
+    assert second["based_on_trial"] is not None and second["lm_calls"] == 3
+    # the accepted reflection was queued with the best trial's other settings
+    queued = next(t for t in study.trials if t.system_attrs.get("fixed_params", {}).get("instruction") ==
+                  pool.candidates()[-1].id)
+    best = study.trials[second["based_on_trial"]]
+    assert {k: v for k, v in queued.params.items() if k != "instruction"} == \
+           {k: v for k, v in best.params.items() if k != "instruction"}
+
+
+def test_a_resumed_study_keeps_its_pool_and_rounds(data, tmp_path):
+    spec, splits, lm, study = planted_run(data, tmp_path, name="resume", seed=1, n_trials=6)
+    before = [c.to_dict() for c in InstructionPool(study).candidates()]
+    again = open_study(spec, f"sqlite:///{tmp_path / 'resume.db'}")
+    calls = lm.engine.calls
+    run_trials(again, spec, lm, splits, proposer=lm)
+    assert [c.to_dict() for c in InstructionPool(again).candidates()] == before
+    assert lm.engine.calls == calls and len(InstructionPool(again).rounds()) == 2
+
+
+def test_the_tuner_beats_random_search_at_equal_lm_calls(data, tmp_path):
+    tuned, random_ = [], []
+    for seed in range(3):
+        _, _, _, study = planted_run(data, tmp_path, name=f"tpe{seed}", seed=seed)
+        calls = total_calls(study)
+        _, _, _, baseline = planted_run(data, tmp_path, name=f"rnd{seed}", seed=seed, sampler="random",
+                                        n_trials=1000, max_calls=calls)
+        assert total_calls(baseline) <= calls + 30  # the last trial may overrun the budget by one trial
+        tuned.append(best_search_spearman(study))
+        random_.append(best_search_spearman(baseline))
+    assert np.mean(tuned) > np.mean(random_) + 0.05, (tuned, random_)
+    assert sum(t >= r for t, r in zip(tuned, random_)) >= 2, (tuned, random_)
+
+
+GRID_INSTRUCTIONS = (*DECOYS, PLANTED_INSTRUCTION)  # with the 4 generic ones: 8 instructions
+
+
+def test_sample_efficiency_against_exhaustive_search(data, tmp_path):
+    """Grid: 8 instructions x 4 demo draws at k=3 (32 settings), every one scored on all 30 search items."""
+    fixed, draws, planted_seed = {"k": K}, 4, 2
+    grid = [{"instruction": i, "demo_seed": d} for i, d in itertools.product(range(8), range(draws))]
+    for seed in range(3):
+        common = dict(seed=seed, fixed=fixed, demo_draws=draws, demo_seed=planted_seed, proposals=0,
+                      instructions=GRID_INSTRUCTIONS)
+        _, _, lm, full = planted_run(data, tmp_path, name=f"grid{seed}", n_trials=len(grid), chunk=30, enqueue=grid,
+                                     sampler="random", **common)
+        assert sorted((t.params["instruction"], t.params["demo_seed"]) for t in full.trials) == \
+               sorted((g["instruction"], g["demo_seed"]) for g in grid)
+        best, calls = best_search_spearman(full), lm.label_calls
+        _, _, _, study = planted_run(data, tmp_path, name=f"eff{seed}", n_trials=200, max_calls=int(0.3 * calls),
+                                     **common)
+        assert total_calls(study) <= 0.3 * calls + 30
+        assert best_search_spearman(study) >= best - 0.02, (seed, best_search_spearman(study), best, total_calls(study))
