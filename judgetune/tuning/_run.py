@@ -90,7 +90,8 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
                    "splits": {name: {"items": len(items), "sha256": examples_fingerprint(items)}
                               for name, items in (("search", splits.search), ("demo_pool", splits.demo_pool),
                                                   ("dev", splits.dev), ("test", splits.test))},
-                   "split_seed": spec.seed}
+                   "split_seed": spec.seed,
+                   **({"fields": spec.fields} if spec.fields else {}), **({"label": spec.label} if spec.label else {})}
     config.save(run_dir / "judge.json")
     return config
 

@@ -60,6 +60,8 @@ class RunSpec:
     instructions: list[str] = field(default_factory=list)  # the user's own instruction variants
     pick: str = "spearman"
     scale: list[float] | None = None  # the human scale the user stated ([low, high]); None: the labels' range
+    fields: dict[str, str] = field(default_factory=dict)  # Example field -> the data file's column
+    label: str | None = None  # the data file's column holding the human score (None: label / preference)
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:
@@ -114,7 +116,7 @@ def prepare_splits(spec: RunSpec) -> Splits:
     """train / dev / test by group (seeded); the search items a seeded sample of train groups. With
     ``per_question``, each question keeps that many of its answers (seeded) first."""
     scale = None if spec.scale is None else datasets.Scale(*spec.scale)
-    examples, label_range = datasets.load_data(spec.data, scale=scale)
+    examples, label_range = datasets.load_data(spec.data, scale=scale, fields=spec.fields, label=spec.label)
     examples = [e for e in examples if e.judgment is not None]
     splits = datasets.split_examples(examples, seed=spec.seed)
     if spec.per_question is not None:  # many questions with a few answers each, rather than few whole questions
