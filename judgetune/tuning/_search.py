@@ -27,7 +27,8 @@ import optuna
 
 from judgetune import datasets
 from judgetune.datasets import Example, groups_of, limit_by_group, sample_per_group
-from judgetune.judges import LM_JUDGES, Choice, IntRange, Verdict, build_judge, make_judge
+from judgetune.errors import JudgetuneError
+from judgetune.judges import LM_JUDGES, SIGNAL_JUDGES, Choice, IntRange, Verdict, build_judge, make_judge
 from judgetune.lm import JudgeLM, load_lm
 from judgetune.stats import bootstrap_interval, correlation, grouped_correlation, rescale
 
@@ -110,6 +111,24 @@ class Splits:
     dev: list[Example]
     test: list[Example]
     label_range: tuple[float, float]
+    data_fixed: dict[str, Any] = field(default_factory=dict)  # settings the data decides (see ``fit_space``)
+
+
+def fit_space(spec: RunSpec, train: list[Example]) -> dict[str, Any]:
+    """The settings of the judge's space that cannot change the result on this data (a signal that
+    needs references on reference-free data, an encoder that is not installed), fixed before the
+    first trial; what is left out and why is logged once here, never per trial. The user's
+    ``fixed`` settings take precedence."""
+    kind = LM_JUDGES.get(spec.judge) or SIGNAL_JUDGES.get(spec.judge) or type(build_judge(spec.judge))
+    decide = getattr(kind, "left_out", None)
+    left = {k: v for k, v in (decide(train) if decide else {}).items() if k not in spec.fixed}
+    by_reason: dict[str, list[str]] = {}
+    for name, (value, why) in left.items():
+        by_reason.setdefault(why, []).append(name if value is False else f"{name}={value}")
+    if by_reason:
+        log.warning("%s search space fitted to the data: %s", spec.judge,
+                    "; ".join(f"left out {', '.join(names)} ({why})" for why, names in by_reason.items()))
+    return {name: value for name, (value, _) in left.items()}
 
 
 def prepare_splits(spec: RunSpec) -> Splits:
@@ -128,15 +147,17 @@ def prepare_splits(spec: RunSpec) -> Splits:
     test = limit_by_group(splits["test"], spec.test_items, seed=spec.seed)
     if len(search) < 4 or len(dev) < 4 or len(test) < 2:
         raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)})")
-    return Splits(search, demo_pool, splits["train"], dev, test, label_range)
+    return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]))
 
 
-def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec) -> dict[str, Any]:
-    """The judge settings of one trial: the declared space, minus the fixed settings, plus the user's instructions."""
+def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, data_fixed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The judge settings of one trial: the declared space, minus the fixed settings (the user's, and
+    ``data_fixed``, those the data decides), plus the user's instructions."""
     space = LM_JUDGES[spec.judge].space() if spec.judge in LM_JUDGES else build_judge(spec.judge).space()
+    data_fixed = data_fixed or {}
     params: dict[str, Any] = {}
     for p in space:
-        if p.name in spec.fixed:
+        if p.name in spec.fixed or p.name in data_fixed:
             continue
         if isinstance(p, Choice):
             options = list(p.options)
@@ -145,7 +166,7 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec) -> dict[str, Any]:
             params[p.name] = trial.suggest_categorical(p.name, options)
         elif isinstance(p, IntRange):
             params[p.name] = trial.suggest_int(p.name, p.low, p.high)
-    return {**params, **spec.fixed}
+    return {**params, **data_fixed, **spec.fixed}
 
 
 def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo_pool: list[Example],
@@ -200,8 +221,12 @@ class Objective:
     def __call__(self, trial: optuna.Trial) -> tuple[float, float]:
         spec, s = self.spec, self.splits
         trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")  # first: a crash can be told apart
-        params = suggest(trial, spec)
-        judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, pool=s.train, label_range=s.label_range)
+        params = suggest(trial, spec, s.data_fixed)
+        try:
+            judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, pool=s.train, label_range=s.label_range)
+        except JudgetuneError as err:  # settings that give no judge on this data (e.g. every signal switched off)
+            trial.set_user_attr("note", str(err))
+            raise optuna.TrialPruned(str(err)) from None
         calls0 = self._calls()
         verdicts: list[Verdict] = []
         front = [tuple(t.values) for t in trial.study.best_trials] if trial.study.best_trials else []
