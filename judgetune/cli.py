@@ -321,6 +321,9 @@ def _tune_criteria(args: argparse.Namespace) -> None:
     name = _run_spec(args, args.labels[0]).name
     specs = [tuning.RunSpec(**{**_run_spec(args, label).to_dict(), "name": _run_name(f"{name}-{label}")})
              for label in args.labels]
+    for spec in specs:  # every criterion's data is checked before the first is tuned
+        datasets.load_data(spec.data, mirror=getattr(args, "mirror", None), fields=spec.fields, label=spec.label,
+                           scale=None if spec.scale is None else datasets.Scale(*spec.scale))
     criteria, rows = [], []
     for spec, label in zip(specs, args.labels):
         print(f"criterion {label}: run {spec.name}", file=sys.stderr)

@@ -190,7 +190,8 @@ def _table_rows(path: Path, kind: str, problems: list[str],
                 return
             if unknown:
                 problems.append(f"{path}:1: header: expected columns among {', '.join(f for f in FIELDS if f != 'meta')}"
-                                f", found unknown column(s) {', '.join(map(repr, unknown))}")
+                                f", found unknown column(s) {', '.join(map(repr, unknown))}; map your columns with "
+                                "--field FIELD=COLUMN and --label COLUMN")
                 return
             twice = sorted({h for h in header if header.count(h) > 1})
             if twice:

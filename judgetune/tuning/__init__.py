@@ -11,6 +11,7 @@ from judgetune.tuning._search import (
     Splits,
     default_storage,
     finished_trials,
+    fit_space,
     join_study,
     judge_for,
     load_run_lm,
@@ -28,6 +29,6 @@ from judgetune.tuning._search import (
 )
 
 __all__ = ["PICK_RULES", "SAMPLERS", "CallBudget", "Objective", "RunSpec", "Splits", "default_storage", "finish",
-           "finished_trials", "join_study", "judge_for", "load_run_lm", "load_study", "make_sampler", "objectives",
-           "open_study", "pick_trial", "prepare_splits", "run_trials", "search_summary", "storage_for", "suggest",
-           "total_calls", "tune", "write_predictions"]
+           "finished_trials", "fit_space", "join_study", "judge_for", "load_run_lm", "load_study", "make_sampler",
+           "objectives", "open_study", "pick_trial", "prepare_splits", "run_trials", "search_summary", "storage_for",
+           "suggest", "total_calls", "tune", "write_predictions"]
