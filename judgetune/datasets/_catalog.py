@@ -155,14 +155,18 @@ def summary(name: str, examples: list[Example]) -> dict:
             "license": source.license, "citation": source.citation}
 
 
-def load_data(name_or_file: str | Path, *, mirror: str | Path | None = None,
-              scale: Scale | None = None) -> tuple[list[Example], tuple[float, float]]:
+def load_data(name_or_file: str | Path, *, mirror: str | Path | None = None, scale: Scale | None = None,
+              fields: dict[str, str] | None = None, label: str | None = None) -> tuple[list[Example], tuple[float, float]]:
     """Examples from a catalog source or a JSONL/CSV/TSV file, and the human scale they are on: the
     source's scale, the ``scale`` the user states (every label must lie on it), or the labels' range
-    (see :func:`read_labeled`; an isolated outlier is refused with its line)."""
+    (see :func:`read_labeled`; an isolated outlier is refused with its line). ``fields`` and
+    ``label`` map a file's own column names (see :func:`read_examples`)."""
     from judgetune.datasets._readers import read_labeled
 
     name = str(name_or_file)
+    if name in CATALOG and (fields or label):
+        raise JudgetuneError(f"--field/--label: {name} is a catalog source, read with its own fields; "
+                             "map the columns of a file instead")
     if name in CATALOG:
         known = CATALOG[name].scale
         if scale is not None and (scale.low, scale.high) != (known.low, known.high):
@@ -171,7 +175,7 @@ def load_data(name_or_file: str | Path, *, mirror: str | Path | None = None,
         return load(name, mirror=mirror), (float(known.low), float(known.high))
     if not Path(name).exists():
         raise DataNotFoundError(f"{name!r} is neither a catalog source ({', '.join(CATALOG)}) nor an existing file")
-    return read_labeled(name, scale=scale)
+    return read_labeled(name, scale=scale, fields=fields, label=label)
 
 
 def data_fingerprint(name_or_file: str | Path) -> dict[str, str]:
@@ -181,4 +185,6 @@ def data_fingerprint(name_or_file: str | Path) -> dict[str, str]:
         return {e.path: e.sha256 for e in manifest_entries(CATALOG[name].files)}
     from judgetune._files import sha256_of
 
+    if not Path(name).is_file():
+        raise DataNotFoundError(f"{name!r} is neither a catalog source ({', '.join(CATALOG)}) nor an existing file")
     return {name: sha256_of(Path(name))}

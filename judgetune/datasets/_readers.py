@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import jsonlines
 from pydantic import ValidationError
 
+from judgetune.datasets._mapping import FieldMap
 from judgetune.datasets._schema import Example, ExampleRow, Scale, format_number
 from judgetune.datasets._validation import Cell, describe, problems_from
 from judgetune.errors import DataValidationError
@@ -23,9 +25,11 @@ from judgetune.errors import DataValidationError
 FIELDS = ("id", "question", "answer", "references", "reference", "context", "answer_b", "preference",
           "label", "group", "meta")
 _FORMATS = {".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}
+log = logging.getLogger(__name__)
 
 
-def read_examples(path: str | Path, *, require_label: bool = True, scale: Scale | None = None) -> list[Example]:
+def read_examples(path: str | Path, *, require_label: bool = True, scale: Scale | None = None,
+                  fields: dict[str, str] | None = None, label: str | None = None) -> list[Example]:
     """Read and validate a JSONL, CSV or TSV file of Examples.
 
     Args:
@@ -33,6 +37,9 @@ def read_examples(path: str | Path, *, require_label: bool = True, scale: Scale 
         require_label: whether each row must carry its human label (``preference`` for rows with
             ``answer_b``, else ``label``). Scoring new data does not need labels.
         scale: when given, every label must lie on it.
+        fields: Example field -> source column (``{"answer": "summary"}``), for a file with its own
+            column names; see :class:`FieldMap` for what happens to the other columns.
+        label: the column holding the human score.
 
     Raises:
         DataValidationError: listing every bad row of the file.
@@ -40,11 +47,16 @@ def read_examples(path: str | Path, *, require_label: bool = True, scale: Scale 
 
     Example:
         >>> examples = read_examples("pairs.jsonl", scale=Scale(0, 5))  # doctest: +SKIP
+        >>> rated = read_examples("summeval.csv", fields={"question": "article", "answer": "summary"},
+        ...                       label="coherence")  # doctest: +SKIP
     """
-    return [example for _, example in _numbered_examples(path, require_label=require_label, scale=scale)]
+    mapping = FieldMap(fields or {}, label)
+    return [example for _, example in _numbered_examples(path, require_label=require_label, scale=scale,
+                                                         mapping=mapping)]
 
 
-def read_labeled(path: str | Path, *, scale: Scale | None = None) -> tuple[list[Example], tuple[float, float]]:
+def read_labeled(path: str | Path, *, scale: Scale | None = None, fields: dict[str, str] | None = None,
+                 label: str | None = None) -> tuple[list[Example], tuple[float, float]]:
     """The labeled Examples of a file and the human scale they are on.
 
     With ``scale`` every label must lie on it (an error names each line that does not). Without it
@@ -59,7 +71,7 @@ def read_labeled(path: str | Path, *, scale: Scale | None = None) -> tuple[list[
         DataValidationError: every problem at once.
     """
     path = Path(path)
-    rows = _numbered_examples(path, require_label=True, scale=scale)
+    rows = _numbered_examples(path, require_label=True, scale=scale, mapping=FieldMap(fields or {}, label))
     pairwise = [line for line, e in rows if e.answer_b is not None]
     if pairwise and len(pairwise) < len(rows):
         pointwise = next(line for line, e in rows if e.answer_b is None)
@@ -70,8 +82,8 @@ def read_labeled(path: str | Path, *, scale: Scale | None = None) -> tuple[list[
         return [e for _, e in rows], (float(scale.low), float(scale.high))
     values = sorted({e.judgment for _, e in rows})
     if len(values) < 2:
-        raise DataValidationError([f"{path}: label: expected at least two distinct human labels to define a scale, "
-                                   f"found {len(values)}; state the scale with --scale LOW-HIGH"])
+        raise DataValidationError([f"{path}: {label or 'label'}: expected at least two distinct human labels to "
+                                   f"define a scale, found {len(values)}; state the scale with --scale LOW-HIGH"])
     problems = []
     for value, rest in ((values[-1], values[:-1]), (values[0], values[1:])):
         span, gap = rest[-1] - rest[0], min(abs(value - rest[0]), abs(value - rest[-1]))
@@ -87,7 +99,9 @@ def read_labeled(path: str | Path, *, scale: Scale | None = None) -> tuple[list[
     return [e for _, e in rows], (float(values[0]), float(values[-1]))
 
 
-def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | None) -> list[tuple[int, Example]]:
+def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | None,
+                       mapping: FieldMap | None = None) -> list[tuple[int, Example]]:
+    mapping = mapping or FieldMap()
     path = Path(path)
     kind = _FORMATS.get(path.suffix.lower())
     if kind is None:
@@ -97,12 +111,18 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such data file")
     problems: list[str] = []
-    rows = jsonl_rows(path, problems) if kind == "jsonl" else _table_rows(path, kind, problems)
+    rows = jsonl_rows(path, problems) if kind == "jsonl" else _table_rows(path, kind, problems, mapping)
     examples: list[tuple[int, Example]] = []
     seen: dict[str, int] = {}
+    names = mapping.names()
+    to_meta: dict[str, None] = {}
     for line, record in rows:
+        if mapping:
+            to_meta.update(dict.fromkeys(mapping.extra_columns(list(record))))
+            record, meta_problems = mapping.apply(record)
+            problems.extend(f"{path}:{line}: {p}" for p in meta_problems)
         example = example_from_record(record, where=f"{path}:{line}", default_id=f"{path.stem}:{line}",
-                                      require_label=require_label, scale=scale, problems=problems)
+                                      require_label=require_label, scale=scale, problems=problems, names=names)
         if example is None:
             continue
         if example.id in seen:
@@ -115,6 +135,8 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
         problems.append(f"{path}: expected at least one row, found none")
     if problems:
         raise DataValidationError(problems)
+    if to_meta:
+        log.info("%s: column(s) %s not mapped to an Example field: kept under meta", path, ", ".join(to_meta))
     return examples
 
 
@@ -147,9 +169,11 @@ def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
             yield line, value
 
 
-def _table_rows(path: Path, kind: str, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+def _table_rows(path: Path, kind: str, problems: list[str],
+                mapping: FieldMap | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """CSV is read as RFC 4180 quotes it (strictly: a stray quote is an error, never a merged row);
     TSV carries no quoting at all (a quote is a character), so a quote cannot join lines."""
+    mapping = mapping or FieldMap()
     dialect = {"delimiter": ",", "strict": True} if kind == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: Excel's byte-order mark
@@ -158,10 +182,16 @@ def _table_rows(path: Path, kind: str, problems: list[str]) -> Iterator[tuple[in
             if header is None:
                 return
             header = [h.strip() for h in header]
-            unknown = [h for h in header if h not in FIELDS or h == "meta"]
+            unknown = [] if mapping else [h for h in header if h not in FIELDS or h == "meta"]
+            absent = [(t, c) for t, c in mapping.targets.items() if c not in header]
+            if absent:
+                problems.extend(f"{path}:1: header: expected a column {c!r} (mapped to {t}), found columns "
+                                f"{', '.join(header)}" for t, c in absent)
+                return
             if unknown:
                 problems.append(f"{path}:1: header: expected columns among {', '.join(f for f in FIELDS if f != 'meta')}"
-                                f", found unknown column(s) {', '.join(map(repr, unknown))}")
+                                f", found unknown column(s) {', '.join(map(repr, unknown))}; map your columns with "
+                                "--field FIELD=COLUMN and --label COLUMN")
                 return
             twice = sorted({h for h in header if header.count(h) > 1})
             if twice:
@@ -202,26 +232,32 @@ def _looks_quoted(cell: str) -> bool:
 
 
 def example_from_record(record: dict[str, Any], *, where: str, default_id: str, require_label: bool = True,
-                        scale: Scale | None = None, problems: list[str]) -> Example | None:
+                        scale: Scale | None = None, problems: list[str],
+                        names: dict[str, str] | None = None) -> Example | None:
     """Validate one parsed row (:class:`ExampleRow`, then the rules that span fields); append its
-    problems and return None when it has any."""
+    problems and return None when it has any. ``names`` shows a mapped field by its source column."""
+    names = names or {}
+
+    def shown(name: str) -> str:
+        return names.get(name, name)
+
     before = len(problems)
     target = "preference" if "answer_b" in record else "label"
     fields = dict(record)
     if "references" in record and "reference" in record:
-        problems.append(f"{where}: reference: expected either 'reference' or 'references', not both, "
+        problems.append(f"{where}: {shown('reference')}: expected either 'reference' or 'references', not both, "
                         f"found {describe(fields.pop('reference'))}")
     row = None
     try:
         row = ExampleRow.model_validate(fields, context={"scale": scale, "target": target})
     except ValidationError as err:
         problems.extend(problems_from(err, where, known=f"a known field ({', '.join(FIELDS)}); put extra data "
-                                                        "under 'meta'"))
+                                                        "under 'meta'", names=names))
     if "preference" in record and "answer_b" not in record:
-        problems.append(f"{where}: answer_b: expected text (a row with a preference compares answer with answer_b), "
-                        "found nothing")
+        problems.append(f"{where}: {shown('answer_b')}: expected text (a row with a preference compares answer with "
+                        "answer_b), found nothing")
     if require_label and target not in record:
-        problems.append(f"{where}: {target}: expected the human label (a number), found nothing")
+        problems.append(f"{where}: {shown(target)}: expected the human label (a number), found nothing")
     if len(problems) > before or row is None:
         return None
     return row.example(default_id)

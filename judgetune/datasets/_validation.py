@@ -51,17 +51,22 @@ def location(loc: tuple[Any, ...], sub: str = "") -> str:
     return out + (f".{sub}" if sub and out else sub)
 
 
-def problems_from(error: ValidationError, where: str, *, known: str = "", unknown: str = "") -> list[str]:
+def problems_from(error: ValidationError, where: str, *, known: str = "", unknown: str = "",
+                  names: dict[str, str] | None = None) -> list[str]:
     """One ``where: field: expected ..., found ...`` line per error; unknown fields first.
 
     Args:
         known: the "expected" text of an unknown field (extra fields are forbidden).
         unknown: instead, the whole text after ``where: field:`` for an unknown field.
+        names: how to show a top-level field (a mapped file's source column, ``summary (as answer)``).
     """
     lines: list[tuple[int, str]] = []
     for err in error.errors(include_url=False):
         ctx = err.get("ctx") or {}
-        field = location(err["loc"], ctx.get("sub", ""))
+        loc = err["loc"]
+        if names and loc and loc[0] in names:
+            loc = (names[loc[0]], *loc[1:])
+        field = location(loc, ctx.get("sub", ""))
         found = ctx.get("found", err.get("input"))
         if err["type"] == "extra_forbidden" and unknown:
             lines.append((0, f"{where}: {field}: {unknown}"))

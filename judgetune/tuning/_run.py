@@ -74,7 +74,8 @@ def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm) -> tup
     front = {t.number for t in study.best_trials}
     calls0, rows, trials = lm_calls(lm), [], {}
     for trial in rescore_candidates(study, spec):
-        judge = judge_for({**trial.params, **spec.fixed}, spec, lm, demo_pool=splits.demo_pool, pool=splits.dev,
+        params = {**trial.params, **splits.data_fixed, **spec.fixed}
+        judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.dev,
                           label_range=splits.label_range, instructions=instructions)
         mae, rho, info = objectives(judge.judge_all(splits.dev), splits.dev, label_range=splits.label_range,
                                     seed=spec.seed)
@@ -115,7 +116,7 @@ def proposals_summary(study: optuna.Study, selection: dict) -> dict[str, Any]:
 def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000) -> JudgeConfig:
     """Re-score the front on dev and choose there, calibrate on dev, evaluate once on test, and freeze."""
     trial, selection = select_on_dev(study, spec, splits, lm)
-    params = {**trial.params, **spec.fixed}
+    params = {**trial.params, **splits.data_fixed, **spec.fixed}
     judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.train, label_range=splits.label_range,
                       instructions=InstructionPool(study).texts())
     lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if lm is not None else None
@@ -159,7 +160,8 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
                    "splits": {name: {"items": len(items), "sha256": examples_fingerprint(items)}
                               for name, items in (("search", splits.search), ("demo_pool", splits.demo_pool),
                                                   ("dev", splits.dev), ("test", splits.test))},
-                   "split_seed": spec.seed}
+                   "split_seed": spec.seed,
+                   **({"fields": spec.fields} if spec.fields else {}), **({"label": spec.label} if spec.label else {})}
     config.save(run_dir / "judge.json")
     return config
 

@@ -31,6 +31,7 @@ import optuna
 
 from judgetune import datasets
 from judgetune.datasets import Example, groups_of, limit_by_group, sample_per_group
+from judgetune.errors import JudgetuneError
 from judgetune.judges import BuildContext, Choice, IntRange, JudgeSpec, Verdict, build, judge_class, pick_demos
 from judgetune.lm import JudgeLM, load_lm
 from judgetune.stats import bootstrap_interval, correlation, grouped_correlation
@@ -74,6 +75,8 @@ class RunSpec:
     rounds: int = 2  # proposal rounds; the trials are shared out between them
     demo_draws: int = 8  # seeded demo draws searched (the ``demo_seed`` knob)
     rescore: int = 4  # Pareto-front candidates re-scored on dev before one is picked
+    fields: dict[str, str] = field(default_factory=dict)  # Example field -> the data file's column
+    label: str | None = None  # the data file's column holding the human score (None: label / preference)
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:
@@ -124,13 +127,31 @@ class Splits:
     dev: list[Example]
     test: list[Example]
     label_range: tuple[float, float]
+    data_fixed: dict[str, Any] = field(default_factory=dict)  # settings the data decides (see ``fit_space``)
+
+
+def fit_space(spec: RunSpec, train: list[Example]) -> dict[str, Any]:
+    """The settings of the judge's space that cannot change the result on this data (a signal that
+    needs references on reference-free data, an encoder that is not installed), fixed before the
+    first trial; what is left out and why is logged once here, never per trial. The user's
+    ``fixed`` settings take precedence."""
+    kind = judge_class(spec.judge)
+    decide = getattr(kind, "left_out", None)
+    left = {k: v for k, v in (decide(train) if decide else {}).items() if k not in spec.fixed}
+    by_reason: dict[str, list[str]] = {}
+    for name, (value, why) in left.items():
+        by_reason.setdefault(why, []).append(name if value is False else f"{name}={value}")
+    if by_reason:
+        log.warning("%s search space fitted to the data: %s", spec.judge,
+                    "; ".join(f"left out {', '.join(names)} ({why})" for why, names in by_reason.items()))
+    return {name: value for name, (value, _) in left.items()}
 
 
 def prepare_splits(spec: RunSpec) -> Splits:
     """train / dev / test by group (seeded); the search items a seeded sample of train groups. With
     ``per_question``, each question keeps that many of its answers (seeded) first."""
     scale = None if spec.scale is None else datasets.Scale(*spec.scale)
-    examples, label_range = datasets.load_data(spec.data, scale=scale)
+    examples, label_range = datasets.load_data(spec.data, scale=scale, fields=spec.fields, label=spec.label)
     examples = [e for e in examples if e.judgment is not None]
     splits = datasets.split_examples(examples, seed=spec.seed)
     if spec.per_question is not None:  # many questions with a few answers each, rather than few whole questions
@@ -142,16 +163,19 @@ def prepare_splits(spec: RunSpec) -> Splits:
     test = limit_by_group(splits["test"], spec.test_items, seed=spec.seed)
     if len(search) < 4 or len(dev) < 4 or len(test) < 2:
         raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)})")
-    return Splits(search, demo_pool, splits["train"], dev, test, label_range)
+    return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]))
 
 
-def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, *, instructions: Sequence[str] = ()) -> dict[str, Any]:
-    """The judge settings of one trial: the declared space minus the fixed settings. With an instruction
-    pool, ``instruction`` is an id into it; with demos, ``demo_seed`` says which seeded draw of them."""
+def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, data_fixed: dict[str, Any] | None = None, *,
+            instructions: Sequence[str] = ()) -> dict[str, Any]:
+    """The judge settings of one trial: the declared space minus the fixed settings (the user's, and
+    ``data_fixed``, those the data decides). With an instruction pool, ``instruction`` is an id into it;
+    with demos, ``demo_seed`` says which seeded draw of them."""
     space = judge_class(spec.judge).space()
+    data_fixed = data_fixed or {}
     params: dict[str, Any] = {}
     for p in space:
-        if p.name in spec.fixed:
+        if p.name in spec.fixed or p.name in data_fixed:
             continue
         if p.name == "instruction" and instructions:
             params[p.name] = trial.suggest_int(p.name, 0, len(instructions) - 1)
@@ -161,7 +185,7 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, *, instructions: Seque
             params[p.name] = trial.suggest_int(p.name, p.low, p.high)
     if "k" in {p.name for p in space} and "demo_seed" not in spec.fixed and {**params, **spec.fixed}.get("k"):
         params["demo_seed"] = trial.suggest_int("demo_seed", 0, spec.demo_draws - 1)
-    return {**params, **spec.fixed}
+    return {**params, **data_fixed, **spec.fixed}
 
 
 def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo_pool: list[Example],
@@ -237,9 +261,13 @@ class Objective:
         spec, s = self.spec, self.splits
         trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")  # first: a crash can be told apart
         instructions = InstructionPool(trial.study).texts()
-        params = suggest(trial, spec, instructions=instructions)
-        judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, pool=s.train, label_range=s.label_range,
-                          instructions=instructions)
+        params = suggest(trial, spec, s.data_fixed, instructions=instructions)
+        try:
+            judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, pool=s.train, label_range=s.label_range,
+                              instructions=instructions)
+        except JudgetuneError as err:  # settings that give no judge on this data (e.g. every signal switched off)
+            trial.set_user_attr("note", str(err))
+            raise optuna.TrialPruned(str(err)) from None
         calls0 = self._calls()
         verdicts: list[Verdict] = []
         front = [tuple(t.values) for t in trial.study.best_trials] if trial.study.best_trials else []
