@@ -313,6 +313,7 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
 
 
 def _cost_free(row: dict) -> dict:
+    """A metrics row with its failure rate, and zero cost where it records none (the trivial baselines)."""
     failures = row.get("parse_failures", 0)
     items = row.get("items", row.get("n", 0))
     return {"parse_failure_rate": failures / items if items else 0, "tokens_per_item": 0, "seconds_per_item": 0, **row}
@@ -361,15 +362,21 @@ def _tune_criteria(args: argparse.Namespace) -> None:
 def _demo(args: argparse.Namespace) -> None:
     import os
 
+    from judgetune._demo import run_demo
+
     mirror = Path(__file__).resolve().parents[2] / "shared" / "data"
     if "JUDGETUNE_DATA_MIRROR" not in os.environ and mirror.is_dir():
         os.environ["JUDGETUNE_DATA_MIRROR"] = str(mirror)  # the checkout's sibling copy of the catalog
-    spec = tuning.RunSpec(name=args.run, judge="rubric", data="sts2012-msrpar", n_trials=args.trials, seed=args.seed,
-                          search_items=30, chunk=10, dev_items=80, test_items=150, fixed={"reasoning": False})
-    print(f"demo: tuning a rubric judge on MSRpar with the embedded model ({spec.n_trials} trials); "
-          f"runs/{spec.name}/ holds the results", file=sys.stderr)
-    args.storage, args.json, args.heartbeat, args.timeout = None, False, 10, 60.0
-    _tune_and_print(spec, args)
+    summary = run_demo(name=args.run, runs_dir=args.runs_dir, seed=args.seed)
+    if args.json:
+        print(json.dumps({"chosen": summary["chosen"], "rows": summary["rows"]}, indent=2))
+        return
+    print(f"\nHeld-out MSRpar test ({summary['rows'][0]['n']} pairs), calibrated on dev; chosen on dev: "
+          f"{summary['chosen']} (best LM-only judge: {summary['best_lm_only']}). Random: mean and 2.5-97.5% spread "
+          f"over 200 seeds; others: 95% bootstrap intervals.")
+    print(evaluation.format_rows([_cost_free(r) for r in summary["rows"]]))
+    print(f"frozen judge: {Path(args.runs_dir) / args.run / 'judge.json'}  (each family: "
+          f"{', '.join(summary['runs'].values())})")
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -679,11 +686,12 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--json", action="store_true")
     tune.set_defaults(handler=_tune)
 
-    demo = commands.add_parser("demo", help="the embedded defaults end to end: rubric judge, MSRpar, local model")
+    demo = commands.add_parser("demo", help="the embedded defaults end to end: likelihood, rubric, embedding and "
+                                            "hybrid judges tuned on MSRpar, one chosen on dev, held-out table")
     demo.add_argument("--run", default="demo", type=_run_name)
     demo.add_argument("--runs-dir", default="runs", type=Path)
-    demo.add_argument("--trials", type=_count, default=12)
     demo.add_argument("--seed", type=_seed, default=0)
+    demo.add_argument("--json", action="store_true", help='print {"chosen", "rows"} as JSON')
     demo.set_defaults(handler=_demo)
 
     worker = commands.add_parser("worker", help="run trials of an existing study (from any machine)")

@@ -16,6 +16,7 @@ ALLOWED = {
     "cli": {"*"},
     "__init__": {"*"},
     "_api": {"tuning", "evaluation", "report", "config", "calibration", "judges", "lm"},
+    "_demo": {"tuning", "evaluation", "report", "config"},
     "tuning": {"evaluation", "config", "calibration", "judges", "lm"},
     "evaluation": {"config", "calibration", "judges", "lm"},
     "nrp": {"config", "judges", "lm"},

@@ -3,6 +3,7 @@
 from judgetune.evaluation._compare import compare_scores, paired_test
 from judgetune.evaluation._evaluate import (
     agreement,
+    cost_per_item,
     evaluate_judge,
     format_rows,
     judge_row,
@@ -12,6 +13,6 @@ from judgetune.evaluation._evaluate import (
 )
 from judgetune.evaluation._protocol import MODES, ProtocolDraw, cross_fit, draw_references, question_folds
 
-__all__ = ["MODES", "ProtocolDraw", "agreement", "compare_scores", "cross_fit", "draw_references", "evaluate_judge",
-           "format_rows", "judge_row", "label_range_of", "pair_accuracy", "paired_test", "question_folds",
-           "timed_verdicts"]
+__all__ = ["MODES", "ProtocolDraw", "agreement", "compare_scores", "cost_per_item", "cross_fit", "draw_references",
+           "evaluate_judge", "format_rows", "judge_row", "label_range_of", "pair_accuracy", "paired_test",
+           "question_folds", "timed_verdicts"]

@@ -36,6 +36,13 @@ def agreement(scores: Sequence[float | None], examples: Sequence[Example], label
                                           n_resamples=n_resamples, seed=seed)}
 
 
+def cost_per_item(verdicts: Sequence[Verdict], seconds: float) -> dict[str, float | None]:
+    """Tokens and wall seconds per judged item (answers from the cache cost their lookup time)."""
+    if not verdicts:
+        return {"tokens_per_item": None, "seconds_per_item": None}
+    return {"tokens_per_item": float(np.mean([v.tokens for v in verdicts])), "seconds_per_item": seconds / len(verdicts)}
+
+
 def judge_row(name: str, verdicts: Sequence[Verdict], examples: Sequence[Example], *, seconds: float,
               label_range: tuple[float, float], pred_range: tuple[float, float], n_resamples: int = 1000,
               seed: int = 0) -> dict[str, Any]:
@@ -44,8 +51,7 @@ def judge_row(name: str, verdicts: Sequence[Verdict], examples: Sequence[Example
     metrics = agreement(scores, examples, label_range, pred_range=pred_range, n_resamples=n_resamples, seed=seed)
     row: dict[str, Any] = {"name": name,
                            "parse_failure_rate": metrics["parse_failures"] / len(verdicts) if verdicts else None,
-                           "tokens_per_item": float(np.mean([v.tokens for v in verdicts])) if verdicts else None,
-                           "seconds_per_item": seconds / len(verdicts) if verdicts else None}
+                           **cost_per_item(verdicts, seconds)}
     masses = [v.detail["label_mass"] for v in verdicts if "label_mass" in v.detail]
     if masses:  # how much of its probability the LM put on the labels at all (1 = always on format)
         row["label_mass"] = float(np.mean(masses))

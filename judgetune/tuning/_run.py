@@ -19,10 +19,10 @@ from judgetune.calibration import fit_calibrator
 from judgetune.config import JudgeConfig, examples_fingerprint
 from judgetune.datasets import Example, groups_of
 from judgetune.errors import NothingJudgedError, redact
-from judgetune.evaluation import agreement
+from judgetune.evaluation import agreement, cost_per_item, timed_verdicts
 from judgetune.judges import Verdict
 from judgetune.lm import parse_lm_spec
-from judgetune.stats import constant_baseline, evaluate_predictions, random_baseline
+from judgetune.stats import constant_baseline, evaluate_predictions, random_baseline_spread
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._search import (
     RunSpec,
@@ -123,7 +123,7 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
     staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed)
     # dev: fit the calibrator on the raw scores of the frozen judge
     dev_judge = staged.build_judge(lm, pool=splits.dev)
-    dev_verdicts = dev_judge.judge_all(splits.dev, progress=True)
+    dev_verdicts, dev_seconds = timed_verdicts(dev_judge, splits.dev, progress=True)
     dev_pairs = [(v.score, e.judgment, e.group_key) for v, e in zip(dev_verdicts, splits.dev) if v.parsed]
     if not dev_pairs:
         raise NothingJudgedError(f"not one of the {len(splits.dev)} dev items could be judged; the first because: "
@@ -133,13 +133,15 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
     config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=calibrator, label_range=splits.label_range,
                                     seed=spec.seed, criterion=spec.criterion)
     metrics: dict[str, Any] = {}
-    for name, examples, verdicts in (("train", splits.search, None), ("dev", splits.dev, dev_verdicts),
-                                     ("test", splits.test, None)):
+    for name, examples, verdicts, seconds in (("train", splits.search, None, 0.0),
+                                              ("dev", splits.dev, dev_verdicts, dev_seconds),
+                                              ("test", splits.test, None, 0.0)):
         scoring_judge = config.build_judge(lm, pool=examples if name != "train" else splits.train)
         if verdicts is None:
-            verdicts = scoring_judge.judge_all(examples, progress=True)
+            verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=True)
         scores = config.calibrated(verdicts, scoring_judge, examples)
-        metrics[name] = agreement(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed)
+        metrics[name] = {**agreement(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed),
+                         **cost_per_item(verdicts, seconds)}
         if name == "test":
             write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
             datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
@@ -150,7 +152,8 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
               "seed": spec.seed}
     metrics["baselines"] = {
         "constant": evaluate_predictions(constant_baseline(train_labels, len(gold)), gold, **common),
-        "random": evaluate_predictions(random_baseline(train_labels, len(gold), seed=spec.seed), gold, **common)}
+        "random": random_baseline_spread(train_labels, gold, label_range=splits.label_range, groups=common["groups"],
+                                         seed=spec.seed)}
     metrics["calibrator_cv_mae"] = cv
     metrics["search"] = {**search_summary(study), "chosen_trial": trial.number, "pick_rule": spec.pick}
     metrics["selection"] = selection

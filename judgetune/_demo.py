@@ -1,0 +1,91 @@
+"""``judgetune demo``: tune judges of several families on MSRpar with the embedded defaults, choose one on
+dev, and show every family's held-out figures beside the trivial baselines.
+
+Each family is an ordinary tuning run (``runs/NAME-FAMILY/``: study, judge.json, report); the chosen
+judge is also copied to ``runs/NAME/`` so ``judgetune.load("runs/NAME/judge.json")`` finds it. All runs
+share the split seed, so every family is scored on the same test items, once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from judgetune import tuning
+from judgetune.config import JudgeConfig
+from judgetune.report import write_report
+
+__all__ = ["FAMILIES", "Family", "run_demo"]
+log = logging.getLogger(__name__)
+DATA = "sts2012-msrpar"
+SIZES = {"search_items": 24, "chunk": 12, "dev_items": 60, "test_items": 200}
+
+
+@dataclass(frozen=True)
+class Family:
+    """One judge family of the demo: its kind, trial budget and fixed settings."""
+
+    name: str
+    judge: str
+    trials: int
+    fixed: dict[str, Any]
+    lm_only: bool  # an LM judge on its own (no signals beside it)
+
+
+FAMILIES = (
+    Family("likelihood", "likelihood", 4, {}, True),
+    Family("rubric", "rubric", 2, {"reasoning": False}, True),
+    Family("embedding", "embedding", 1, {}, False),
+    Family("hybrid", "hybrid", 6, {}, False),
+)
+
+
+def _spec(family: Family, name: str, seed: int) -> tuning.RunSpec:
+    return tuning.RunSpec(name=f"{name}-{family.name}", judge=family.judge, data=DATA, n_trials=family.trials,
+                          seed=seed, fixed=dict(family.fixed), rescore=2, **SIZES)
+
+
+def _row(name: str, metrics: dict[str, Any]) -> dict[str, Any]:
+    keys = ("n", "mae", "mae_ci", "spearman", "spearman_ci", "bracket_accuracy", "bracket_accuracy_ci",
+            "tokens_per_item", "seconds_per_item", "parse_failures")
+    return {"name": name, **{k: metrics.get(k) for k in keys}}
+
+
+def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0,
+             families: tuple[Family, ...] = FAMILIES) -> dict[str, Any]:
+    """Tune every family, choose the one with the best dev Spearman, and return the held-out table:
+    ``{"chosen": NAME, "best_lm_only": NAME, "rows": [...], "runs": {family: folder}}``."""
+    runs_dir = Path(runs_dir)
+    results: dict[str, tuple[JudgeConfig, Path]] = {}
+    for family in families:
+        print(f"demo: tuning the {family.name} judge ({family.trials} trial(s)) on {DATA}", file=sys.stderr)
+        config, run_dir, study = tuning.tune(_spec(family, name, seed), runs_dir=runs_dir)
+        write_report(run_dir, study=study, config=config)
+        results[family.name] = (config, run_dir)
+
+    def dev_rank(family: str) -> tuple[float, float]:
+        dev = results[family][0].metrics["dev"]
+        return (dev.get("spearman") if dev.get("spearman") is not None else -1.0, -(dev.get("mae") or 0.0))
+
+    chosen = max(results, key=dev_rank)
+    lm_only = [f.name for f in families if f.lm_only]
+    best_lm = max(lm_only, key=dev_rank) if lm_only else None
+    config, run_dir = results[chosen]
+    out_dir = runs_dir / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for file in ("judge.json", "test_predictions.jsonl", "test.jsonl", "report.html"):
+        shutil.copyfile(run_dir / file, out_dir / file)
+    rows = [_row(family, results[family][0].metrics["test"])
+            for family in [chosen, *(f.name for f in families if f.name != chosen)]]
+    for baseline, metrics in config.metrics["baselines"].items():
+        rows.append(_row(baseline, {**metrics, "tokens_per_item": 0, "seconds_per_item": 0.0}))
+    summary = {"chosen": chosen, "best_lm_only": best_lm, "data": DATA, "rows": rows,
+               "dev": {f: _row(f, results[f][0].metrics["dev"]) for f in results},
+               "runs": {f: str(results[f][1]) for f in results}}
+    (out_dir / "demo.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
