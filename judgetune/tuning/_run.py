@@ -33,6 +33,7 @@ from judgetune.tuning._search import (
     prepare_splits,
     run_trials,
     search_summary,
+    settled_params,
 )
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdic
 def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000) -> JudgeConfig:
     """Choose from the Pareto front, calibrate on dev, evaluate once on test, and freeze."""
     trial = pick_trial(study, spec.pick)
-    params = {**trial.params, **spec.fixed}
+    params = {**trial.params, **settled_params(spec, lm)}
     judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.train, label_range=splits.label_range)
     lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if lm is not None else None
     staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed)

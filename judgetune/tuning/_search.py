@@ -28,7 +28,7 @@ import optuna
 from judgetune import datasets
 from judgetune.datasets import Example, groups_of, limit_by_group, sample_per_group
 from judgetune.judges import BuildContext, Choice, IntRange, JudgeSpec, Verdict, build, judge_class
-from judgetune.lm import JudgeLM, load_lm
+from judgetune.lm import JudgeLM, load_lm, resolve_scoring_mode
 from judgetune.stats import bootstrap_interval, correlation, grouped_correlation, rescale
 
 log = logging.getLogger(__name__)
@@ -129,12 +129,23 @@ def prepare_splits(spec: RunSpec) -> Splits:
     return Splits(search, demo_pool, splits["train"], dev, test, label_range)
 
 
-def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec) -> dict[str, Any]:
-    """The judge settings of one trial: the declared space, minus the fixed settings, plus the user's instructions."""
-    space = judge_class(spec.judge).space()
+def settled_params(spec: RunSpec, lm: JudgeLM | None) -> dict[str, Any]:
+    """The settings a run never searches: the user's fixed ones and, for an LM judge, its scoring mode
+    (unset: the LM's best, see ``resolve_scoring_mode``; a reasoning model's temperature is its own)."""
+    settled = dict(spec.fixed)
+    if lm is not None and judge_class(spec.judge).needs_lm:
+        settled["scoring_mode"] = resolve_scoring_mode(lm, settled.get("scoring_mode"))
+        if settled["scoring_mode"] == "sampled" and lm.spec.is_reasoning:
+            settled.setdefault("temperature", 1.0)  # not sent: a reasoning model samples at its own
+    return settled
+
+
+def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, lm: JudgeLM | None = None) -> dict[str, Any]:
+    """The judge settings of one trial: the declared space, minus the settled settings, plus the user's instructions."""
+    settled = settled_params(spec, lm)
     params: dict[str, Any] = {}
-    for p in space:
-        if p.name in spec.fixed:
+    for p in judge_class(spec.judge).space_for(settled):
+        if p.name in settled:
             continue
         if isinstance(p, Choice):
             options = list(p.options)
@@ -143,7 +154,7 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec) -> dict[str, Any]:
             params[p.name] = trial.suggest_categorical(p.name, options)
         elif isinstance(p, IntRange):
             params[p.name] = trial.suggest_int(p.name, p.low, p.high)
-    return {**params, **spec.fixed}
+    return {**params, **settled}
 
 
 def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo_pool: list[Example],
@@ -198,7 +209,7 @@ class Objective:
     def __call__(self, trial: optuna.Trial) -> tuple[float, float]:
         spec, s = self.spec, self.splits
         trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")  # first: a crash can be told apart
-        params = suggest(trial, spec)
+        params = suggest(trial, spec, self.lm)
         judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, pool=s.train, label_range=s.label_range)
         calls0 = self._calls()
         verdicts: list[Verdict] = []
