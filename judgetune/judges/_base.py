@@ -22,7 +22,7 @@ from judgetune.lm import SCORING_MODES, JudgeLM, resolve_scoring_mode, run_items
 
 log = logging.getLogger(__name__)
 MAX_DEMOS = 8
-SAMPLED_SPACE = [IntRange("n_samples", 3, 20, 10), Choice("temperature", (0.5, 0.7, 1.0), 1.0)]
+SAMPLED_SPACE = [IntRange("n_samples", 2, 20, 10), Choice("temperature", (0.5, 0.7, 1.0), 1.0)]
 
 
 class Judge(dspy.Module):

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import random
-
-import httpx
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
 
 FAULTS = ("500", "timeout", "malformed", "truncated", "empty")
 
@@ -98,6 +98,8 @@ class FaultServer:
                     return self._send(500, json.dumps({"error": {"message": "injected fault"}}).encode())
                 if outcome == "timeout":
                     time.sleep(server.hang)
+                    if server.upstream is not None:  # the client has hung up: spare the real server the work
+                        return self._send(200, json.dumps(_completion(body, item)).encode())
                 if outcome == "malformed":
                     return self._send(200, b'{"id": "x", "choices": [ {"message": ')
                 if outcome == "empty":
