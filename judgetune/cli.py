@@ -223,6 +223,9 @@ def _evaluate(args: argparse.Namespace) -> None:
         return
     low, high = label_range
     print(f"{args.judge} on {args.data} ({args.split}, {len(test)} items; human scale {low:g}-{high:g})")
+    if "scoring_mode" in judge.params:
+        knobs = {k: judge.params[k] for k in ("n_samples", "temperature") if k in judge.params}
+        print(f"scoring mode {judge.params['scoring_mode']}" + "".join(f", {k} {v}" for k, v in knobs.items()))
     if draw is not None:
         print(f"protocol {draw.mode}, {draw.per_grade} reference(s) per grade: {len(draw.qualified)} questions "
               f"qualify, {len(draw.skipped)} skipped (--json lists them with the reason)")

@@ -75,6 +75,22 @@ class LMModel(BaseModel):
     kind: str | None = None
     model: str | None = None
     api_base: str | None = None
+    reasoning: bool | None = Field(default=None, description="a reasoning model (no temperature or logprobs sent); "
+                                   "null: decided from the model name")
+
+
+class JudgeParams(BaseModel):
+    """A judge's settings: those every LM judge has are named here; each kind adds its own."""
+
+    model_config = ConfigDict(extra="allow")
+
+    scoring_mode: Literal["logprobs", "sampled", "parsed"] | None = Field(
+        default=None, description="how an LM judge reads its label: logprobs (the label distribution), sampled "
+        "(n_samples answers at a temperature, labels parsed, add-0.5 smoothed) or parsed (one greedy answer); "
+        "absent: chosen for the LM (a server is probed for top_logprobs)")
+    n_samples: Annotated[int, Field(ge=1)] | None = Field(default=None, description="answers per item (sampled mode)")
+    temperature: Annotated[float, Field(ge=0)] | None = Field(default=None, description="sampling temperature "
+                                                                                        "(sampled mode)")
 
 
 class JudgeConfigModel(BaseModel):
@@ -84,7 +100,7 @@ class JudgeConfigModel(BaseModel):
 
     schema_version: Literal[1] = Field(description="format version of this file")
     judge: Annotated[str, BeforeValidator(_judge_kind)] = Field(description="judge kind")
-    params: dict[str, Any] = Field(description="the judge's settings (chosen by the tuner)")
+    params: JudgeParams = Field(description="the judge's settings (chosen by the tuner)")
     lm: LMModel | None = Field(description="the LM of an LM judge (null for judges without one)")
     instruction: str | None = Field(description="the instruction text (null when the kind has none)")
     demos: list[dict[str, Any]] = Field(description="few-shot demos in full, as data rows")
@@ -286,4 +302,5 @@ def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0):
         return None
     from judgetune.lm import load_lm
 
-    return load_lm(config.lm["spec"], api_base=config.lm.get("api_base"), timeout=timeout)
+    return load_lm(config.lm["spec"], api_base=config.lm.get("api_base"), timeout=timeout,
+                   reasoning=config.lm.get("reasoning"))

@@ -88,7 +88,7 @@ def test_judge_lm_runs_items_with_its_concurrency(tmp_path):
 
     with FaultServer(fault_rate=1.0, faults=("400",)) as server:
         lm = load_lm("openai/m", api_base=server.base_url, cache=ResponseCache(tmp_path), concurrency=4)
-        outcomes = lm.run(lambda item: lm.label_distribution([{"role": "user", "content": item}], ["1"]), ["a", "b"])
+        outcomes = lm.run(lambda item: lm.generate([{"role": "user", "content": item}], top_logprobs=1), ["a", "b"])
     assert lm.concurrency == 4
     assert [(o.index, o.ok) for o in outcomes] == [(0, False), (1, False)]
     assert all("HTTP 400" in o.error for o in outcomes)

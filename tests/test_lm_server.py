@@ -21,7 +21,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # llama.cpp's OpenMP threads must not spin between calls
 
-from judgetune.lm import LogprobsUnavailableError, ResponseCache, load_lm  # noqa: E402
+from judgetune.lm import LabelDistribution, LogprobsUnavailableError, ResponseCache, load_lm, resolve_scoring_mode  # noqa: E402  # noqa: E402
 from judgetune.lm._spec import model_file, parse_lm_spec  # noqa: E402
 from judgetune.testing.fault_server import FaultServer  # noqa: E402
 
@@ -64,6 +64,17 @@ def from_scratch(lm, messages, labels):
     previous call is reused."""
     lm.model.next_logprobs(lm.model.tokenize("flush"))
     return lm.label_distribution(messages, labels)
+
+
+def served_distribution(lm, messages, labels) -> LabelDistribution:
+    """The labels' log-probabilities at the first answer token, from the server's top_logprobs of a
+    one-token answer (the path judges take over a server: ``generate(..., top_logprobs=20)``); a
+    label outside the top 20 gets -inf and is listed as missing."""
+    answer = lm.generate(messages, max_tokens=1, top_logprobs=20)
+    top = dict(answer.logprobs[0][2])
+    missing = tuple(label for label in labels if label not in top)
+    return LabelDistribution(tuple(labels), tuple(top.get(label, -math.inf) for label in labels), missing,
+                             usage=answer.usage)
 
 
 def _free_port() -> int:
@@ -185,7 +196,7 @@ def test_remote_engine_refuses_a_prefill_it_cannot_continue(remote, llamacpp):
 
 @pytest.mark.parametrize("messages,labels", PROMPTS, ids=[f"p{i}" for i in range(len(PROMPTS))])
 def test_server_and_in_process_label_distributions_agree(remote, llamacpp, messages, labels):
-    served = remote.label_distribution(messages, labels)
+    served = served_distribution(remote, messages, labels)
     local = from_scratch(llamacpp, messages, labels)
     assert served.missing == ()  # every label listed in the server's top 20
     # same chat template: the server's prompt has exactly as many tokens as our rendering
@@ -195,14 +206,14 @@ def test_server_and_in_process_label_distributions_agree(remote, llamacpp, messa
 
 def test_server_and_in_process_agree_with_a_system_message(remote, llamacpp):
     messages, labels = SYSTEM_PROMPT
-    served, local = remote.label_distribution(messages, labels), from_scratch(llamacpp, messages, labels)
+    served, local = served_distribution(remote, messages, labels), from_scratch(llamacpp, messages, labels)
     assert served.usage["prompt_tokens"] == local.usage["prompt_tokens"]
     assert tv_distance(served, local) < 0.02  # measured 0.0017: "yes" and "no" (p ~ 0.001) are outside the top 20
 
 
 def test_server_omits_exactly_the_labels_outside_its_top_20(remote, llamacpp):
     messages, labels = MISSING_PROMPT
-    served = remote.label_distribution(messages, labels)
+    served = served_distribution(remote, messages, labels)
     remote.client.complete(user("Something unrelated."), max_tokens=1)  # so the next prompt is re-run whole
     top = remote.client.complete(messages, max_tokens=1, top_logprobs=20).logprobs[0]["top_logprobs"]
     local = from_scratch(llamacpp, messages, labels)
@@ -263,12 +274,19 @@ def test_multi_token_label_is_chained(backend, request):
 # --- remote errors, cache and keys -----------------------------------------------------------------
 
 def test_no_logprobs_raises_an_error_naming_model_endpoint_and_setting():
+    from judgetune.judges import RubricJudge
+
     with FaultServer(logprobs=False) as server:
         lm = load_lm("openai/m", api_base=server.base_url, use_cache=False, max_retries=0)
         with pytest.raises(LogprobsUnavailableError) as info:
+            resolve_scoring_mode(lm, "logprobs")
+        with pytest.raises(LogprobsUnavailableError):  # a judge asking for it: the same one message, before any item
+            RubricJudge(lm, scoring_mode="logprobs")
+        assert len(server.log) == 1  # one probe
+        with pytest.raises(ValueError, match="in-process"):  # exact label distributions are in-process only
             lm.label_distribution(user("Is it good?"), ["1", "2", "3"])
     message = str(info.value)
-    assert "openai/m" in message and server.base_url in message and "scoring='generate'" in message
+    assert "openai/m" in message and server.base_url in message and "scoring_mode='sampled'" in message
 
 
 def test_cache_keeps_two_endpoints_apart(tmp_path):
@@ -276,10 +294,10 @@ def test_cache_keeps_two_endpoints_apart(tmp_path):
     with FaultServer() as a, FaultServer() as b:
         lm_a = load_lm("openai/m", api_base=a.base_url, cache=cache)
         lm_b = load_lm("openai/m", api_base=b.base_url, cache=cache)
-        messages, labels = user("Is it good?"), ["1", "2", "3"]
-        first = lm_a.label_distribution(messages, labels)
-        assert lm_a.label_distribution(messages, labels) == first and len(a.log) == 1  # a cache hit
-        lm_b.label_distribution(messages, labels)
+        messages = user("Is it good?")
+        first = lm_a.generate(messages, max_tokens=1, top_logprobs=3)
+        assert lm_a.generate(messages, max_tokens=1, top_logprobs=3) == first and len(a.log) == 1  # a cache hit
+        lm_b.generate(messages, max_tokens=1, top_logprobs=3)
         assert len(b.log) == 1 and len(a.log) == 1
         lm_a.dspy_lm("Hello", max_tokens=4)
         lm_b.dspy_lm("Hello", max_tokens=4)
@@ -300,7 +318,7 @@ def test_api_key_is_written_nowhere(tmp_path, monkeypatch, caplog):
         assert lm.client._client.headers["Authorization"] == f"Bearer {secret}"  # the key is really in play
         for i in range(3):
             lm.dspy_lm(f"Question {i}?", max_tokens=4)
-            lm.label_distribution(user(f"Rate item {i}."), ["1", "2", "3"])
+            lm.generate(user(f"Rate item {i}."), max_tokens=1, top_logprobs=3)
         lm.dspy_lm("Question 0?", max_tokens=4)  # a cache hit
         assert len(server.log) == 6
     cache.close()

@@ -18,10 +18,11 @@ from judgetune.judges._prompting import SCORING, make_signature
 from judgetune.judges._space import Choice, IntRange, Param, check_params
 from judgetune.judges._spec import JudgeSpec
 from judgetune.judges._verdict import Verdict
-from judgetune.lm import JudgeLM, run_items
+from judgetune.lm import SCORING_MODES, JudgeLM, resolve_scoring_mode, run_items
 
 log = logging.getLogger(__name__)
 MAX_DEMOS = 8
+SAMPLED_SPACE = [IntRange("n_samples", 2, 20, 10), Choice("temperature", (0.5, 0.7, 1.0), 1.0)]
 
 
 class Judge(dspy.Module):
@@ -48,12 +49,18 @@ class Judge(dspy.Module):
         if self.needs_lm and lm is None:
             raise ValueError(f"judge {self.kind} needs an LM (pass --lm SPEC, e.g. local:smollm2)")
         self.lm = lm
-        self.params = check_params(self.space(), params, judge=self.kind)
+        self.params = check_params(self.space_for(params), params, judge=self.kind)
 
     @classmethod
     def space(cls) -> list[Param]:
         """The tunable knobs; empty for a judge without any."""
         return []
+
+    @classmethod
+    def space_for(cls, settled: dict[str, Any]) -> list[Param]:
+        """Every setting a judge with these ``settled`` ones accepts: ``space()`` plus settings that
+        depend on others (an LM judge's scoring mode and, when sampled, its knobs)."""
+        return cls.space()
 
     @classmethod
     def data_defaults(cls, examples: Sequence[Example], label_range: tuple[float, float] | None) -> dict[str, Any]:
@@ -137,6 +144,10 @@ class LMJudge(Judge):
     from ``demo_pool`` unless ``demos`` gives them; ``label_range`` is the human scale the demos' labels are on. A judgment
     whose labels got at most ``min_label_mass`` of the probability fails (see ``forced_choice``).
     ``INPUTS``, ``OUTPUT`` and ``OUTPUT_DESCRIPTION`` declare the predictor's full signature.
+
+    ``scoring_mode`` (``logprobs``, ``sampled`` or ``parsed``, see ``judgetune.lm.resolve_scoring_mode``)
+    is a setting outside the searched space: unset, it is the LM's best (a server is probed once).
+    ``sampled`` adds ``n_samples`` and ``temperature``, which the tuner searches.
     """
 
     INSTRUCTIONS: ClassVar[dict[str, str]]
@@ -149,6 +160,8 @@ class LMJudge(Judge):
                  label_range: tuple[float, float] | None = None, instruction_text: str | None = None,
                  demo_seed: int = 0, max_reasoning_tokens: int = 160, min_label_mass: float = 0.0,
                  demos: Sequence[Example] | None = None, **params: Any):
+        if lm is not None:
+            params["scoring_mode"] = resolve_scoring_mode(lm, params.get("scoring_mode"))
         super().__init__(lm, **params)
         self.label_range = label_range
         self.max_reasoning_tokens, self.min_label_mass = max_reasoning_tokens, min_label_mass
@@ -190,6 +203,12 @@ class LMJudge(Judge):
     def space(cls) -> list[Param]:
         return cls.lm_space()
 
+    @classmethod
+    def space_for(cls, settled: dict[str, Any]) -> list[Param]:
+        mode = settled.get("scoring_mode", "logprobs")
+        return [*cls.space(), Choice("scoring_mode", SCORING_MODES, "logprobs"),
+                *(SAMPLED_SPACE if mode == "sampled" else [])]
+
     def ask(self, inputs: dict[str, str], output: str, output_description: str, labels: Sequence[str],
             values: Sequence[float], demos: Sequence[dict] = ()) -> Verdict:
         """One forced-choice question: the instruction, the demos, these inputs; the score is the expected value."""
@@ -197,7 +216,9 @@ class LMJudge(Judge):
         signature = make_signature(self.instruction, list(inputs), output, output_description, reasoning=reasoning)
         adapter = ForcedChoiceAdapter(self.lm, labels, values, reasoning=reasoning,
                                       max_reasoning_tokens=self.max_reasoning_tokens,
-                                      min_label_mass=self.min_label_mass, scoring=self.params.get("scoring", "expected"))
+                                      min_label_mass=self.min_label_mass, scoring=self.params.get("scoring", "expected"),
+                                      mode=self.params["scoring_mode"], n_samples=self.params.get("n_samples", 1),
+                                      temperature=self.params.get("temperature", 0.0))
         with dspy.context(adapter=adapter, lm=self.lm.dspy_lm):
             return self.predict(signature=signature, demos=list(demos), **inputs).verdict
 

@@ -17,7 +17,7 @@ import dspy
 import numpy as np
 
 from judgetune.judges._verdict import Verdict, add_usage
-from judgetune.lm import JudgeLM, LabelDistribution
+from judgetune.lm import JudgeLM, LabelDistribution, LogprobsUnavailableError, logprobs_unavailable
 
 FIELD_DESCRIPTIONS = {
     "question": "the question or request the answer responds to",
@@ -99,6 +99,9 @@ def forced_choice(lm: JudgeLM, messages: list[dict[str, str]], output: str, labe
         return _verdict(dist, values, raw, add_usage(usage, {"prompt_tokens": dist.usage.get("prompt_tokens", 0)}),
                         min_label_mass, scoring)
     answer = lm.generate(messages, max_tokens=(max_reasoning_tokens if reasoning else 0) + 24, top_logprobs=20)
+    if answer.logprobs is None:  # the endpoint gives none: every item would fail alike, so say it once
+        raise LogprobsUnavailableError(logprobs_unavailable(lm, f"{lm.spec} at {lm.spec.endpoint} answered "
+                                                                "without log-probabilities"))
     dist = distribution_after_marker(answer.logprobs or [], marker(output), labels)
     if dist is None:
         return Verdict.failed(f"no {marker(output)} followed by a label in the answer: {answer.text[:200]!r}",

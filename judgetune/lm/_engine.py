@@ -149,7 +149,7 @@ class RemoteEngine(_CachedEngine):
         try:
             completion = self.client.complete(messages, max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
                                               temperature=config.temperature or 0.0, stop=list(config.stop or ()) or None,
-                                              top_logprobs=config.logprobs or None)
+                                              top_logprobs=config.logprobs or None, seed=config.seed)
         except LMCallError as err:
             raise lm15.ProviderError(str(err)) from err  # already retried: DSPy must not retry again
         logprobs = None

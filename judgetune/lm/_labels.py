@@ -1,8 +1,7 @@
 """Label distributions: the model's probability of each label string at the answer position.
 
-A judge's score is the expected label under this distribution, never a parse of one sampled
-token. In-process models give exact probabilities, chaining token log-probabilities for labels
-of several tokens; OpenAI-compatible servers give them through ``top_logprobs`` (labels must then
+In-process models give exact probabilities, chaining token log-probabilities for labels of several
+tokens. Over a server, judges read ``top_logprobs`` of a generated answer instead (labels must then
 be single tokens, and a label outside the top k has probability 0 and is reported as missing).
 """
 
@@ -12,14 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from judgetune.errors import JudgetuneError
-from judgetune.lm._remote import OpenAICompatibleClient
-
 TOP_LOGPROBS = 20  # the most OpenAI's API returns
-
-
-class LogprobsUnavailableError(JudgetuneError):
-    """The endpoint returns no log-probabilities, so label distributions cannot be read from it."""
 
 
 @dataclass(frozen=True)
@@ -99,20 +91,3 @@ def local_label_distribution(model, messages: list[dict[str, str]], labels: Sequ
                 total += float(model.next_logprobs(prompt + pieces[:i])[pieces[i]])
             logprobs.append(total)
     return LabelDistribution(labels, tuple(logprobs), usage={"prompt_tokens": len(prompt)})
-
-
-def remote_label_distribution(client: OpenAICompatibleClient, messages: list[dict[str, str]],
-                              labels: Sequence[str], *, top_logprobs: int = TOP_LOGPROBS) -> LabelDistribution:
-    """Label log-probabilities from a server's ``top_logprobs`` at the first answer token."""
-    labels = _check_labels(labels)
-    completion = client.complete(messages, max_tokens=1, temperature=0.0, top_logprobs=top_logprobs)
-    if not completion.logprobs or not completion.logprobs[0].get("top_logprobs"):
-        raise LogprobsUnavailableError(
-            f"{client.spec} at {client.spec.endpoint} returned no log-probabilities, so label distributions "
-            "cannot be read from it. Use a server that returns top_logprobs (llama.cpp: start it with "
-            "--logits_all true; vLLM, OpenAI and Ollama >= 0.12 return them), or a judge setting that "
-            "avoids them: scoring='generate' (parse a generated label).")
-    top = {item["token"]: float(item["logprob"]) for item in completion.logprobs[0]["top_logprobs"]}
-    missing = tuple(label for label in labels if label not in top)
-    return LabelDistribution(labels, tuple(top.get(label, -math.inf) for label in labels), missing,
-                             usage=dict(completion.usage))

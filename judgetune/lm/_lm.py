@@ -14,7 +14,7 @@ from dspy import lm15
 from judgetune.lm._batch import Outcome, run_items
 from judgetune.lm._cache import ResponseCache, cached
 from judgetune.lm._engine import LocalEngine, RemoteEngine
-from judgetune.lm._labels import LabelDistribution, local_label_distribution, remote_label_distribution
+from judgetune.lm._labels import LabelDistribution, local_label_distribution
 from judgetune.lm._remote import LMCallError, OpenAICompatibleClient
 from judgetune.lm._spec import LMSpec, model_file, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs, local_target_logprobs, remote_target_logprobs
@@ -64,10 +64,11 @@ class JudgeLM:
             self.transcript.append(entry)
 
     def generate(self, messages: list[dict[str, str]], *, prefix: str = "", max_tokens: int = 256,
-                 stop: Sequence[str] = (), json_schema: dict | None = None,
-                 top_logprobs: int | None = None) -> Generation:
-        """A greedy answer (temperature 0), cached. ``prefix`` starts the answer (in-process models only);
-        ``json_schema`` constrains it (in-process models only; servers get the instruction alone)."""
+                 stop: Sequence[str] = (), json_schema: dict | None = None, top_logprobs: int | None = None,
+                 temperature: float = 0.0, seed: int | None = None) -> Generation:
+        """An answer, cached: greedy by default, else sampled at ``temperature`` with ``seed`` (one cache
+        entry per seed). ``prefix`` starts the answer (in-process models only); ``json_schema``
+        constrains it (in-process models only; servers get the instruction alone)."""
         if prefix and not self.in_process:
             raise ValueError(f"{self.spec}: a forced answer prefix needs an in-process model")
         self._record(op="generate", messages=messages, prefix=prefix)
@@ -75,8 +76,8 @@ class JudgeLM:
         response_format = None
         if json_schema is not None and self.in_process:
             response_format = {"type": "json_schema", "schema": json_schema}
-        config = lm15.Config(max_tokens=max_tokens, temperature=0.0, stop=tuple(stop), response_format=response_format,
-                             logprobs=top_logprobs)
+        config = lm15.Config(max_tokens=max_tokens, temperature=temperature, stop=tuple(stop),
+                             response_format=response_format, logprobs=top_logprobs, seed=seed)
         try:
             response = self.engine.complete(_request(self.model_id, sent, config))
         except lm15.ProviderError as err:  # the engine's wrapper of a call that failed for good
@@ -99,17 +100,18 @@ class JudgeLM:
 
     def label_distribution(self, messages: list[dict[str, str]], labels: Sequence[str], *,
                            prefix: str = "") -> LabelDistribution:
-        """log p(label) for each label at the answer position (after ``prefix``, in-process only)."""
+        """log p(label) for each label at the answer position (after ``prefix``), exact; in-process models only.
+
+        Over a server, judges read labels from a generated answer instead: its ``top_logprobs`` after
+        the answer marker (``scoring_mode='logprobs'``), or parsed answers (``sampled``, ``parsed``).
+        """
         self._record(op="labels", messages=messages, labels=list(labels), prefix=prefix)
-        if prefix and self.client is not None:
-            raise ValueError(f"{self.spec}: a forced answer prefix needs an in-process model; put the "
-                             "instruction in the messages instead")
+        if not self.in_process:
+            raise ValueError(f"{self.spec}: exact label distributions need an in-process model; over a server, "
+                             "generate(..., top_logprobs=20) and read the answer's log-probabilities")
 
         def compute() -> dict:
-            if self.client is not None:
-                result = remote_label_distribution(self.client, messages, labels)
-            else:
-                result = local_label_distribution(self.model, messages, labels, prefix=prefix)
+            result = local_label_distribution(self.model, messages, labels, prefix=prefix)
             self.label_calls += 1
             return result.to_dict()
 
@@ -168,7 +170,7 @@ class JudgeLM:
 
 def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseCache | None = None,
             use_cache: bool = True, backend: str | None = None, timeout: float = 60.0, max_retries: int = 3,
-            concurrency: int = 8, n_ctx: int = 4096, n_threads: int = 2) -> JudgeLM:
+            concurrency: int = 8, n_ctx: int = 4096, n_threads: int = 2, reasoning: bool | None = None) -> JudgeLM:
     """Load the model a spec names.
 
     Args:
@@ -179,13 +181,14 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         backend: for ``local:`` specs, ``llamacpp`` (default) or ``transformers``.
         timeout, max_retries: per remote attempt, and retries of transient faults.
         concurrency: threads for remote calls in :meth:`JudgeLM.run`.
+        reasoning: an ``openai/MODEL`` that is a reasoning model (None: decided from its name).
 
     Example:
         >>> lm = load_lm("local:smollm2")  # doctest: +SKIP
         >>> lm.label_distribution([{"role": "user", "content": "2+2=4? yes/no"}], ["yes", "no"])  # doctest: +SKIP
     """
     if isinstance(spec, str):
-        spec = parse_lm_spec(spec, api_base=api_base)
+        spec = parse_lm_spec(spec, api_base=api_base, reasoning=reasoning)
     cache = (cache or ResponseCache()) if use_cache else None
     if spec.kind == "openai":
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries)

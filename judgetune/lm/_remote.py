@@ -74,19 +74,19 @@ class OpenAICompatibleClient:
                                     limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
 
     def complete(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float = 0.0,
-                 stop: list[str] | None = None, top_logprobs: int | None = None) -> Completion:
+                 stop: list[str] | None = None, top_logprobs: int | None = None, seed: int | None = None) -> Completion:
         """One chat completion; ``top_logprobs`` asks for that many alternatives per answer token.
 
         Raises:
             LMCallError: permanent errors at once, transient ones after the retries.
         """
-        request: dict[str, Any] = {"model": self.spec.model, "messages": messages, "max_tokens": max_tokens,
-                                   "temperature": temperature}
-        if stop:
-            request["stop"] = stop
-        if top_logprobs:
-            request.update(logprobs=True, top_logprobs=top_logprobs)
-        return self._call(self._attempt, request)
+        request = request_body(self.spec, messages, max_tokens=max_tokens, temperature=temperature, stop=stop,
+                               top_logprobs=top_logprobs, seed=seed)
+        completion = self._call(self._attempt, request)
+        if stop and "stop" not in request:  # a reasoning model got no stop strings: cut here instead
+            cut = min((i for i in (completion.text.find(s) for s in stop) if i >= 0), default=len(completion.text))
+            completion = Completion(completion.text[:cut], completion.finish_reason, completion.usage, completion.logprobs)
+        return completion
 
     def complete_text(self, prompt: str, *, max_tokens: int, echo: bool = False,
                       logprobs: int | None = None) -> tuple[dict[str, Any], dict[str, int]]:
@@ -140,6 +140,34 @@ class OpenAICompatibleClient:
         usage = body.get("usage") or {}
         return Completion(choice["message"].get("content") or "", choice.get("finish_reason"),
                           {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if k in usage}, logprobs)
+
+
+REASONING_MIN_TOKENS = 4096  # a reasoning model's hidden reasoning counts against its token limit
+
+
+def request_body(spec: LMSpec, messages: list[dict[str, str]], *, max_tokens: int, temperature: float = 0.0,
+                 stop: list[str] | None = None, top_logprobs: int | None = None, seed: int | None = None) -> dict[str, Any]:
+    """The JSON body of a chat completion request.
+
+    A reasoning model (``spec.is_reasoning``) gets no temperature, logprobs or stop strings (they are
+    rejected) and its limit as ``max_completion_tokens``, at least ``REASONING_MIN_TOKENS``. Other
+    models get ``max_tokens``: llama.cpp's server ignores ``max_completion_tokens``. Sampling
+    (temperature above 0) sends ``top_p=1``, so the answers follow the model's own distribution.
+    """
+    request: dict[str, Any] = {"model": spec.model, "messages": messages}
+    if seed is not None:
+        request["seed"] = seed
+    if spec.is_reasoning:
+        request["max_completion_tokens"] = max(max_tokens, REASONING_MIN_TOKENS)
+        return request
+    request.update(max_tokens=max_tokens, temperature=temperature)
+    if temperature > 0:
+        request["top_p"] = 1.0
+    if stop:
+        request["stop"] = stop
+    if top_logprobs:
+        request.update(logprobs=True, top_logprobs=top_logprobs)
+    return request
 
 
 def _describe(error: BaseException | None) -> str:

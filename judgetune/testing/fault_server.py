@@ -5,6 +5,10 @@ or one fault: ``500``, ``timeout`` (hangs past the client's timeout), ``malforme
 JSON), ``truncated`` (the body ends early) or ``empty`` (no choices); ``400`` (a permanent
 error) only when asked for. Every attempt is logged with
 its item (the last user message) and outcome, so a test can check that nothing was lost.
+
+With ``upstream`` (a real server's ``.../v1`` URL) it is a proxy: a normal answer is the upstream
+server's, with ``overrides`` merged into the request; ``logprobs=False`` strips log-probabilities
+from the request and the answer (a model that exposes none).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
 
 FAULTS = ("500", "timeout", "malformed", "truncated", "empty")
 
@@ -29,9 +35,11 @@ class FaultServer:
     """Use as a context manager; ``base_url`` is the OpenAI-style ``.../v1`` address."""
 
     def __init__(self, *, fault_rate: float = 0.0, faults: tuple[str, ...] = FAULTS, latency: float = 0.0,
-                 hang: float = 5.0, seed: int = 0, logprobs: bool = True):
+                 hang: float = 5.0, seed: int = 0, logprobs: bool = True, upstream: str | None = None,
+                 overrides: dict | None = None):
         self.fault_rate, self.faults, self.latency, self.hang = fault_rate, faults, latency, hang
         self.logprobs = logprobs  # False: a model that exposes no log-probabilities
+        self.upstream, self.overrides = upstream, dict(overrides or {})
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.log: list[tuple[str, str]] = []  # (item, outcome) per attempt, in arrival order
@@ -57,6 +65,19 @@ class FaultServer:
             self.log.append((item, outcome))
         return outcome
 
+    def _forward(self, body: dict) -> tuple[int, bytes]:
+        """The upstream server's answer to ``body`` (log-probabilities removed unless ``self.logprobs``)."""
+        body = {**body, **self.overrides}
+        if not self.logprobs:
+            body = {k: v for k, v in body.items() if k not in ("logprobs", "top_logprobs")}
+        response = httpx.post(f"{self.upstream.rstrip('/')}/chat/completions", json=body, timeout=600)
+        if response.status_code != 200 or self.logprobs:
+            return response.status_code, response.content
+        answer = response.json()
+        for choice in answer.get("choices", []):
+            choice["logprobs"] = None
+        return 200, json.dumps(answer).encode()
+
     def _handler(self):
         server = self
 
@@ -77,12 +98,19 @@ class FaultServer:
                     return self._send(500, json.dumps({"error": {"message": "injected fault"}}).encode())
                 if outcome == "timeout":
                     time.sleep(server.hang)
+                    if server.upstream is not None:  # the client has hung up: spare the real server the work
+                        return self._send(200, json.dumps(_completion(body, item)).encode())
                 if outcome == "malformed":
                     return self._send(200, b'{"id": "x", "choices": [ {"message": ')
                 if outcome == "empty":
                     return self._send(200, json.dumps(_completion(body, item, choices=False)).encode())
                 time.sleep(server.latency)
-                payload = json.dumps(_completion(body, item, logprobs=server.logprobs)).encode()
+                if server.upstream is not None:
+                    status, payload = server._forward(body)
+                    if status != 200:
+                        return self._send(status, payload)
+                else:
+                    payload = json.dumps(_completion(body, item, logprobs=server.logprobs)).encode()
                 if outcome == "truncated":
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")

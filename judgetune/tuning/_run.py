@@ -37,6 +37,7 @@ from judgetune.tuning._search import (
     prepare_splits,
     run_trials,
     search_summary,
+    settled_params,
 )
 from judgetune.tuning._selection import front_candidates, pick_by_dev
 
@@ -74,7 +75,7 @@ def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm) -> tup
     front = {t.number for t in study.best_trials}
     calls0, rows, trials = lm_calls(lm), [], {}
     for trial in rescore_candidates(study, spec):
-        params = {**trial.params, **splits.data_fixed, **spec.fixed}
+        params = {**trial.params, **splits.data_fixed, **settled_params(spec, lm)}
         judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.dev,
                           label_range=splits.label_range, instructions=instructions)
         mae, rho, info = objectives(judge.judge_all(splits.dev), splits.dev, label_range=splits.label_range,
@@ -116,7 +117,7 @@ def proposals_summary(study: optuna.Study, selection: dict) -> dict[str, Any]:
 def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000) -> JudgeConfig:
     """Re-score the front on dev and choose there, calibrate on dev, evaluate once on test, and freeze."""
     trial, selection = select_on_dev(study, spec, splits, lm)
-    params = {**trial.params, **splits.data_fixed, **spec.fixed}
+    params = {**trial.params, **splits.data_fixed, **settled_params(spec, lm)}
     judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.train, label_range=splits.label_range,
                       instructions=InstructionPool(study).texts())
     lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if lm is not None else None

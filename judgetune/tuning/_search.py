@@ -33,7 +33,7 @@ from judgetune import datasets
 from judgetune.datasets import Example, groups_of, limit_by_group, sample_per_group
 from judgetune.errors import JudgetuneError
 from judgetune.judges import BuildContext, Choice, IntRange, JudgeSpec, Verdict, build, judge_class, pick_demos
-from judgetune.lm import JudgeLM, load_lm
+from judgetune.lm import JudgeLM, load_lm, resolve_scoring_mode
 from judgetune.stats import bootstrap_interval, correlation, grouped_correlation
 from judgetune.tuning._pool import InstructionPool, seed_instructions
 from judgetune.tuning._proposals import Miss, ProposalTask, propose_round, shown_fields
@@ -166,16 +166,27 @@ def prepare_splits(spec: RunSpec) -> Splits:
     return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]))
 
 
+def settled_params(spec: RunSpec, lm: JudgeLM | None) -> dict[str, Any]:
+    """The settings a run never searches: the user's fixed ones and, for an LM judge, its scoring mode
+    (unset: the LM's best, see ``resolve_scoring_mode``; a reasoning model's temperature is its own)."""
+    settled = dict(spec.fixed)
+    if lm is not None and judge_class(spec.judge).needs_lm:
+        settled["scoring_mode"] = resolve_scoring_mode(lm, settled.get("scoring_mode"))
+        if settled["scoring_mode"] == "sampled" and lm.spec.is_reasoning:
+            settled.setdefault("temperature", 1.0)  # not sent: a reasoning model samples at its own
+    return settled
+
+
 def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, data_fixed: dict[str, Any] | None = None, *,
-            instructions: Sequence[str] = ()) -> dict[str, Any]:
-    """The judge settings of one trial: the declared space minus the fixed settings (the user's, and
-    ``data_fixed``, those the data decides). With an instruction pool, ``instruction`` is an id into it;
-    with demos, ``demo_seed`` says which seeded draw of them."""
-    space = judge_class(spec.judge).space()
-    data_fixed = data_fixed or {}
+            lm: JudgeLM | None = None, instructions: Sequence[str] = ()) -> dict[str, Any]:
+    """The judge settings of one trial: the declared space minus the settled settings (the user's, the
+    scoring mode, and ``data_fixed``, those the data decides). With an instruction pool, ``instruction``
+    is an id into it; with demos, ``demo_seed`` says which seeded draw of them."""
+    settled = {**(data_fixed or {}), **settled_params(spec, lm)}
+    space = judge_class(spec.judge).space_for(settled)
     params: dict[str, Any] = {}
     for p in space:
-        if p.name in spec.fixed or p.name in data_fixed:
+        if p.name in settled:
             continue
         if p.name == "instruction" and instructions:
             params[p.name] = trial.suggest_int(p.name, 0, len(instructions) - 1)
@@ -183,9 +194,9 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, data_fixed: dict[str, 
             params[p.name] = trial.suggest_categorical(p.name, list(p.options))
         elif isinstance(p, IntRange):
             params[p.name] = trial.suggest_int(p.name, p.low, p.high)
-    if "k" in {p.name for p in space} and "demo_seed" not in spec.fixed and {**params, **spec.fixed}.get("k"):
+    if "k" in {p.name for p in space} and "demo_seed" not in spec.fixed and {**params, **settled}.get("k"):
         params["demo_seed"] = trial.suggest_int("demo_seed", 0, spec.demo_draws - 1)
-    return {**params, **data_fixed, **spec.fixed}
+    return {**params, **settled}
 
 
 def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo_pool: list[Example],
@@ -261,7 +272,7 @@ class Objective:
         spec, s = self.spec, self.splits
         trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")  # first: a crash can be told apart
         instructions = InstructionPool(trial.study).texts()
-        params = suggest(trial, spec, s.data_fixed, instructions=instructions)
+        params = suggest(trial, spec, s.data_fixed, lm=self.lm, instructions=instructions)
         try:
             judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, pool=s.train, label_range=s.label_range,
                               instructions=instructions)
