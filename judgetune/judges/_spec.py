@@ -97,6 +97,10 @@ def build(spec: JudgeSpec, context: BuildContext = BuildContext()) -> Judge:
         ValueError: an unknown kind or setting, or an LM kind without an LM.
     """
     cls = judge_class(spec.kind)
+    knobs = {p.name for p in cls.space()}
+    if set(spec.params) - knobs:  # e.g. demo_pool: what a judge draws on comes from the context, never from params
+        raise ValueError(f"judge {spec.kind}: unknown setting(s) {sorted(set(spec.params) - knobs)}; "
+                         f"known: {sorted(knobs)}")
     examples = context.examples()
     has_data = bool(examples) or context.label_range is not None
     defaults = cls.data_defaults(examples, context.label_range) if has_data else {}

@@ -134,7 +134,7 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec) -> dict[str, Any]:
     space = judge_class(spec.judge).space()
     params: dict[str, Any] = {}
     for p in space:
-        if p.name in spec.fixed:
+        if p.name in spec.fixed or not p.searched:  # not searched: the data decides (the kind's data defaults)
             continue
         if isinstance(p, Choice):
             options = list(p.options)
