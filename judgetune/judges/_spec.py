@@ -112,7 +112,7 @@ def build(spec: JudgeSpec, context: BuildContext = BuildContext()) -> Judge:
                       instruction_text=spec.instruction, demos=None if spec.demos is None else list(spec.demos))
     if spec.fitted is not None:
         kwargs["fitted"] = dict(spec.fitted)
-    judge = cls(context.lm if cls.needs_lm else None, **kwargs)
+    judge = cls(context.lm if cls.needs_lm_with(kwargs) else None, **kwargs)
     if cls.fits and spec.fitted is None:
         judge.fit(context.train)
     return judge

@@ -353,7 +353,8 @@ def run_trials(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None, splits: S
 
 def load_run_lm(spec: RunSpec, *, timeout: float = 60.0) -> JudgeLM | None:
     """The run's LM (None for a judge without one); ``timeout`` is per attempt of a server call."""
-    return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout) if judge_class(spec.judge).needs_lm else None
+    return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout) if judge_class(spec.judge).needs_lm_with(spec.fixed) \
+        else None
 
 
 def pick_trial(study: optuna.Study, rule: str) -> optuna.trial.FrozenTrial:
