@@ -7,6 +7,7 @@ Parts:
   items, calibrated on dev, scored once on test; every other judge is calibrated on the same dev
   items (the calibrator judgetune picks by cross-validated MAE) and scored once on the same test items.
   ``likelihood untuned`` is the default judge: one plain instruction, k=0, answer given reference.
+- ``recipes``: recipe changes toward MSRpar's goal, on dev items only (``RECIPES``).
 - ``linkage``: TREC-DL-NF and ANTIQUE under the LINKAGE protocol (references drawn by grade and
   removed from the candidates, Spearman per question averaged, ``judgetune.evaluation``) on a seeded
   subset of ``--questions`` qualifying questions per dataset: the likelihood judge alone (settings
@@ -21,7 +22,7 @@ Parts:
 Rows: ``{dataset, method, spearman, low, high, mae, bracket_accuracy, lm_calls, seconds}`` (95%
 bootstrap interval of Spearman in ``low``/``high``).
 
-    python benchmarks/likelihood.py [--quick] [--json] [--parts msrpar linkage cost] [--trials N]
+    python benchmarks/likelihood.py [--quick] [--json] [--parts msrpar recipes linkage cost] [--trials N]
                                     [--questions N] [--per-question N]
 """
 
@@ -43,7 +44,13 @@ from judgetune.lm import load_lm
 from judgetune.stats import evaluate_predictions
 from judgetune.tuning import RunSpec, prepare_splits, tune
 
-PARTS = ("msrpar", "linkage", "cost")
+PARTS = ("msrpar", "recipes", "linkage", "cost")
+# recipes tried toward MSRpar's 0.60 goal, scored on dev only (never test); demos come from training items
+RECIPES = {"untuned (respond, k=0, answer given reference, chat)": {},
+           "paraphrase, both directions, chat, k=0": {"instruction": "paraphrase", "direction": "both"},
+           "paraphrase, both directions, chat, k=4": {"instruction": "paraphrase", "direction": "both", "k": 4},
+           "paraphrase, both directions, plain text, k=4": {"instruction": "paraphrase", "direction": "both", "k": 4,
+                                                            "chat": False}}
 LINKAGE = ("linkage-trec-dl-nf", "linkage-antique")
 # the likelihood settings for LINKAGE, fixed before measuring: both directions, so each one is read from detail
 LINKAGE_SETTINGS = {"instruction": "answer", "k": 0, "direction": "both", "source": "question", "chat": True}
@@ -110,6 +117,43 @@ def msrpar(args: argparse.Namespace) -> list[dict[str, Any]]:
         pred = [v.score for v in judge.judge_all(test)]
         rows.append(row(dataset, name, evaluate_predictions(pred, gold, label_range=label_range, seed=args.seed),
                         0, 0.0))
+    return rows
+
+
+def recipes(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Fixed recipes on MSRpar dev (global Spearman with interval); plus the mean of the recipes' z-scored
+    scores over instructions (``respond``, ``paraphrase``, ``faithful``; both directions, chat, k=0)."""
+    from judgetune.stats import bootstrap_interval, correlation
+
+    spec = RunSpec(name="recipes", judge="likelihood", data="sts2012-msrpar", seed=args.seed,
+                   dev_items=args.dev_items)
+    splits = prepare_splits(spec)
+    dev, gold = splits.dev, [e.label for e in splits.dev]
+    lm = load_lm("local:smollm2")
+    rows = []
+
+    def rho_row(method: str, scores: list[float], seconds: float) -> dict[str, Any]:
+        ci = bootstrap_interval(lambda a, b: correlation(a, b), np.asarray(scores), np.asarray(gold),
+                                n_resamples=args.resamples, seed=0)
+        return {"dataset": "sts2012-msrpar", "method": f"dev: {method}", "spearman": correlation(scores, gold),
+                "low": ci.low, "high": ci.high, "items": len(dev), "seconds": round(seconds, 1)}
+
+    try:
+        for method, params in RECIPES.items():
+            start = time.perf_counter()
+            judge = make_judge("likelihood", lm, train=splits.demo_pool, pool=[], label_range=splits.label_range,
+                               params=params, seed=args.seed)
+            rows.append(rho_row(method, [v.score for v in judge.judge_all(dev)], time.perf_counter() - start))
+        start, columns = time.perf_counter(), []
+        for instruction in ("respond", "paraphrase", "faithful"):
+            judge = make_judge("likelihood", lm, train=splits.demo_pool, pool=[], label_range=splits.label_range,
+                               params={"instruction": instruction, "direction": "both"}, seed=args.seed)
+            values = np.asarray([v.score for v in judge.judge_all(dev)])
+            columns.append((values - values.mean()) / values.std())
+        rows.append(rho_row("mean of 3 instructions (z-scored), both directions, chat, k=0",
+                            list(np.mean(columns, axis=0)), time.perf_counter() - start))
+    finally:
+        lm.close()
     return rows
 
 
@@ -218,7 +262,7 @@ def main() -> None:
     args.resamples = 200 if args.quick else 1000
     rows = []
     for part in args.parts:
-        rows.extend({"msrpar": msrpar, "linkage": linkage, "cost": cost}[part](args))
+        rows.extend({"msrpar": msrpar, "recipes": recipes, "linkage": linkage, "cost": cost}[part](args))
     for r in rows:
         if args.json:
             print(json.dumps(r))
