@@ -152,7 +152,7 @@ def evaluate(judge: str | FrozenJudge, data: str, *, split: str = "test", lm: st
     ``params``; or a frozen judge, calibrated) beside the trivial baselines, with 95% intervals.
     ``fields`` and ``label`` map a file's own columns (see :func:`judgetune.datasets.read_examples`)."""
     from judgetune import datasets, evaluation, stats
-    from judgetune.judges import LM_JUDGES, make_judge
+    from judgetune.judges import judge_class, make_judge
     from judgetune.lm import load_lm
 
     examples, label_range = datasets.load_data(data, fields=fields, label=label)
@@ -168,7 +168,7 @@ def evaluate(judge: str | FrozenJudge, data: str, *, split: str = "test", lm: st
             rows.append({"name": name, **evaluation.agreement(list(pred), test, label_range, n_resamples=n_resamples,
                                                               seed=seed)})
         return rows
-    model = load_lm(lm) if judge in LM_JUDGES else None
+    model = load_lm(lm) if judge_class(judge).needs_lm_with(params or {}) else None
     try:
         built = make_judge(judge, model, train=splits["train"], pool=test, label_range=label_range, params=params,
                            seed=seed)

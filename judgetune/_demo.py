@@ -80,7 +80,7 @@ def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0
     out_dir.mkdir(parents=True, exist_ok=True)
     for file in ("judge.json", "test_predictions.jsonl", "test.jsonl", "report.html"):
         shutil.copyfile(run_dir / file, out_dir / file)
-    rows = [_row(family, results[family][0].metrics["test"])
+    rows = [_row(family, {**results[family][0].metrics["test"], **results[family][0].metrics["cost"]["test"]})
             for family in [chosen, *(f.name for f in families if f.name != chosen)]]
     for baseline, metrics in config.metrics["baselines"].items():
         rows.append(_row(baseline, {**metrics, "tokens_per_item": 0, "seconds_per_item": 0.0}))

@@ -179,7 +179,6 @@ def _print_prompts(transcript: list[dict]) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    from judgetune.judges import LM_JUDGES
     from judgetune.lm import load_lm
 
     examples, label_range = _load_data(args)
@@ -201,11 +200,12 @@ def _evaluate(args: argparse.Namespace) -> None:
         test = draw.candidates
     else:
         test = datasets.limit_by_group(splits[args.split], args.limit, seed=args.seed)
+    params = dict(args.param or [])
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
-          if args.judge in LM_JUDGES else None)
+          if judges.judge_class(args.judge).needs_lm_with(params) else None)
     try:
         judge = judges.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
-                                    label_range=label_range, params=dict(args.param or []), seed=args.seed)
+                                    label_range=label_range, params=params, seed=args.seed)
     except ValueError as err:  # a bad --param
         raise JudgetuneError(str(err)) from None
     if args.show_prompt and lm is not None:
@@ -311,7 +311,8 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen trial {search['chosen_trial']}")
     print(f"  settings: {json.dumps(config.params)}; calibrator {config.calibrator['kind']}")
     baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]
-    print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free(test)}, *baselines]))
+    print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free({**test, **config.metrics["cost"]["test"]})},
+                                  *baselines]))
     print(f"frozen judge: {run_dir / 'judge.json'}\nreport: {run_dir / 'report.html'}")
 
 

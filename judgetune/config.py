@@ -235,7 +235,7 @@ class JudgeConfig:
         if problems or model is None:
             raise ConfigError("\n".join(dict.fromkeys(problems)))
         kind = model.judge
-        if judge_class(kind).needs_lm and model.lm is None:
+        if judge_class(kind).needs_lm_with(model.params.model_dump(exclude_none=True)) and model.lm is None:
             raise ConfigError(f"{where}: lm: expected an object with the LM spec for judge {kind}, found nothing")
         demos_from_records(model.demos, where=where)
         if model.calibrator is not None:
@@ -298,7 +298,7 @@ def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *,
 def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0):
     """The LM a config names (None for judges without one). A server's key comes from the environment;
     ``timeout`` is per attempt of a server call."""
-    if not judge_class(config.judge).needs_lm:
+    if not judge_class(config.judge).needs_lm_with(config.params):
         return None
     from judgetune.lm import load_lm
 

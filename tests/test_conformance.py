@@ -20,6 +20,7 @@ SETTINGS = {
     "correctness": ("msrpar", {"k": 1}),
     "pairwise": ("llmbar", {"k": 1, "swap": True}),
     "linkage": ("trec", {"k": 1, "generate": False}),
+    "likelihood": ("msrpar", {"k": 1, "instruction": "respond", "direction": "both"}),
     "embedding": ("msrpar", {}), "rouge1": ("msrpar", {}), "rouge2": ("msrpar", {}), "rougeL": ("msrpar", {}),
     "bleu": ("msrpar", {}),
     "bm25": ("trec", {}), "overlap": ("trec", {}), "length": ("trec", {}), "refsim": ("trec", {}),

@@ -339,3 +339,33 @@ def test_tune_searches_freezes_and_reproduces_a_hybrid(data_root, tmp_path, monk
                  "--out", str(tmp_path / "again.jsonl")]) == 0
     with jsonlines.open(run / "test_predictions.jsonl") as first, jsonlines.open(tmp_path / "again.jsonl") as again:
         assert [r["score"] for r in first] == [r["score"] for r in again]
+
+
+def test_the_likelihood_signal_gets_the_lm_from_the_builder_and_a_frozen_hybrid_reloads_with_it(trec, embedded_lm):
+    """An LM signal is off by default; on, the hybrid takes the builder context's LM, and its frozen
+    config needs (and reloads with) an LM."""
+    import json
+
+    from judgetune.datasets import sample_per_group
+
+    params = {**{f"use_{name}": name == "minilm-question" for name in SIGNALS}, "use_likelihood-question": True}
+    groups = sorted({e.group_key for e in trec})
+    train = sample_per_group([e for e in trec if e.group_key in groups[:5]], 4, seed=0)
+    test = [e for e in trec if e.group_key == groups[5]][:4]
+    assert not HybridJudge().params["use_likelihood-question"]  # off unless switched on
+    with pytest.raises(ValueError, match="need an LM"):
+        make_judge("hybrid", train=train, pool=test, label_range=(0.0, 3.0), params=params)
+    judge = make_judge("hybrid", embedded_lm, train=train, pool=test, label_range=(0.0, 3.0), params=params)
+    assert judge.signals == ["minilm-question", "likelihood-question"]
+    verdicts = judge.judge_all(test)
+    assert all(v.parsed and v.detail["features"]["likelihood-question"] < 0 for v in verdicts)  # a mean log-prob
+
+    config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=(0.0, 3.0))
+    data = json.loads(json.dumps(config.to_dict()))
+    with pytest.raises(ConfigError, match="lm: expected an object"):
+        JudgeConfig.from_dict({**data, "lm": None})
+    loaded = JudgeConfig.from_dict(data)
+    with pytest.raises(ValueError, match="need an LM"):
+        loaded.build_judge(None, pool=test)
+    again = loaded.build_judge(embedded_lm, pool=test)
+    assert [v.score for v in again.judge_all(test)] == [v.score for v in verdicts]

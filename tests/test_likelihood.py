@@ -17,7 +17,7 @@ os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 from judgetune import datasets  # noqa: E402
 from judgetune.config import JudgeConfig  # noqa: E402
-from judgetune.judges import LikelihoodJudge, build_judge  # noqa: E402
+from judgetune.judges import LikelihoodJudge, build_judge, make_judge  # noqa: E402
 from judgetune.lm import LogprobsUnavailableError, load_lm  # noqa: E402
 from judgetune.lm._spec import model_file, parse_lm_spec  # noqa: E402
 from judgetune.stats import correlation  # noqa: E402
@@ -83,7 +83,8 @@ def test_batched_prefix_scoring_equals_from_scratch(lm):
 def test_judge_agrees_with_human_paraphrase_scores(lm, msrpar):
     train, test, _ = msrpar
     items = test[:40]
-    judge = build_judge("likelihood", lm, demo_pool=train)  # the untuned defaults
+    judge = make_judge("likelihood", lm, train=train, pool=[], label_range=(0.0, 5.0))  # the untuned defaults
+    assert judge.params["source"] == "reference" and not judge.demos  # MSRpar has no question or context
     verdicts = judge.judge_all(items)
     assert all(v.parsed for v in verdicts)
     lo, hi = judge.score_range
@@ -94,8 +95,8 @@ def test_judge_agrees_with_human_paraphrase_scores(lm, msrpar):
 
 def test_frozen_judge_scores_identically(lm, msrpar, tmp_path):
     train, test, label_range = msrpar
-    judge = build_judge("likelihood", lm, demo_pool=train, demo_seed=3, k=2, direction="both",
-                        instruction="paraphrase", normalization="prob")
+    judge = make_judge("likelihood", lm, train=train, pool=[], label_range=label_range, seed=3,
+                       params={"k": 2, "direction": "both", "instruction": "respond", "normalization": "prob"})
     assert len(judge.demos) == 2 and all(d.label >= 4.0 for d in judge.demos)  # highly rated ones
     items = test[40:44]
     first = [v.score for v in judge.judge_all(items)]
@@ -105,6 +106,29 @@ def test_frozen_judge_scores_identically(lm, msrpar, tmp_path):
     assert isinstance(rebuilt, LikelihoodJudge) and rebuilt.demos == judge.demos
     assert [v.score for v in rebuilt.judge_all(items)] == first
     assert all(0.0 <= s <= 1.0 for s in first)
+    # the prompt state is two dspy.Predict sub-modules, one per direction, each with its instruction and the demos
+    predictors = dict(rebuilt.named_predictors())
+    assert set(predictors) == {"predict", "reverse"}
+    assert predictors["predict"].signature.instructions == LikelihoodJudge.PROMPTS["respond"][0] == loaded.instruction
+    assert predictors["reverse"].signature.instructions == LikelihoodJudge.PROMPTS["respond"][1]
+    assert rebuilt.dump_state() == judge.dump_state()
+
+
+def test_source_comes_from_the_data_and_is_not_searched(msrpar, data_root):
+    """A source the data lacks fails every item, so the tuner never searches it: the data decides."""
+    import optuna
+
+    from judgetune.tuning import RunSpec
+    from judgetune.tuning._search import suggest
+
+    train, _, _ = msrpar
+    trec = datasets.load("linkage-trec-dl-nf", root=data_root)[:20]
+    assert LikelihoodJudge.data_defaults(train, (0.0, 5.0)) == {"source": "reference"}
+    assert LikelihoodJudge.data_defaults(trec, (0.0, 3.0)) == {"source": "question"}
+    searched = {p.name: p.default for p in LikelihoodJudge.space() if p.searched}
+    assert "source" not in searched
+    params = suggest(optuna.trial.FixedTrial(searched), RunSpec(name="t", judge="likelihood", data="sts2012-msrpar"))
+    assert "source" not in params  # FixedTrial would have raised had it been suggested
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from judgetune.judges._baselines import ConstantJudge, EmbeddingJudge, LexicalJu
 from judgetune.judges._correctness import CorrectnessJudge
 from judgetune.judges._encoders import ENCODERS, MPNET_PARTS, EmbeddingCache, encode, mpnet_available, mpnet_path
 from judgetune.judges._factcheck import FactCheckJudge, parse_fact_list
-from judgetune.judges._hybrid import SIGNALS, HybridJudge, HybridModel
+from judgetune.judges._hybrid import LM_SIGNALS, SIGNALS, HybridJudge, HybridModel
 from judgetune.judges._likelihood import LikelihoodJudge
 from judgetune.judges._linkage import LinkageJudge, position_labels, position_to_score
 from judgetune.judges._pairwise import PairwiseJudge
@@ -20,7 +20,7 @@ from judgetune.judges._space import Choice, IntRange, Param, check_params, defau
 from judgetune.judges._spec import BuildContext, JudgeSpec, build, judge_class, register
 from judgetune.judges._verdict import Verdict, add_usage
 
-__all__ = ["ENCODERS", "KINDS", "LM_JUDGES", "MPNET_PARTS", "SIGNALS", "BM25Judge", "BM25Scorer",
+__all__ = ["ENCODERS", "KINDS", "LM_JUDGES", "LM_SIGNALS", "MPNET_PARTS", "SIGNALS", "BM25Judge", "BM25Scorer",
            "BuildContext", "Choice", "ConstantJudge", "CorrectnessJudge", "EmbeddingCache", "EmbeddingJudge",
            "FactCheckJudge", "ForcedChoiceAdapter", "GeneratedReferences", "HybridJudge", "HybridModel", "IntRange",
            "Judge", "JudgeSpec", "LMJudge", "LengthJudge", "LexicalJudge", "LikelihoodJudge", "LinkageJudge",

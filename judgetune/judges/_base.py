@@ -32,7 +32,8 @@ class Judge(dspy.Module):
     A judge holds its settings (``params``) and never results: every call returns a new Verdict.
     ``score_range`` is the range of ``Verdict.score``.
 
-    What building one needs is declared on the class (read by ``judges.build``): ``needs_lm``;
+    What building one needs is declared on the class (read by ``judges.build``): ``needs_lm`` (or
+    :meth:`needs_lm_with` when a setting switches an LM on);
     ``uses_references`` (graded references drawn from a pool, seeded); ``uses_prompt`` (an
     instruction and demos picked from training examples); ``fits`` (fitted on training examples);
     and :meth:`data_defaults`, settings that fit the data when the user sets none.
@@ -43,6 +44,11 @@ class Judge(dspy.Module):
     uses_references: ClassVar[bool] = False
     uses_prompt: ClassVar[bool] = False
     fits: ClassVar[bool] = False
+
+    @classmethod
+    def needs_lm_with(cls, params: dict[str, Any]) -> bool:
+        """Whether a judge of these settings needs an LM: ``needs_lm``, or a setting that switches one on."""
+        return cls.needs_lm
 
     def __init__(self, lm: JudgeLM | None = None, **params: Any):
         super().__init__()

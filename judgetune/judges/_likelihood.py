@@ -15,14 +15,18 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
+import dspy
 import numpy as np
 
 from judgetune.datasets import Example
-from judgetune.judges._base import Judge
+from judgetune.judges._base import Judge, demo_examples
 from judgetune.judges._baselines import TARGETS, target_text
+from judgetune.judges._prompting import make_signature
 from judgetune.judges._space import Choice, IntRange, Param
+from judgetune.judges._spec import JudgeSpec
 from judgetune.judges._verdict import Verdict
 from judgetune.lm import JudgeLM, TargetLogprobs
 
@@ -30,22 +34,34 @@ DIRECTIONS = ("answer", "source", "both")  # p(answer | source), p(source | answ
 NORMALIZATIONS = ("mean", "sum", "prob")  # mean or summed log-probability per token, or its exp (geometric mean p)
 FLOORS = {"mean": -10.0, "sum": -1000.0}  # where the log-probability scores are clipped
 MAX_DEMOS = 6
+SOURCES = ("reference", "question", "context")  # what ``source=auto`` looks for, in this order
 DEMO_QUANTILE = 0.75  # demos come from training examples rated at or above this quantile of the labels
 
 
 class LikelihoodJudge(Judge):
     """Length-normalized log-probability of the answer (or the source) under an instruction and demos.
 
+    The prompt state lives in two ``dspy.Predict`` sub-modules, one per direction: ``predict``
+    (source -> answer) and ``reverse`` (answer -> source). Each holds its instruction
+    (``signature.instructions``) and the demos (``demos``, the same examples in both), so
+    ``named_predictors()``, ``dump_state()`` and ``load_state()`` carry what a frozen config holds;
+    the prompt of a direction is built from its predictor's state. The judge lays the prompt out
+    itself (chat turns or plain ``Input:/Output:`` text) rather than in DSPy's field format, since
+    the scored text must follow the prompt directly.
+
     Args:
         lm: an in-process model (exact, batched over the cached prompt prefix), or a server with a
             completions endpoint that echoes prompt log-probabilities (then ``chat=False``).
         demo_pool: labeled examples to draw demos from (the highly rated ones).
         demos: exact demos (a frozen config), instead of drawing from the pool.
-        instruction_text: the user's own instruction, for every direction.
+        instruction_text: the instruction for the answer direction (a frozen config's, or the user's).
+            When it is one of ``PROMPTS``' answer-direction texts the reverse direction gets that pair's
+            other text; any other text serves both directions.
         demo_seed: with the ``demo_draw`` knob, which demos are drawn.
     """
 
     kind = "likelihood"
+    uses_prompt = True
     # instruction name -> (text when the answer is scored, text when the source is scored)
     PROMPTS: ClassVar[dict[str, tuple[str, str]]] = {
         "respond": ("Write a response to the text below.",
@@ -65,16 +81,52 @@ class LikelihoodJudge(Judge):
                  demos: Sequence[Example] | None = None, instruction_text: str | None = None, demo_seed: int = 0,
                  label_range: tuple[float, float] | None = None, **params: Any):
         super().__init__(lm, **params)
-        self.instruction_text, self.label_range = instruction_text, label_range
+        self.label_range = label_range
+        self.predict = dspy.Predict(make_signature("", ("source",), "answer", "the text that is scored"))
+        self.reverse = dspy.Predict(make_signature("", ("answer",), "source", "the text that is scored"))
+        self.instruction = instruction_text or self.INSTRUCTIONS[self.params["instruction"]]
         self.demos = list(demos) if demos is not None else high_rated_demos(
             demo_pool, self.params["k"], seed=demo_seed * 1000 + self.params["demo_draw"])
+
+    @property
+    def instruction(self) -> str:
+        """The answer direction's instruction (the one a frozen config holds)."""
+        return self.predict.signature.instructions
+
+    @instruction.setter
+    def instruction(self, text: str) -> None:
+        reverse = next((pair[1] for pair in self.PROMPTS.values() if pair[0] == text), text)
+        self.predict.signature = self.predict.signature.with_instructions(text)
+        self.reverse.signature = self.reverse.signature.with_instructions(reverse)
+
+    @property
+    def demos(self) -> list[Example]:
+        """The demos as Examples (DSPy holds them as ``dspy.Example`` records)."""
+        return demo_examples(self.predict.demos)
+
+    @demos.setter
+    def demos(self, examples: Sequence[Example]) -> None:
+        for predictor in (self.predict, self.reverse):
+            predictor.demos = [dspy.Example(**e.to_dict()) for e in examples]
+
+    @classmethod
+    def data_defaults(cls, examples: Sequence[Example], label_range: tuple[float, float] | None) -> dict[str, Any]:
+        """The source the examples carry (reference, else question, else context): ``source`` is not searched."""
+        if not examples:
+            return {}
+        counts = {name: sum(bool(target_text(e, name)) for e in examples) for name in SOURCES}
+        best = max(SOURCES, key=lambda name: counts[name])  # ties: the first (reference, question, context)
+        return {"source": best} if counts[best] else {}
+
+    def spec(self) -> JudgeSpec:
+        return replace(super().spec(), instruction=self.instruction, demos=tuple(self.demos))
 
     @classmethod
     def space(cls) -> list[Param]:
         return [Choice("instruction", tuple(cls.PROMPTS), "respond"), IntRange("k", 0, MAX_DEMOS, 0),
                 IntRange("demo_draw", 0, 7, 0), Choice("direction", DIRECTIONS, "answer"),
                 Choice("normalization", NORMALIZATIONS, "mean"), Choice("chat", (True, False), True),
-                Choice("source", TARGETS, "auto")]
+                Choice("source", TARGETS, "auto", searched=False)]
 
     @property
     def score_range(self) -> tuple[float, float]:
@@ -86,30 +138,32 @@ class LikelihoodJudge(Judge):
         width = high - low
         return (-width, width) if any(ex.answer_b is not None for ex in examples) else (low, high)
 
-    def instruction(self, direction: str) -> str:
-        if self.instruction_text:
-            return self.instruction_text
-        return self.PROMPTS[self.params["instruction"]][0 if direction == "answer" else 1]
-
     def directions(self) -> tuple[str, ...]:
         return ("answer", "source") if self.params["direction"] == "both" else (self.params["direction"],)
 
+    def predictor(self, direction: str) -> dspy.Predict:
+        """The sub-module whose instruction and demos make this direction's prompt."""
+        return self.predict if direction == "answer" else self.reverse
+
     def _prefix_and_turns(self, direction: str) -> tuple[list[dict[str, str]], str]:
         """The shared part of every prompt in this direction: chat messages, or the plain-text head."""
-        pairs = [(s, a) for s, a in (demo_pair(d, self.params["source"]) for d in self.demos) if s and a]
+        predictor = self.predictor(direction)
+        instruction = predictor.signature.instructions
+        pairs = [(s, a) for s, a in (demo_pair(d, self.params["source"]) for d in demo_examples(predictor.demos))
+                 if s and a]
         if direction == "source":
             pairs = [(a, s) for s, a in pairs]
         if self.params["chat"]:
-            messages = [{"role": "system", "content": self.instruction(direction)}]
+            messages = [{"role": "system", "content": instruction}]
             for given, wanted in pairs:
                 messages += [{"role": "user", "content": given}, {"role": "assistant", "content": wanted}]
             return messages, ""
-        head = self.instruction(direction) + "\n\n" + "".join(f"Input:\n{g}\nOutput:\n{w}\n\n" for g, w in pairs)
+        head = instruction + "\n\n" + "".join(f"Input:\n{g}\nOutput:\n{w}\n\n" for g, w in pairs)
         return [], head
 
-    def prompt(self, given: str, direction: str) -> str:
-        """The full prompt before the scored text."""
-        messages, head = self._prefix_and_turns(direction)
+    def prompt(self, given: str, direction: str, prefix: tuple[list[dict[str, str]], str] | None = None) -> str:
+        """The full prompt before the scored text (``prefix``: this direction's ``_prefix_and_turns``)."""
+        messages, head = prefix or self._prefix_and_turns(direction)
         if self.params["chat"]:
             return self.lm.chat_prompt([*messages, {"role": "user", "content": given}])
         return f"{head}Input:\n{given}\nOutput:\n"
@@ -139,8 +193,9 @@ class LikelihoodJudge(Judge):
             jobs.extend((i, slot, source, answer) for slot, answer in enumerate(answers))
         results: dict[tuple[int, int, str], Any] = {}
         for direction in self.directions():
-            pairs = [(self.prompt(s, direction), a) if direction == "answer" else (self.prompt(a, direction), s)
-                     for _, _, s, a in jobs]
+            prefix = self._prefix_and_turns(direction)
+            pairs = [(self.prompt(s, direction, prefix), a) if direction == "answer" else
+                     (self.prompt(a, direction, prefix), s) for _, _, s, a in jobs]
             for (i, slot, _, _), outcome in zip(jobs, self.lm.target_logprobs(pairs)):
                 results[(i, slot, direction)] = outcome
         for i, ex in enumerate(examples):
@@ -164,9 +219,8 @@ class LikelihoodJudge(Judge):
         return Verdict(float(score), {}, True, "", usage, detail)
 
     def settings(self) -> dict[str, Any]:
-        texts = {self.instruction(d) for d in self.directions()}
-        return {**super().settings(), "instruction": texts.pop() if len(texts) == 1 else None,
-                "label_range": self.label_range, "demos": [d.to_dict() for d in self.demos]}
+        return {**super().settings(), "instruction": self.instruction, "label_range": self.label_range,
+                "demos": [d.to_dict() for d in self.demos]}
 
 
 def demo_pair(example: Example, source: str) -> tuple[str | None, str]:

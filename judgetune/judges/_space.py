@@ -12,11 +12,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Choice:
-    """A categorical knob."""
+    """A categorical knob. ``searched=False``: a setting the data decides (the kind's data defaults),
+    which the user may set but the tuner does not search."""
 
     name: str
     options: tuple[Any, ...]
     default: Any
+    searched: bool = True
 
     def __post_init__(self) -> None:
         if self.default not in self.options:
@@ -31,6 +33,7 @@ class IntRange:
     low: int
     high: int
     default: int
+    searched: bool = True
 
     def __post_init__(self) -> None:
         if not self.low <= self.default <= self.high:

@@ -97,6 +97,11 @@ def build(spec: JudgeSpec, context: BuildContext = BuildContext()) -> Judge:
         ValueError: an unknown kind or setting, or an LM kind without an LM.
     """
     cls = judge_class(spec.kind)
+    # every setting the kind accepts in some scoring mode (the judge checks them against the mode it resolves)
+    knobs = {p.name for p in cls.space_for({**spec.params, "scoring_mode": "sampled"})}
+    if set(spec.params) - knobs:  # e.g. demo_pool: what a judge draws on comes from the context, never from params
+        raise ValueError(f"judge {spec.kind}: unknown setting(s) {sorted(set(spec.params) - knobs)}; "
+                         f"known: {sorted(knobs)}")
     examples = context.examples()
     has_data = bool(examples) or context.label_range is not None
     defaults = cls.data_defaults(examples, context.label_range) if has_data else {}
@@ -108,7 +113,7 @@ def build(spec: JudgeSpec, context: BuildContext = BuildContext()) -> Judge:
                       instruction_text=spec.instruction, demos=None if spec.demos is None else list(spec.demos))
     if spec.fitted is not None:
         kwargs["fitted"] = dict(spec.fitted)
-    judge = cls(context.lm if cls.needs_lm else None, **kwargs)
+    judge = cls(context.lm if cls.needs_lm_with(kwargs) else None, **kwargs)
     if cls.fits and spec.fitted is None:
         judge.fit(context.train)
     return judge

@@ -141,8 +141,9 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
         if verdicts is None:
             verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=True)
         scores = config.calibrated(verdicts, scoring_judge, examples)
-        metrics[name] = {**agreement(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed),
-                         **cost_per_item(verdicts, seconds)}
+        metrics[name] = agreement(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed)
+        if name != "train":  # cost apart from the figures: timings differ from run to run, agreement must not
+            metrics.setdefault("cost", {})[name] = cost_per_item(verdicts, seconds)
         if name == "test":
             write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
             datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them

@@ -186,7 +186,7 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, data_fixed: dict[str, 
     space = judge_class(spec.judge).space_for(settled)
     params: dict[str, Any] = {}
     for p in space:
-        if p.name in settled:
+        if p.name in settled or not p.searched:  # not searched: settled, or the data decides (data defaults)
             continue
         if p.name == "instruction" and instructions:
             params[p.name] = trial.suggest_int(p.name, 0, len(instructions) - 1)
@@ -496,7 +496,8 @@ def proposal_round(study: optuna.Study, spec: RunSpec, splits: Splits, proposer:
 
 def load_run_lm(spec: RunSpec, *, timeout: float = 60.0) -> JudgeLM | None:
     """The run's LM (None for a judge without one); ``timeout`` is per attempt of a server call."""
-    return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout) if judge_class(spec.judge).needs_lm else None
+    return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout) if judge_class(spec.judge).needs_lm_with(spec.fixed) \
+        else None
 
 
 def load_proposer(spec: RunSpec, lm: JudgeLM | None) -> JudgeLM | None:
