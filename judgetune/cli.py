@@ -318,8 +318,8 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
 
 def _cost_free(row: dict) -> dict:
     """A metrics row with its failure rate, and zero cost where it records none (the trivial baselines)."""
-    failures = row.get("parse_failures", 0)
-    items = row.get("items", row.get("n", 0))
+    failures = row.get("parse_failures") or 0
+    items = row.get("items") or row.get("n") or 0
     return {"parse_failure_rate": failures / items if items else 0, "tokens_per_item": 0, "seconds_per_item": 0, **row}
 
 
