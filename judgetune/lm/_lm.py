@@ -55,6 +55,8 @@ class JudgeLM:
         self.label_calls = 0
         # label reads scored together in-process: the items decoded side by side (1: no batching)
         self.batch_size = getattr(model, "batch_size", 1) if client is None else 1
+        # gathers in-process label reads from run()'s threads into batched calls
+        self._batcher = Coalescer(lambda requests: local_label_distributions(self.model, requests), self.batch_size)
         self.transcript: list[dict[str, Any]] | None = None  # set to a list to record every prompt sent
 
     @property
@@ -152,11 +154,6 @@ class JudgeLM:
                 self.cache.set(keys[i], found[i])
         return [Outcome(i, error=errors[i]) if i in errors else Outcome(i, value=LabelDistribution.from_dict(found[i]))
                 for i in range(len(requests))]
-
-    @cached_property
-    def _batcher(self) -> Coalescer:
-        """Gathers in-process label reads from ``run``'s threads into batched calls."""
-        return Coalescer(lambda requests: local_label_distributions(self.model, requests), self.batch_size)
 
     def chat_prompt(self, messages: list[dict[str, str]]) -> str:
         """The model's chat template applied to ``messages``, the assistant turn opened (in-process only)."""
