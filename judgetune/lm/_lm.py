@@ -203,7 +203,7 @@ class JudgeLM:
         ``batch_size`` items are scored in one batch while the next items prepare theirs. The order
         of the calls then varies from run to run; their results do not.
         """
-        threads = 2 * self.batch_size if batched and self.in_process else self.concurrency
+        threads = 2 * self.batch_size if batched and self.batch_size > 1 else self.concurrency
         return run_items(fn, items, concurrency=threads, progress=progress, description=str(self.spec))
 
     def close(self) -> None:
