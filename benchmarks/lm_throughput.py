@@ -1,12 +1,20 @@
-"""Throughput of the embedded judge model on a 1-5 rubric over MSRpar pairs (issue 3's benchmark).
+"""Throughput of the embedded judge model on a 1-5 rubric over MSRpar pairs (issues 3 and 18).
 
-Items per second for (a) dspy.Predict generating and parsing the score, (b) label_distribution
-with every prompt evaluated from scratch, (c) label_distribution reusing the KV cache of the shared
-prefix (instruction + 4 demos); and the model's limit: its forward-pass tokens per second over the
-prompt tokens unique to each item. Also: 16 requests against a server with 50 ms latency, one at a
-time vs 16 threads.
+Items per second on the same prompts for: (a) dspy.Predict generating and parsing the score, (a')
+the same with the answer marker prefilled, (b) label distributions with every prompt evaluated from
+scratch, (c) with the KV cache of the shared prefix (instruction + 4 demos) reused, one item at a time,
+(d) batched: several items per llama.cpp decode over that prefix (``local_label_distributions``),
+(d') the same reached the way ``judge_all`` reaches it (threads whose label reads are coalesced),
+and (s) sampled: n answers at a temperature, labels parsed, their empirical distribution.
 
-    python benchmarks/lm_throughput.py [--quick] [--json]
+The limit is the model's peak prompt-evaluation rate on this machine (the best tokens/s of one decode
+of 64, 128, 256 or 512 new tokens after the cached shared prefix) over the tokens each item adds
+after that prefix. All paths and the limit
+run in interleaved rounds (each round: the same items through every path, in a rotated order, each
+path warmed on another item first), so machine noise hits them alike; figures are medians over rounds.
+Also: 16 requests against a server with 50 ms latency, one at a time vs 16 threads.
+
+    python benchmarks/lm_throughput.py [--quick] [--rounds R] [--per-round N] [--json]
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -25,12 +34,16 @@ import dspy  # noqa: E402
 from judgetune import datasets  # noqa: E402
 from judgetune.lm import OpenAICompatibleClient, load_lm, parse_lm_spec, run_items  # noqa: E402
 from judgetune.lm._adapter import PrefillChatAdapter  # noqa: E402
-from judgetune.lm._labels import local_label_distribution  # noqa: E402
+from judgetune.lm._labels import local_label_distribution, local_label_distributions  # noqa: E402
+from judgetune.stats import bootstrap_interval, correlation  # noqa: E402
 
 INSTRUCTION = ("You judge how close in meaning two sentences are. Reply with one score from 1 to 5: "
                "1 means unrelated, 3 means they share the main point but differ in details, 5 means they say "
                "exactly the same thing.")
 LABELS = ["1", "2", "3", "4", "5"]
+PREFIX = "Score: "
+PEAK_SIZES = (64, 128, 256, 512)  # decode sizes (new tokens) over which the peak evaluation rate is taken
+SAMPLES, TEMPERATURE, SMOOTHING = 10, 1.0, 0.5  # sampled mode: answers per item, temperature, add-k counts
 
 
 def to_five(label: float) -> int:
@@ -56,60 +69,114 @@ def demos_and_items(n: int):
     return demos, [e for e in pairs if e.meta["split"] == "test"][:n]
 
 
-def predict_rate(lm, demos, items, *, prefill: bool) -> tuple[float, float]:
-    """(a): items/s and parse-failure rate of dspy.Predict writing the score: with DSPy's ChatAdapter
-    (answers capped at 64 tokens), or with the answer marker prefilled and a stop at the line end."""
+class Rate(dspy.Signature):
+    __doc__ = INSTRUCTION
+    sentence1: str = dspy.InputField()
+    sentence2: str = dspy.InputField()
+    score: int = dspy.OutputField(desc="1 to 5")
 
-    class Rate(dspy.Signature):
-        __doc__ = INSTRUCTION
-        sentence1: str = dspy.InputField()
-        sentence2: str = dspy.InputField()
-        score: int = dspy.OutputField(desc="1 to 5")
 
+def predict_path(lm, demos, *, prefill: bool):
+    """(a) / (a'): dspy.Predict writing the score, with DSPy's ChatAdapter (answers capped at 64 tokens)
+    or with the answer marker prefilled and a stop at the line end. Returns per item: parsed or not."""
     program = dspy.Predict(Rate)
     program.demos = [dspy.Example(sentence1=d.references[0].text, sentence2=d.answer, score=to_five(d.label))
                      for d in demos]
-    failures = 0
-    start = time.perf_counter()
     adapter = PrefillChatAdapter() if prefill else dspy.ChatAdapter(use_json_adapter_fallback=False)
     config = {"max_tokens": 8, "stop": ["\n", "[["]} if prefill else {"max_tokens": 64}
-    with dspy.context(lm=lm.dspy_lm, adapter=adapter):
+
+    def run(items) -> list[bool]:
+        parsed = []
+        with dspy.context(lm=lm.dspy_lm, adapter=adapter):
+            for e in items:
+                try:
+                    program(sentence1=e.references[0].text, sentence2=e.answer, config=config)
+                    parsed.append(True)
+                except Exception:  # noqa: BLE001 - a parse failure counts, it does not stop the benchmark
+                    parsed.append(False)
+        return parsed
+
+    return run
+
+
+def expected(dist) -> float:
+    return dist.expected([float(label) for label in LABELS])
+
+
+def label_path(model, demos, *, reuse: bool):
+    """(b) / (c): one label distribution at a time, from scratch or on the cached prefix; expected scores."""
+    def run(items) -> list[float]:
+        model.reuse_prefix = reuse
+        try:
+            return [expected(local_label_distribution(model, rubric_messages(demos, e), LABELS, prefix=PREFIX))
+                    for e in items]
+        finally:
+            model.reuse_prefix = True
+
+    return run
+
+
+def batched_path(model, demos):
+    """(d): all of a round's items in one call, several per decode over the cached prefix."""
+    def run(items) -> list[float]:
+        return [expected(d) for d in local_label_distributions(model, [(rubric_messages(demos, e), LABELS, PREFIX)
+                                                                       for e in items])]
+
+    return run
+
+
+def coalesced_path(lm, demos):
+    """(d'): each item's label read from its own thread (``JudgeLM.run(..., batched=True)``, as ``judge_all``)."""
+    def run(items) -> list[float]:
+        outcomes = lm.run(lambda e: lm.label_distribution(rubric_messages(demos, e), LABELS, prefix=PREFIX), items,
+                          batched=True)
+        return [expected(o.value) for o in outcomes]
+
+    return run
+
+
+def sampled_path(model, demos):
+    """(s): SAMPLES answers per item at TEMPERATURE (seeded), the first character parsed as a label, the
+    smoothed empirical distribution's expected value (None when no answer parsed)."""
+    def run(items) -> list[float | None]:
+        out = []
         for e in items:
-            try:
-                program(sentence1=e.references[0].text, sentence2=e.answer, config=config)
-            except Exception:  # noqa: BLE001 - a parse failure counts, it does not stop the benchmark
-                failures += 1
-    return len(items) / (time.perf_counter() - start), failures / len(items)
+            tokens = model.tokenize(model.render(rubric_messages(demos, e), PREFIX))
+            counts = dict.fromkeys(LABELS, 0)
+            for j in range(SAMPLES):
+                _, _, text = model.generate(tokens, max_tokens=2, temperature=TEMPERATURE, stop=("\n",),
+                                            seed=1000 * hash_id(e.id) + j)
+                answer = text.decode("utf-8", "replace").strip()[:1]
+                if answer in counts:
+                    counts[answer] += 1
+            if not any(counts.values()):
+                out.append(None)
+                continue
+            weights = {label: c + SMOOTHING for label, c in counts.items()}
+            out.append(sum(float(label) * w for label, w in weights.items()) / sum(weights.values()))
+        return out
+
+    return run
 
 
-def label_rate(model, demos, items, *, reuse: bool) -> float:
-    """(b) / (c): items/s of label_distribution on the same rubric prompt."""
-    model.reuse_prefix = reuse
-    start = time.perf_counter()
-    for e in items:
-        local_label_distribution(model, rubric_messages(demos, e), LABELS, prefix="Score: ")
-    model.reuse_prefix = True
-    return len(items) / (time.perf_counter() - start)
+def hash_id(text: str) -> int:
+    return sum(ord(c) * (i + 1) for i, c in enumerate(text)) % 100_000
 
 
-def model_limit(model, demos, items) -> tuple[float, float, float]:
-    """Forward-pass tokens/s on the tokens each item adds after the cached prefix, and items/s that allows."""
-    prompts = [model.tokenize(model.render(rubric_messages(demos, e), "Score: ")) for e in items]
-    shared = min(len(os.path.commonprefix([prompts[0], p])) for p in prompts[1:])
+def peak_rate(model, prefix: list[int], tokens: list[int]) -> float:
+    """The model's peak prompt-evaluation rate where the items' tokens run: the most tokens/s of one decode
+    of PEAK_SIZES[k] new tokens after the cached shared ``prefix``, over the sizes."""
     llm = model._llm
-    model.next_logprobs(prompts[0][: shared + 1])  # the shared prefix, cached
-    spent, tokens = 0.0, 0
-    for p in prompts:
-        llm._ctx.kv_cache_seq_rm(-1, shared, -1)
-        llm.n_tokens = shared
+    model.next_logprobs(prefix)  # the prefix in the KV cache (not timed)
+    best = 0.0
+    for size in PEAK_SIZES:
+        llm._ctx.kv_cache_seq_rm(-1, len(prefix), -1)
+        llm.n_tokens = len(prefix)
         start = time.perf_counter()
-        llm.eval(p[shared:])
-        spent += time.perf_counter() - start
-        tokens += len(p) - shared
+        llm.eval(tokens[:size])
+        best = max(best, size / (time.perf_counter() - start))
     llm.n_tokens = 0  # leave no stale cache for later users
-    per_second = tokens / spent
-    unique = tokens / len(prompts)
-    return per_second, unique, per_second / unique
+    return best
 
 
 def remote_speedup(requests: int = 16, latency: float = 0.05) -> tuple[float, float]:
@@ -133,39 +200,104 @@ def remote_speedup(requests: int = 16, latency: float = 0.05) -> tuple[float, fl
         server.wait()
 
 
+PATHS = ("predict", "prefill_predict", "label", "prefix", "batched", "coalesced", "sampled")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="40 pairs instead of 200")
+    parser.add_argument("--quick", action="store_true", help="5 rounds of 8 pairs instead of 6 rounds of 20")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 6, --quick 5)")
+    parser.add_argument("--per-round", type=int, help="pairs per round (default 20, --quick 8)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    demos, items = demos_and_items(40 if args.quick else 200)
+    rounds, per_round = (5, 8) if args.quick else (6, 20)
+    rounds, per_round = args.rounds or rounds, args.per_round or per_round
+    demos, pool = demos_and_items(rounds * per_round + 1)
+    warm, items = pool[0], pool[1:]
     lm = load_lm("local:smollm2", use_cache=False)
-    tokens_per_s, unique, limit = model_limit(lm.model, demos, items)
-    result = {"items": len(items)}
-    result["predict_items_per_s"], result["predict_parse_failure_rate"] = predict_rate(lm, demos, items, prefill=False)
-    result["prefill_predict_items_per_s"], result["prefill_predict_parse_failure_rate"] = predict_rate(
-        lm, demos, items, prefill=True)
-    result["label_items_per_s"] = label_rate(lm.model, demos, items, reuse=False)
-    result["prefix_items_per_s"] = label_rate(lm.model, demos, items, reuse=True)
-    result.update(forward_tokens_per_s=tokens_per_s, unique_tokens_per_item=unique, limit_items_per_s=limit,
-                  prompt_tokens=len(lm.model.tokenize(lm.model.render(rubric_messages(demos, items[0]), "Score: "))))
-    result["prefix_vs_predict"] = result["prefix_items_per_s"] / result["predict_items_per_s"]
-    result["prefix_vs_limit"] = result["prefix_items_per_s"] / limit
+    model = lm.model
+    prompts = [model.tokenize(model.render(rubric_messages(demos, e), PREFIX)) for e in items]
+    shared = min(len(os.path.commonprefix([prompts[0], p])) for p in prompts[1:])
+    unique = sum(len(p) - shared for p in prompts) / len(prompts)
+    peak_tokens = [t for p in prompts for t in p[shared:]][:max(PEAK_SIZES)]
+    run = {"predict": predict_path(lm, demos, prefill=False), "prefill_predict": predict_path(lm, demos, prefill=True),
+           "label": label_path(model, demos, reuse=False), "prefix": label_path(model, demos, reuse=True),
+           "batched": batched_path(model, demos), "coalesced": coalesced_path(lm, demos),
+           "sampled": sampled_path(model, demos)}
+    rates: dict[str, list[float]] = {name: [] for name in (*PATHS, "limit")}
+    peaks: list[float] = []
+    results: dict[str, list] = {name: [] for name in PATHS}
+    loads = []
+    for r in range(rounds):
+        chunk = items[r * per_round:(r + 1) * per_round]
+        order = list(PATHS[r % len(PATHS):] + PATHS[:r % len(PATHS)])
+        for name in order:
+            run[name]([warm])  # its prefix cached, as in steady state
+            start = time.perf_counter()
+            results[name] += run[name](chunk)
+            rates[name].append(len(chunk) / (time.perf_counter() - start))
+            if name == order[len(order) // 2]:  # the limit, measured mid-round
+                peaks.append(peak_rate(model, prompts[0][:shared], peak_tokens))
+                rates["limit"].append(peaks[-1] / unique)
+        loads.append(os.getloadavg()[0])
+    med = {name: statistics.median(values) for name, values in rates.items()}
+    ratio = lambda a, b: statistics.median(x / y for x, y in zip(rates[a], rates[b]))  # noqa: E731
+    exact = max(abs(a - b) for a, b in zip(results["batched"], results["prefix"]))
+    pairs = [(s, p) for s, p in zip(results["sampled"], results["prefix"]) if s is not None]
+    spearman = correlation([s for s, _ in pairs], [p for _, p in pairs])
+    interval = bootstrap_interval(lambda a, b: correlation(a, b), [s for s, _ in pairs], [p for _, p in pairs])
+    result = {"items": len(items), "rounds": rounds,
+              "predict_items_per_s": med["predict"],
+              "predict_parse_failure_rate": 1 - sum(results["predict"]) / len(items),
+              "prefill_predict_items_per_s": med["prefill_predict"],
+              "prefill_predict_parse_failure_rate": 1 - sum(results["prefill_predict"]) / len(items),
+              "label_items_per_s": med["label"], "prefix_items_per_s": med["prefix"],
+              "batched_items_per_s": med["batched"], "coalesced_items_per_s": med["coalesced"],
+              "sampled_items_per_s": med["sampled"], "sampled_n": SAMPLES, "sampled_temperature": TEMPERATURE,
+              "sampled_failures": len(items) - len(pairs),
+              "sampled_vs_logprobs_spearman": spearman,
+              "sampled_vs_logprobs_spearman_ci": [interval.low, interval.high],
+              "batched_vs_prefix_max_abs_diff": exact,
+              "forward_tokens_per_s": statistics.median(peaks), "unique_tokens_per_item": unique,
+              "limit_items_per_s": med["limit"], "prompt_tokens": len(prompts[0]), "shared_prefix_tokens": shared,
+              "prefix_vs_predict": ratio("prefix", "predict"), "prefix_vs_limit": ratio("prefix", "limit"),
+              "batched_vs_predict": ratio("batched", "predict"), "batched_vs_limit": ratio("batched", "limit"),
+              "coalesced_vs_limit": ratio("coalesced", "limit"), "sampled_vs_prefix": ratio("sampled", "prefix"),
+              "load_average": [min(loads), max(loads)],
+              "spread": {name: [min(v), max(v)] for name, v in rates.items()}}
     serial, parallel = remote_speedup()
     result.update(remote_16_serial_s=serial, remote_16_concurrent_s=parallel, remote_speedup_16=serial / parallel)
     if args.json:
         print(json.dumps(result))
         return
-    print(f"{len(items)} MSRpar test pairs, 1-5 rubric with 4 demos ({result['prompt_tokens']} prompt tokens, "
-          f"{unique:.1f} unique per item), SmolLM2-135M Q4_1 on llama.cpp, 2 threads")
-    print(f"(a) dspy.Predict, ChatAdapter        {result['predict_items_per_s']:8.2f} items/s "
-          f"(parse failures {result['predict_parse_failure_rate']:.0%})")
-    print(f"(a') dspy.Predict, marker prefilled  {result['prefill_predict_items_per_s']:8.2f} items/s "
-          f"(parse failures {result['prefill_predict_parse_failure_rate']:.0%})")
-    print(f"(b) label_distribution, no reuse     {result['label_items_per_s']:8.2f} items/s")
-    print(f"(c) label_distribution, prefix reuse {result['prefix_items_per_s']:8.2f} items/s "
-          f"= {result['prefix_vs_predict']:.1f}x (a), {result['prefix_vs_limit']:.2f}x the limit")
-    print(f"model limit: {tokens_per_s:.0f} forward tokens/s / {unique:.1f} unique tokens = {limit:.2f} items/s")
+    spread = result["spread"]
+    line = lambda label, name: print(f"{label:40s} {med[name]:6.2f} items/s  "  # noqa: E731
+                                     f"(rounds {spread[name][0]:.2f}-{spread[name][1]:.2f})")
+    print(f"{len(items)} MSRpar test pairs in {rounds} interleaved rounds; 1-5 rubric with 4 demos "
+          f"({result['prompt_tokens']} prompt tokens, {shared} shared, {unique:.1f} unique per item); "
+          f"SmolLM2-135M Q4_1 on llama.cpp, 2 threads; load average {min(loads):.1f}-{max(loads):.1f} "
+          f"(a shared machine); medians over rounds")
+    line("(a) dspy.Predict, ChatAdapter", "predict")
+    print(f"    parse failures {result['predict_parse_failure_rate']:.0%}")
+    line("(a') dspy.Predict, marker prefilled", "prefill_predict")
+    print(f"    parse failures {result['prefill_predict_parse_failure_rate']:.0%}")
+    line("(b) labels, from scratch", "label")
+    line("(c) labels, prefix reused, one at a time", "prefix")
+    line("(d) labels, batched", "batched")
+    line("(d') labels, threads coalesced (judge_all)", "coalesced")
+    line(f"(s) sampled, n={SAMPLES} at T={TEMPERATURE}", "sampled")
+    line("limit", "limit")
+    print(f"limit: peak {result['forward_tokens_per_s']:.0f} tokens/s (best of decodes of {PEAK_SIZES} tokens "
+          f"after the cached prefix) / "
+          f"{unique:.1f} unique tokens per item")
+    print(f"(d) = {result['batched_vs_limit']:.2f}x the limit, {result['batched_vs_predict']:.1f}x (a); "
+          f"(d') = {result['coalesced_vs_limit']:.2f}x the limit; (c) = {result['prefix_vs_limit']:.2f}x the limit, "
+          f"{result['prefix_vs_predict']:.1f}x (a)  (medians of per-round ratios)")
+    print(f"(d) vs (c) expected scores: max |difference| {exact:.2g}")
+    agreement = "undefined (constant scores)" if spearman is None else (
+        f"{spearman:.2f} [{interval.low:.2f}, {interval.high:.2f}] (95% bootstrap)")
+    print(f"(s) costs {1 / result['sampled_vs_prefix']:.1f}x (c) per item; Spearman with (c)'s expected score "
+          f"{agreement} on {len(pairs)} items ({result['sampled_failures']} with no parsed answer)")
     print(f"remote, 16 requests at 50 ms: {serial:.3f} s one at a time, {parallel:.3f} s 16 at a time "
           f"= {result['remote_speedup_16']:.1f}x")
 

@@ -91,10 +91,13 @@ class Judge(dspy.Module):
 
     def judge_all(self, examples: Sequence[Example], *, progress: bool = False) -> list[Verdict]:
         """A Verdict per Example, in order; an Example whose judgment raised gets a failed Verdict."""
-        run = self.lm.run if self.lm is not None else (
-            lambda fn, items, progress: run_items(fn, items, concurrency=1, progress=progress, description=self.kind))
+        if self.lm is None:
+            outcomes = run_items(self, list(examples), concurrency=1, progress=progress, description=self.kind)
+        else:  # in-process, label reads of several items go to the model together (not worth it after a reasoning)
+            outcomes = self.lm.run(self, list(examples), progress=progress,
+                                   batched=not self.params.get("reasoning", False))
         verdicts = []
-        for outcome in run(self, list(examples), progress=progress):
+        for outcome in outcomes:
             if outcome.ok:
                 verdicts.append(outcome.value)
             else:

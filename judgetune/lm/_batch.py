@@ -1,7 +1,9 @@
-"""Run one LM call per item over a thread pool, keeping every item: answered or failed with a reason."""
+"""Run one LM call per item over a thread pool, keeping every item: answered or failed with a reason;
+and gather the calls of such threads into batches (``Coalescer``)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -45,3 +47,46 @@ def run_items(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int = 1,
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         results = pool.map(one, range(len(items)))
         return list(tqdm(results, total=len(items), desc=description, disable=not progress))
+
+
+class Coalescer(Generic[T, R]):
+    """Requests from several threads computed together, up to ``size`` per ``compute_many`` call.
+
+    A thread that submits a request while a batch is running waits; when the batch ends, one waiting
+    thread takes every pending request (up to ``size``) and computes them as the next batch. With twice
+    ``size`` threads submitting, batches run full. ``compute_many`` returns, per request, its result
+    or the exception that request raises in its own thread.
+    """
+
+    def __init__(self, compute_many: Callable[[list[T]], list[R | Exception]], size: int):
+        self.compute_many, self.size = compute_many, size
+        self._pending: list[_Pending] = []
+        self._queue = threading.Lock()  # guards _pending
+        self._running = threading.Lock()  # one batch at a time
+        self.batches: list[int] = []  # the size of every batch computed
+
+    def submit(self, request: T) -> R:
+        mine = _Pending(request)
+        with self._queue:
+            self._pending.append(mine)
+        while not mine.done:
+            with self._running:
+                if mine.done:
+                    break
+                with self._queue:
+                    batch, self._pending = self._pending[:self.size], self._pending[self.size:]
+                try:
+                    results = self.compute_many([p.request for p in batch])
+                except BaseException as err:  # a bug: every request of the batch raises it
+                    results = [err] * len(batch)
+                self.batches.append(len(batch))
+                for pending, result in zip(batch, results):
+                    pending.result, pending.done = result, True
+        if isinstance(mine.result, BaseException):
+            raise mine.result
+        return mine.result
+
+
+class _Pending:
+    def __init__(self, request):
+        self.request, self.result, self.done = request, None, False

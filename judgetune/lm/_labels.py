@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from judgetune.errors import PromptTooLongError
+
 TOP_LOGPROBS = 20  # the most OpenAI's API returns
 
 
@@ -91,3 +93,44 @@ def local_label_distribution(model, messages: list[dict[str, str]], labels: Sequ
                 total += float(model.next_logprobs(prompt + pieces[:i])[pieces[i]])
             logprobs.append(total)
     return LabelDistribution(labels, tuple(logprobs), usage={"prompt_tokens": len(prompt)})
+
+
+def local_label_distributions(model, requests: Sequence[tuple[list[dict[str, str]], Sequence[str], str]]
+                               ) -> list[LabelDistribution | Exception]:
+    """``local_label_distribution`` of many ``(messages, labels, prefix)`` requests, several per decode.
+
+    On llama.cpp the prompts run side by side over their shared, cached prefix (``next_logprobs_many``;
+    labels of several tokens through ``target_logprobs``); a single request, and other backends, go
+    one at a time (``local_label_distribution``, whose KV cache may still hold a reasoning just
+    generated). A request that cannot be scored (bad labels, a prompt too long) gets its exception in
+    its place.
+    """
+    if len(requests) == 1 or not hasattr(model, "next_logprobs_many"):
+        out: list[LabelDistribution | Exception] = []
+        for messages, labels, prefix in requests:
+            try:
+                out.append(local_label_distribution(model, messages, labels, prefix=prefix))
+            except ValueError as err:
+                out.append(err)
+        return out
+    results: list[LabelDistribution | Exception | None] = [None] * len(requests)
+    todo: list[tuple[int, list[int], list[list[int]]]] = []
+    with model.locked():
+        for i, (messages, labels, prefix) in enumerate(requests):
+            try:
+                labels = _check_labels(labels)
+                prompt = model.tokenize(model.render(messages, prefix))
+                if len(prompt) >= model.n_ctx:
+                    raise PromptTooLongError(f"prompt of {len(prompt)} tokens does not fit the context of {model.n_ctx}")
+                todo.append((i, prompt, [model.tokenize(label, special=False) for label in labels]))
+            except ValueError as err:
+                results[i] = err
+        firsts = model.next_logprobs_many([prompt for _, prompt, _ in todo])
+        longer = [(k, j) for k, (_, _, pieces) in enumerate(todo) for j, p in enumerate(pieces) if len(p) > 1]
+        rest = model.target_logprobs([(todo[k][1], todo[k][2][j]) for k, j in longer])
+        tails = {kj: float(row[1:].sum()) for kj, row in zip(longer, rest)}
+        for k, (i, prompt, pieces) in enumerate(todo):
+            logprobs = tuple(float(firsts[k][p[0]]) + tails.get((k, j), 0.0) for j, p in enumerate(pieces))
+            results[i] = LabelDistribution(_check_labels(requests[i][1]), logprobs,
+                                           usage={"prompt_tokens": len(prompt)})
+    return results

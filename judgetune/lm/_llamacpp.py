@@ -1,6 +1,7 @@
 """The embedded llama.cpp backend: chat template, next-token log-probabilities with KV-cache prefix
-reuse, generation with stop strings, logprobs and JSON-schema grammars, and target-text
-log-probabilities scored in batches over a shared, cached prompt prefix (``target_logprobs``).
+reuse, generation with stop strings, logprobs and JSON-schema grammars; and, scored several items per
+decode over a shared, cached prompt prefix, next-token log-probabilities (``next_logprobs_many``) and
+target-text log-probabilities (``target_logprobs``).
 Thread-safe: one lock guards both llama.cpp contexts (generation and scoring)."""
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class LlamaCppModel:
     the model (not served from the KV cache), for throughput accounting."""
 
     backend = "llamacpp"
+    batch_size = SCORE_SEQUENCES - 1  # items scored side by side in one decode
 
     def __init__(self, path: str | Path, *, n_ctx: int = 4096, n_threads: int = 2, seed: int = 0):
         try:
@@ -170,13 +172,31 @@ class LlamaCppModel:
             if len(prompt) + len(target) > self.n_ctx:
                 raise ValueError(f"prompt and target of {len(prompt) + len(target)} tokens do not fit the context "
                                  f"of {self.n_ctx}")
+            if len(prompt) + len(target) < 3:
+                raise ValueError("a one-token prompt with a one-token target cannot be scored in a batched pass")
+        rows = self._score([(prompt + target[:-1], len(prompt) - 1) for prompt, target in items], reuse)
+        return [_token_logprobs(r, target) for r, (_, target) in zip(rows, items)]
+
+    def next_logprobs_many(self, prompts: Sequence[list[int]], *, reuse: bool | None = None) -> list[np.ndarray]:
+        """``next_logprobs`` of every prompt, several prompts per ``llama_decode`` over their shared, cached
+        prefix (as ``target_logprobs``); the same numbers as one prompt at a time (tests/test_lm_batch.py)."""
+        for prompt in prompts:
+            if len(prompt) < 2:
+                raise ValueError("next_logprobs_many needs prompts of two tokens or more")
+            if len(prompt) >= self.n_ctx:
+                raise PromptTooLongError(f"prompt of {len(prompt)} tokens does not fit the context of {self.n_ctx}")
+        rows = self._score([(prompt, len(prompt) - 1) for prompt in prompts], reuse)
+        return [log_softmax(r[0]) for r in rows]
+
+    def _score(self, items: list[tuple[list[int], int]], reuse: bool | None) -> list[np.ndarray]:
+        """The scoring context's logits rows for ``(tokens, out_from)`` items (see ``_ScoringContext``)."""
         with self._lock:
             if self._scoring is None:
                 self._scoring = _ScoringContext(self)
             scoring = self._scoring
             before = scoring.fed
             reuse = self.reuse_prefix if reuse is None else reuse
-            out = scoring.score_shared(items) if reuse else [scoring.score_alone(p, t) for p, t in items]
+            out = scoring.score_shared(items) if reuse else [scoring.score_alone(t, o) for t, o in items]
             self.evaluated_tokens += scoring.fed - before
             return out
 
@@ -195,6 +215,26 @@ class LlamaCppModel:
             self._scoring.close()
             self._scoring = None
         self._llm.close()
+
+
+def _token_logprobs(rows: np.ndarray, tokens: list[int]) -> np.ndarray:
+    """log p(tokens[j]) under logits row j."""
+    z = rows.astype(np.float64)
+    top = z.max(axis=1, keepdims=True)
+    norm = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
+    return z[np.arange(len(tokens)), tokens] - norm
+
+
+def _equal_groups(own: list[int], shared: int, size: int) -> list[list[int]]:
+    """Items in groups of at most ``size`` that can run equally many tokens: longest first, an item
+    joins a group when its ``own`` tokens plus the ``shared`` prefix reach the group's longest."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(own)), key=lambda i: -own[i]):
+        if groups and len(groups[-1]) < size and own[i] + shared >= own[groups[-1][0]]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
 
 
 def _common_prefix(sequences: Sequence[list[int]]) -> int:
@@ -242,41 +282,40 @@ class _ScoringContext:
     def _run(self, jobs: list[tuple[int, int, list[int], int]]) -> list[np.ndarray]:
         """Feed jobs ``(sequence, first position, tokens, outputs from index)``; each job's logits rows.
 
-        The jobs' tokens are packed into decodes of at most SCORE_BATCH tokens, in order (a job may span
-        decodes), and never a decode of one token.
+        The jobs hold equally many tokens, and every decode takes the same slice of each: llama.cpp
+        splits a batch of several KV streams into micro-batches of equally many tokens per sequence,
+        and a sequence left with one token in a micro-batch gets logits up to 0.8 nats off (measured).
+        A slice holds two tokens or more (see ``LlamaCppModel._eval_from_cache``).
         """
         import llama_cpp
 
-        stream = [(j, seq, pos + i, token, i >= out_from)
-                  for j, (seq, pos, tokens, out_from) in enumerate(jobs) for i, token in enumerate(tokens)]
-        cuts = list(range(0, len(stream), SCORE_BATCH)) + [len(stream)]
+        length = len(jobs[0][2])
+        if any(len(tokens) != length for _, _, tokens, _ in jobs) or length < 2:
+            raise ValueError(f"jobs of unequal or too few tokens: {[len(t) for _, _, t, _ in jobs]}")
+        step = SCORE_BATCH // len(jobs)
+        cuts = list(range(0, length, step)) + [length]
         if len(cuts) > 2 and cuts[-1] - cuts[-2] == 1:
-            cuts[-2] -= 1  # the last decode takes one token of the one before, so it holds two
+            cuts[-2] -= 1  # the last slice takes one token of the one before, so it holds two
         rows: list[list[np.ndarray]] = [[] for _ in jobs]
+        batch = self._batch
         for start, end in zip(cuts, cuts[1:]):
-            batch = self._batch
-            want = []
-            for n, (j, seq, pos, token, output) in enumerate(stream[start:end]):
-                batch.token[n], batch.pos[n], batch.n_seq_id[n] = token, pos, 1
-                batch.seq_id[n][0], batch.logits[n] = seq, output
-                if output:
-                    want.append((j, n))
-            batch.n_tokens = end - start
+            want, n = [], 0
+            for j, (seq, pos, tokens, out_from) in enumerate(jobs):
+                for i in range(start, end):
+                    batch.token[n], batch.pos[n], batch.n_seq_id[n] = tokens[i], pos + i, 1
+                    batch.seq_id[n][0], batch.logits[n] = seq, i >= out_from
+                    if i >= out_from:
+                        want.append((j, n))
+                    n += 1
+            batch.n_tokens = n
             code = llama_cpp.llama_decode(self._context.ctx, batch)
             if code != 0:
                 raise RuntimeError(f"llama_decode returned {code}")
-            self.fed += end - start
-            for j, n in want:
-                rows[j].append(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._context.ctx, n),
+            self.fed += n
+            for j, k in want:
+                rows[j].append(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._context.ctx, k),
                                                      shape=(self.n_vocab,)).copy())
         return [np.stack(r) if r else np.empty((0, self.n_vocab), np.float32) for r in rows]
-
-    @staticmethod
-    def _target_logprobs(rows: np.ndarray, target: list[int]) -> np.ndarray:
-        z = rows.astype(np.float64)
-        top = z.max(axis=1, keepdims=True)
-        norm = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
-        return z[np.arange(len(target)), target] - norm
 
     def _set_prefix(self, prefix: list[int]) -> None:
         """Sequence 0 holds ``prefix``: its cached part kept, the rest evaluated (two tokens at least)."""
@@ -293,27 +332,27 @@ class _ScoringContext:
             self._run([(0, keep, prefix[keep:], len(prefix))])
         self.prefix = list(prefix)
 
-    def score_alone(self, prompt: list[int], target: list[int]) -> np.ndarray:
-        """One item from an empty cache, as one sequence (the from-scratch path)."""
+    def score_alone(self, tokens: list[int], out_from: int) -> np.ndarray:
+        """The logits rows of ``tokens[out_from:]`` from an empty cache, as one sequence (the from-scratch path)."""
         import llama_cpp
 
         llama_cpp.llama_memory_clear(self._memory, True)
         self.prefix = []
-        tokens = prompt + target[:-1]
-        if len(tokens) == 1:
-            raise ValueError("a one-token prompt with a one-token target cannot be scored in a batched pass")
-        (rows,) = self._run([(0, 0, tokens, len(prompt) - 1)])
+        if len(tokens) < 2:
+            raise ValueError("one token alone cannot be scored in a batched pass")
+        (rows,) = self._run([(0, 0, tokens, out_from)])
         llama_cpp.llama_memory_clear(self._memory, True)
-        return self._target_logprobs(rows, target)
+        return rows
 
-    def score_shared(self, items: Sequence[tuple[list[int], list[int]]]) -> list[np.ndarray]:
-        """All items over their common prefix (kept in sequence 0), ``SCORE_SEQUENCES - 1`` items per group."""
+    def score_shared(self, items: Sequence[tuple[list[int], int]]) -> list[np.ndarray]:
+        """The logits rows of ``tokens[out_from:]`` for every ``(tokens, out_from)`` item, over the items'
+        common prefix (kept in sequence 0), ``SCORE_SEQUENCES - 1`` items per decode."""
         import llama_cpp
 
         if not items:
             return []
-        # each item runs its last prompt token itself, and at least two tokens of its own
-        shared = min(_common_prefix([p for p, _ in items]), *(min(len(p) - 1, len(p) + len(t) - 3) for p, t in items))
+        # each item runs its first output position itself, and at least two tokens of its own
+        shared = min(_common_prefix([t for t, _ in items]), *(min(o, len(t) - 2) for t, o in items))
         if shared < 2:
             shared = 0
             llama_cpp.llama_memory_clear(self._memory, True)
@@ -321,24 +360,20 @@ class _ScoringContext:
         else:
             self._set_prefix(items[0][0][:shared])
         out: list[np.ndarray | None] = [None] * len(items)
-        group: list[int] = []
-
-        def flush() -> None:
+        for group in _equal_groups([len(t) - shared for t, _ in items], shared, SCORE_SEQUENCES - 1):
+            # every item of a group runs as many tokens as the group's longest: a shorter one starts
+            # that many tokens earlier, on a shorter copy of the prefix
+            length = max(len(items[i][0]) - shared for i in group)
             jobs = []
             for seq, i in enumerate(group, start=1):
-                prompt, target = items[i]
-                if shared:
+                tokens, out_from = items[i]
+                start = len(tokens) - length
+                if start:  # a copy across KV streams takes the whole prefix: drop what the item reruns
                     llama_cpp.llama_memory_seq_cp(self._memory, 0, seq, -1, -1)
-                jobs.append((seq, shared, prompt[shared:] + target[:-1], len(prompt) - 1 - shared))
+                    llama_cpp.llama_memory_seq_rm(self._memory, seq, start, -1)
+                jobs.append((seq, start, tokens[start:], out_from - start))
             for i, rows in zip(group, self._run(jobs)):
-                out[i] = self._target_logprobs(rows, items[i][1])
+                out[i] = rows
             for seq in range(1, len(group) + 1):
                 llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
-
-        for i in range(len(items)):
-            if len(group) == SCORE_SEQUENCES - 1:
-                flush()
-                group = []
-            group.append(i)
-        flush()
         return out

@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 import dspy
 from dspy import lm15
 
-from judgetune.lm._batch import Outcome, run_items
+from judgetune.errors import ItemError
+from judgetune.lm._batch import Coalescer, Outcome, run_items
 from judgetune.lm._cache import ResponseCache, cached
 from judgetune.lm._engine import LocalEngine, RemoteEngine
-from judgetune.lm._labels import LabelDistribution, local_label_distribution
+from judgetune.lm._labels import LabelDistribution, local_label_distributions
 from judgetune.lm._remote import LMCallError, OpenAICompatibleClient
 from judgetune.lm._spec import LMSpec, model_file, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs, local_target_logprobs, remote_target_logprobs
@@ -52,6 +53,10 @@ class JudgeLM:
         self.engine = (RemoteEngine(client, cache=cache) if client is not None
                        else LocalEngine(model, cache=cache, model_id=model_id))
         self.label_calls = 0
+        # label reads scored together in-process: the items decoded side by side (1: no batching)
+        self.batch_size = getattr(model, "batch_size", 1) if client is None else 1
+        # gathers in-process label reads from run()'s threads into batched calls
+        self._batcher = Coalescer(lambda requests: local_label_distributions(self.model, requests), self.batch_size)
         self.transcript: list[dict[str, Any]] | None = None  # set to a list to record every prompt sent
 
     @property
@@ -102,8 +107,10 @@ class JudgeLM:
                            prefix: str = "") -> LabelDistribution:
         """log p(label) for each label at the answer position (after ``prefix``), exact; in-process models only.
 
-        Over a server, judges read labels from a generated answer instead: its ``top_logprobs`` after
-        the answer marker (``scoring_mode='logprobs'``), or parsed answers (``sampled``, ``parsed``).
+        Calls from several threads (``run(..., batched=True)``) are scored together, several prompts per
+        decode (see ``label_distributions``). Over a server, judges read labels from a generated answer
+        instead: its ``top_logprobs`` after the answer marker (``scoring_mode='logprobs'``), or parsed
+        answers (``sampled``, ``parsed``).
         """
         self._record(op="labels", messages=messages, labels=list(labels), prefix=prefix)
         if not self.in_process:
@@ -111,13 +118,42 @@ class JudgeLM:
                              "generate(..., top_logprobs=20) and read the answer's log-probabilities")
 
         def compute() -> dict:
-            result = local_label_distribution(self.model, messages, labels, prefix=prefix)
+            result = self._batcher.submit((messages, list(labels), prefix))
             self.label_calls += 1
             return result.to_dict()
 
-        request = {"op": "labels", "messages": messages, "labels": list(labels), "prefix": prefix}
         return LabelDistribution.from_dict(cached(self.cache, model=self.model_id, endpoint=self.spec.endpoint,
-                                                  request=request, compute=compute))
+                                                  request=_labels_key(messages, labels, prefix), compute=compute))
+
+    def label_distributions(self, requests: Sequence[tuple[list[dict[str, str]], Sequence[str], str]]
+                            ) -> list[Outcome[LabelDistribution]]:
+        """``label_distribution`` of many ``(messages, labels, prefix)`` requests, cached per request.
+
+        In-process, the requests not in the cache are scored in one batched call (llama.cpp: several
+        prompts per decode over their shared, cached prefix); on a server, one call per request,
+        ``concurrency`` at a time. A request that failed for good is kept as a failed Outcome.
+        """
+        if self.client is not None:
+            return self.run(lambda r: self.label_distribution(r[0], r[1], prefix=r[2]), list(requests))
+        for messages, labels, prefix in requests:
+            self._record(op="labels", messages=messages, labels=list(labels), prefix=prefix)
+        keys = [ResponseCache.key(model=self.model_id, endpoint=self.spec.endpoint, request=_labels_key(*r))
+                for r in requests]
+        found = [self.cache.get(key) if self.cache is not None else None for key in keys]
+        missing = [i for i, value in enumerate(found) if value is None]
+        errors: dict[int, str] = {}
+        for i, result in zip(missing, local_label_distributions(self.model, [requests[i] for i in missing])):
+            if isinstance(result, ItemError):
+                errors[i] = str(result)
+                continue
+            if isinstance(result, Exception):
+                raise result
+            self.label_calls += 1
+            found[i] = result.to_dict()
+            if self.cache is not None:
+                self.cache.set(keys[i], found[i])
+        return [Outcome(i, error=errors[i]) if i in errors else Outcome(i, value=LabelDistribution.from_dict(found[i]))
+                for i in range(len(requests))]
 
     def chat_prompt(self, messages: list[dict[str, str]]) -> str:
         """The model's chat template applied to ``messages``, the assistant turn opened (in-process only)."""
@@ -159,13 +195,24 @@ class JudgeLM:
         return [Outcome(i, error=errors[i]) if i in errors else Outcome(i, value=TargetLogprobs.from_dict(found[i]))
                 for i in range(len(pairs))]
 
-    def run(self, fn: Callable[[T], R], items: Sequence[T], *, progress: bool = False) -> list[Outcome[R]]:
-        """``fn`` on every item, ``self.concurrency`` at a time; failed calls are kept with their reason."""
-        return run_items(fn, items, concurrency=self.concurrency, progress=progress, description=str(self.spec))
+    def run(self, fn: Callable[[T], R], items: Sequence[T], *, progress: bool = False,
+            batched: bool = False) -> list[Outcome[R]]:
+        """``fn`` on every item, ``self.concurrency`` at a time; failed calls are kept with their reason.
+
+        ``batched``: in-process, run ``2 * batch_size`` threads, so that the label reads of
+        ``batch_size`` items are scored in one batch while the next items prepare theirs. The order
+        of the calls then varies from run to run; their results do not.
+        """
+        threads = 2 * self.batch_size if batched and self.batch_size > 1 else self.concurrency
+        return run_items(fn, items, concurrency=threads, progress=progress, description=str(self.spec))
 
     def close(self) -> None:
         if self.model is not None:
             self.model.close()
+
+
+def _labels_key(messages: list[dict[str, str]], labels: Sequence[str], prefix: str) -> dict:
+    return {"op": "labels", "messages": messages, "labels": list(labels), "prefix": prefix}
 
 
 def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseCache | None = None,

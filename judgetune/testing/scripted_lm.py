@@ -60,5 +60,5 @@ class ScriptedLM:
         text = self.text(messages) if callable(self.text) else self.text
         return Generation(text, {"prompt_tokens": 10, "completion_tokens": 5})
 
-    def run(self, fn, items, *, progress: bool = False):
+    def run(self, fn, items, *, progress: bool = False, batched: bool = False):
         return run_items(fn, items, concurrency=1, progress=progress, description="scripted")
