@@ -588,6 +588,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
 
 
+def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) -> None:
+    """``--timeout`` (per attempt of a server call) and, for commands that may recompute answers, ``--no-cache``."""
+    parser.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
+    if no_cache:
+        parser.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="judgetune", description="Tune, calibrate and freeze LLM judges.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -631,8 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--per-grade", type=_count, default=1, help="references per grade for --protocol (1 or 2 in the paper)")
     ev.add_argument("--resamples", type=_count, default=1000, help="bootstrap resamples for the intervals")
     ev.add_argument("--show-prompt", action="store_true", help="print the prompts sent for the first item (stderr)")
-    ev.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
-    ev.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
+    _timeout_option(ev, no_cache=True)
     ev.add_argument("--mirror", type=Path, help="local copy to fetch catalog data from when it is missing")
     ev.add_argument("--json", action="store_true", help='print {"rows": [{name, n, mae, spearman, ...}]}')
     ev.set_defaults(handler=_evaluate)
@@ -672,7 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--rescore", type=int, default=4, help="Pareto-front trials re-scored on dev before picking")
     tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
-    tune.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
+    _timeout_option(tune)
     tune.add_argument("--heartbeat", type=_count, default=10,
                       help="seconds between a trial's heartbeats; a trial silent for three is retried")
     tune.add_argument("--json", action="store_true")
@@ -689,7 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run trials of an existing study (from any machine)")
     worker.add_argument("--storage", required=True)
     worker.add_argument("--study", required=True)
-    worker.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
+    _timeout_option(worker)
     worker.add_argument("--heartbeat", type=_count, default=10)
     worker.set_defaults(handler=_worker)
 
@@ -701,7 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
     score.add_argument("--out", required=True, type=Path, help="JSONL file to write (never the input)")
     score.add_argument("--force", action="store_true", help="replace --out when it exists")
-    score.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
+    _timeout_option(score)
     score.add_argument("--mirror", type=Path)
     score.set_defaults(handler=_score)
 
@@ -717,7 +723,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--limit", type=_count)
     compare.add_argument("--seed", type=_seed, default=0)
     compare.add_argument("--resamples", type=_count, default=1000)
-    compare.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
+    _timeout_option(compare)
     compare.add_argument("--mirror", type=Path)
     compare.add_argument("--json", action="store_true")
     compare.set_defaults(handler=_compare)
@@ -729,8 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
     rag.add_argument("--api-base", help="server URL for an openai/MODEL spec")
     rag.add_argument("--threshold", type=_threshold, default=0.5, help="a claim is entailed when p(entailed) >= this")
     rag.add_argument("--max-claims", type=_count, default=12, help="claims extracted per text (2-12)")
-    rag.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
-    rag.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
+    _timeout_option(rag, no_cache=True)
     rag.add_argument("--mirror", type=Path, help="local copy to fetch the catalog's RAGChecker files from")
     rag.add_argument("--json", action="store_true", help='print {"items": [...], "aggregate": {precision, ...}}')
     rag.set_defaults(handler=_ragcheck)

@@ -139,7 +139,43 @@ def nearest_label(value: float, labels: Sequence[str], values: Sequence[float]) 
     return labels[int(np.argmin([abs(value - v) for v in values]))]
 
 
-class LMJudge(Judge):
+class PromptState:
+    """The prompt a judge's DSPy predictors hold, as the judge's ``instruction`` and ``demos``.
+
+    ``instruction`` is the main predictor's (``self.predict``) signature instruction; setting it sets
+    every prompt predictor's, each given ``instruction_for(name, text)``. ``demos`` are the main
+    predictor's demos; setting them sets every prompt predictor's.
+    """
+
+    def prompt_predictors(self) -> list[tuple[str, dspy.Predict]]:
+        """The predictors that carry the judge's prompt (the main one unless a judge has more)."""
+        return [("predict", self.predict)]
+
+    def instruction_for(self, name: str, text: str) -> str:
+        """The instruction predictor ``name`` gets when the judge's instruction is ``text``."""
+        return text
+
+    @property
+    def instruction(self) -> str:
+        return self.predict.signature.instructions
+
+    @instruction.setter
+    def instruction(self, text: str) -> None:
+        for name, predictor in self.prompt_predictors():
+            predictor.signature = predictor.signature.with_instructions(self.instruction_for(name, text))
+
+    @property
+    def demos(self) -> list[Example]:
+        """The demos as Examples (DSPy holds them as ``dspy.Example`` records)."""
+        return demo_examples(self.predict.demos)
+
+    @demos.setter
+    def demos(self, examples: Sequence[Example]) -> None:
+        for _, predictor in self.prompt_predictors():
+            predictor.demos = [dspy.Example(**e.to_dict()) for e in examples]
+
+
+class LMJudge(PromptState, Judge):
     """A judge that asks an LM one or more forced-choice questions in DSPy's chat format.
 
     It holds a ``dspy.Predict`` (``self.predict``) whose signature instruction and demos are the
@@ -184,23 +220,6 @@ class LMJudge(Judge):
     def prompt_fields(self) -> tuple[tuple[str, ...], str, str]:
         """The predictor's input fields, output field and its description (questions use a subset)."""
         return self.INPUTS, self.OUTPUT, self.OUTPUT_DESCRIPTION
-
-    @property
-    def instruction(self) -> str:
-        return self.predict.signature.instructions
-
-    @instruction.setter
-    def instruction(self, text: str) -> None:
-        self.predict.signature = self.predict.signature.with_instructions(text)
-
-    @property
-    def demos(self) -> list[Example]:
-        """The predictor's demos as Examples (DSPy holds them as ``dspy.Example`` records)."""
-        return demo_examples(self.predict.demos)
-
-    @demos.setter
-    def demos(self, examples: Sequence[Example]) -> None:
-        self.predict.demos = [dspy.Example(**e.to_dict()) for e in examples]
 
     @classmethod
     def lm_space(cls) -> list[Param]:

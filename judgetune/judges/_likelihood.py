@@ -22,7 +22,7 @@ import dspy
 import numpy as np
 
 from judgetune.datasets import Example
-from judgetune.judges._base import Judge, demo_examples
+from judgetune.judges._base import Judge, PromptState, demo_examples
 from judgetune.judges._baselines import TARGETS, target_text
 from judgetune.judges._prompting import make_signature
 from judgetune.judges._space import Choice, IntRange, Param
@@ -38,7 +38,7 @@ SOURCES = ("reference", "question", "context")  # what ``source=auto`` looks for
 DEMO_QUANTILE = 0.75  # demos come from training examples rated at or above this quantile of the labels
 
 
-class LikelihoodJudge(Judge):
+class LikelihoodJudge(PromptState, Judge):
     """Length-normalized log-probability of the answer (or the source) under an instruction and demos.
 
     The prompt state lives in two ``dspy.Predict`` sub-modules, one per direction: ``predict``
@@ -88,26 +88,15 @@ class LikelihoodJudge(Judge):
         self.demos = list(demos) if demos is not None else high_rated_demos(
             demo_pool, self.params["k"], seed=demo_seed * 1000 + self.params["demo_draw"])
 
-    @property
-    def instruction(self) -> str:
-        """The answer direction's instruction (the one a frozen config holds)."""
-        return self.predict.signature.instructions
+    def prompt_predictors(self) -> list[tuple[str, dspy.Predict]]:
+        return [("predict", self.predict), ("reverse", self.reverse)]
 
-    @instruction.setter
-    def instruction(self, text: str) -> None:
-        reverse = next((pair[1] for pair in self.PROMPTS.values() if pair[0] == text), text)
-        self.predict.signature = self.predict.signature.with_instructions(text)
-        self.reverse.signature = self.reverse.signature.with_instructions(reverse)
-
-    @property
-    def demos(self) -> list[Example]:
-        """The demos as Examples (DSPy holds them as ``dspy.Example`` records)."""
-        return demo_examples(self.predict.demos)
-
-    @demos.setter
-    def demos(self, examples: Sequence[Example]) -> None:
-        for predictor in (self.predict, self.reverse):
-            predictor.demos = [dspy.Example(**e.to_dict()) for e in examples]
+    def instruction_for(self, name: str, text: str) -> str:
+        """The answer direction takes ``text`` (what a frozen config holds); the reverse direction its
+        named pair's second text, or ``text`` itself for an instruction of the user's."""
+        if name == "predict":
+            return text
+        return next((pair[1] for pair in self.PROMPTS.values() if pair[0] == text), text)
 
     @classmethod
     def data_defaults(cls, examples: Sequence[Example], label_range: tuple[float, float] | None) -> dict[str, Any]:
