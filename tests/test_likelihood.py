@@ -219,3 +219,12 @@ def test_server_without_completions_endpoint_says_what_is_missing(msrpar):
             build_judge("likelihood", remote, chat=False).judge_all(test[:1])
     finally:
         httpd.shutdown()
+
+
+def test_a_tuning_run_gives_the_likelihood_judge_no_scoring_mode():
+    """Only label-reading judges have a scoring mode; settling one for the likelihood judge crashed every trial."""
+    from judgetune.tuning import RunSpec
+    from judgetune.tuning._search import settled_params
+
+    spec = RunSpec(name="lik", judge="likelihood", data="sts2012-msrpar", fixed={"k": 0})
+    assert settled_params(spec, object()) == {"k": 0}  # the LM is never asked for a mode
