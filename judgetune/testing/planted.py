@@ -116,7 +116,8 @@ class PlantedLM:
                    "short and concrete": f" '{DECOYS[0]}'", "point by point": f" {DECOYS[1]}"}
         return next((text for hint, text in answers.items() if hint in prompt), f" {DECOYS[2]}")
 
-    def run(self, fn, items, *, progress: bool = False):
+    def run(self, fn, items, *, progress: bool = False, batched: bool = False):
+        """One item at a time (``batched`` is accepted as :class:`judgetune.lm.JudgeLM` takes it, and ignored)."""
         return run_items(fn, items, concurrency=1, progress=progress, description="planted")
 
     def close(self) -> None:
