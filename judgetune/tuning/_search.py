@@ -170,7 +170,8 @@ def settled_params(spec: RunSpec, lm: JudgeLM | None) -> dict[str, Any]:
     """The settings a run never searches: the user's fixed ones and, for an LM judge, its scoring mode
     (unset: the LM's best, see ``resolve_scoring_mode``; a reasoning model's temperature is its own)."""
     settled = dict(spec.fixed)
-    if lm is not None and judge_class(spec.judge).needs_lm:
+    cls = judge_class(spec.judge)
+    if lm is not None and cls.needs_lm and "scoring_mode" in {p.name for p in cls.space_for(settled)}:
         settled["scoring_mode"] = resolve_scoring_mode(lm, settled.get("scoring_mode"))
         if settled["scoring_mode"] == "sampled" and lm.spec.is_reasoning:
             settled.setdefault("temperature", 1.0)  # not sent: a reasoning model samples at its own
