@@ -250,13 +250,15 @@ def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods:
         rows.append(tuned_row(dataset, "judgetune (likelihood judge)", lik, tmp)[0])
     # the DSPy optimizers get the rubric tuner's budget; before it is measured, the quick run's last measured one
     budget = 100 if quick else 400
+    search_budget = budget
     if "judgetune" in wanted:
         result, m = tuned_row(dataset, f"judgetune ({kind} judge, proposals)", spec, tmp)
         rows.append(result)
         budget = result["lm_calls"] or budget
+        search_budget = m["search"]["lm_calls"] if m else budget
     if "random" in wanted:
         random_spec = RunSpec(name=f"opt-{kind}-random", judge=kind, fixed=fixed, n_trials=200, sampler="random",
-                              max_calls=budget, proposals=2, rounds=2, **common)
+                              max_calls=search_budget, proposals=2, rounds=2, **common)
         rows.append(tuned_row(dataset, f"random ({kind} judge, same pipeline, RandomSampler)", random_spec, tmp)[0])
     if "dspy" in wanted:
         for name in ("BootstrapFewShotWithRandomSearch", "MIPROv2", "GEPA"):
