@@ -35,7 +35,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import optuna  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tuning import bootstrap_random_search, cache_size, untuned  # noqa: E402
+from tuning import untuned  # noqa: E402
 
 from judgetune.datasets import write_examples  # noqa: E402
 from judgetune.evaluation import agreement  # noqa: E402
@@ -111,7 +111,27 @@ def planted_rows(tmp: Path, seeds: list[int]) -> list[dict]:
 
 
 # ---------------------------------------------------------------- real data, embedded model
-def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path):
+class TimeCap(BaseException):
+    """Raised by a capped DSPy LM once its time is up; a BaseException so DSPy's error counting cannot swallow it."""
+
+
+def cap_time(dspy_lm, seconds: float) -> dict:
+    """Make every call of ``dspy_lm`` raise ``TimeCap`` once ``seconds`` have passed; returns the cap's state
+    (set ``state["deadline"]`` to ``inf`` to lift it, e.g. for the test scoring)."""
+    state = {"deadline": time.perf_counter() + seconds, "calls": 0}
+    forward = dspy_lm.forward
+
+    def capped(*args, **kwargs):
+        if time.perf_counter() > state["deadline"]:
+            raise TimeCap(f"stopped at the time cap of {seconds:.0f} s after {state['calls']} LM calls")
+        state["calls"] += 1
+        return forward(*args, **kwargs)
+
+    dspy_lm.forward = capped
+    return state
+
+
+def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path, cap_seconds: float):
     """MIPROv2 or GEPA on a plain dspy.Predict program with the embedded model as task, prompt and reflection LM."""
     import re
 
@@ -123,6 +143,7 @@ def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path
     output = signature.split("->")[1].split(":")[0].strip()
     inputs = [f.strip() for f in signature.split("->")[0].split(",")]
     lm = load_lm("local:smollm2", cache=ResponseCache(cache_dir))
+    cap = cap_time(lm.dspy_lm, cap_seconds)
     span = splits.label_range[1] - splits.label_range[0]
 
     def as_dspy(e):
@@ -147,7 +168,12 @@ def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path
     start = time.perf_counter()
     try:
         with dspy.context(lm=lm.dspy_lm, adapter=PrefillChatAdapter()):
-            if name == "MIPROv2":
+            if name == "BootstrapFewShotWithRandomSearch":
+                optimizer = dspy.BootstrapFewShotWithRandomSearch(
+                    metric=metric, max_bootstrapped_demos=4, max_labeled_demos=4, num_threads=1, max_errors=10**6,
+                    num_candidate_programs=max(1, budget // max(1, len(train)) - 3))  # parse failures must not abort it
+                compiled = optimizer.compile(program, trainset=train, valset=train)
+            elif name == "MIPROv2":
                 optimizer = dspy.MIPROv2(metric=metric, prompt_model=lm.dspy_lm, task_model=lm.dspy_lm, auto=None,
                                          num_candidates=3, max_bootstrapped_demos=2, max_labeled_demos=2, num_threads=1,
                                          max_errors=10**6, verbose=False)
@@ -158,6 +184,7 @@ def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path
                 optimizer = dspy.GEPA(metric=metric, max_metric_calls=budget, reflection_lm=lm.dspy_lm, num_threads=1,
                                       reflection_minibatch_size=3, use_merge=False)
                 compiled = optimizer.compile(program, trainset=train, valset=train)
+            cap["deadline"], cap["search_calls"] = float("inf"), cap["calls"]  # test scoring: not in the budget
             scores = []
             for e in splits.test:
                 try:
@@ -165,58 +192,81 @@ def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path
                 except Exception:  # noqa: BLE001 - a test item that fails to produce a number is a counted failure
                     scores.append(None)
         metrics, error = agreement(scores, splits.test, splits.label_range), None
+    except TimeCap as err:
+        metrics, error = None, f"TimeCap: {err}"
     except Exception as err:  # noqa: BLE001 - the row reports the optimizer's crash
         metrics = None
         error = f"{type(err).__name__}: {str(err)[:300]}"
         print(traceback.format_exc()[-1500:], file=sys.stderr)
     seconds = time.perf_counter() - start
+    if metrics is not None:  # a program that answers one number for every item has no ranking to offer
+        metrics["distinct_predictions"] = len({s for s in scores if s is not None})
     lm.close()
-    return metrics, cache_size(cache_dir), seconds, error
+    return metrics, cap.get("search_calls", cap["calls"]), seconds, error
 
 
-def real_rows(dataset: str, tmp: Path, quick: bool) -> list[dict]:
+def tuned_row(dataset: str, method: str, spec: RunSpec, tmp: Path) -> tuple[dict, dict | None]:
+    """Tune ``spec`` and return its row (with the error if the run crashed) and its metrics."""
+    os.environ["JUDGETUNE_CACHE_DIR"] = str(tmp / spec.name)
+    start = time.perf_counter()
+    try:
+        config, _, _ = tune(spec, runs_dir=tmp / "runs")
+    except Exception as err:  # noqa: BLE001 - the row reports the crash
+        print(traceback.format_exc()[-1500:], file=sys.stderr)
+        return row(dataset, method, None, None, time.perf_counter() - start,
+                   error=f"{type(err).__name__}: {str(err)[:300]}"), None
+    m = config.metrics
+    extra = {}
+    if m.get("proposals"):
+        extra = {"proposals_accepted": sum(len(r["accepted"]) for r in m["proposals"]["rounds"]),
+                 "proposals_refused": m["proposals"]["refused_counts"]}
+    return row(dataset, method, m["test"], m["search"]["lm_calls"] + m["selection"]["lm_calls"],
+               time.perf_counter() - start, chosen=config.params, **extra), m
+
+
+def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods: set[str] | None) -> list[dict]:
+    """Rows of one catalog dataset; ``methods`` (None: all) picks among untuned, likelihood, judgetune, random, dspy."""
     kind = "linkage" if dataset == "linkage-trec-dl-nf" else "rubric"
     listwise = kind == "linkage"
     trials, search, dev, test = (4, 12, 16, 32) if quick else (12, 32, 60, 120)
     fixed = {"reasoning": False, **({"samples": 1, "per_grade": 1} if listwise else {})}
-    common = dict(judge=kind, data=dataset, search_items=search, chunk=6, dev_items=dev, test_items=test, fixed=fixed,
+    common = dict(data=dataset, search_items=search, chunk=6, dev_items=dev, test_items=test,
                   per_question=(4 if quick else 8) if listwise else None, criterion=CRITERIA[dataset], rescore=3)
+    wanted = methods or {"untuned", "likelihood", "judgetune", "random", "dspy"}
     rows = []
-    spec = RunSpec(name=f"opt-{kind}", n_trials=trials, proposals=2, rounds=2, **common)
+    spec = RunSpec(name=f"opt-{kind}", judge=kind, fixed=fixed, n_trials=trials, proposals=2, rounds=2, **common)
     splits = prepare_splits(spec)
     print(f"{dataset}: search {len(splits.search)}, dev {len(splits.dev)}, test {len(splits.test)}", file=sys.stderr)
     gold = [e.judgment for e in splits.test]
     const = constant_baseline([e.judgment for e in splits.train], len(gold)).tolist()
     rows.append(row(dataset, "constant (training median)", agreement(const, splits.test, splits.label_range), 0, 0.0))
-    metrics, calls, seconds = untuned(spec, splits, tmp / f"{kind}-untuned")
-    rows.append(row(dataset, "untuned (first instruction, k=0, linear map)", metrics, calls, seconds))
-    for method, method_spec in (("judgetune", spec),):
-        os.environ["JUDGETUNE_CACHE_DIR"] = str(tmp / f"{kind}-{method}")
-        start = time.perf_counter()
-        config, _, _ = tune(method_spec, runs_dir=tmp / "runs")
-        m = config.metrics
-        budget = m["search"]["lm_calls"] + m["selection"]["lm_calls"]
-        rows.append(row(dataset, method, m["test"], budget, time.perf_counter() - start,
-                        proposals_accepted=sum(len(r["accepted"]) for r in m["proposals"]["rounds"]),
-                        proposals_refused=m["proposals"]["refused_counts"]))
-    random_spec = RunSpec(name=f"opt-{kind}-random", n_trials=200, sampler="random", max_calls=m["search"]["lm_calls"],
-                          proposals=2, rounds=2, **common)
-    os.environ["JUDGETUNE_CACHE_DIR"] = str(tmp / f"{kind}-random")
-    start = time.perf_counter()
-    config, _, _ = tune(random_spec, runs_dir=tmp / "runs")
-    rm = config.metrics
-    rows.append(row(dataset, "random", rm["test"], rm["search"]["lm_calls"] + rm["selection"]["lm_calls"],
-                    time.perf_counter() - start))
-    signature, instruction = SIGNATURES[dataset]
-    metrics, calls, seconds, candidates = bootstrap_random_search(signature, instruction, splits, budget,
-                                                                  tmp / f"{kind}-bfsrs")
-    rows.append(row(dataset, "DSPy BootstrapFewShotWithRandomSearch", metrics, calls, seconds, candidates=candidates))
-    for name in ("MIPROv2", "GEPA"):
-        metrics, calls, seconds, error = dspy_optimizer(name, dataset, splits, budget, tmp / f"{kind}-{name}")
-        rows.append(row(dataset, f"DSPy {name}", metrics, calls, seconds, **({"error": error} if error else {})))
-    if kind == "rubric":
-        rows.append(row(dataset, "judgetune (likelihood judge)", None, None, 0.0,
-                        note="TODO: the likelihood judge is not on this branch; rerun once it is merged"))
+    if "untuned" in wanted:
+        metrics, calls, seconds = untuned(spec, splits, tmp / f"{kind}-untuned")
+        rows.append(row(dataset, f"untuned {kind} (first instruction, k=0, linear map)", metrics, calls, seconds))
+    if "likelihood" in wanted and kind == "rubric":
+        lik = RunSpec(name="opt-likelihood", judge="likelihood", n_trials=trials, **common)
+        metrics, calls, seconds = untuned(lik, splits, tmp / "likelihood-untuned")
+        rows.append(row(dataset, "untuned likelihood (defaults, k=0, linear map)", metrics, calls, seconds))
+        rows.append(tuned_row(dataset, "judgetune (likelihood judge)", lik, tmp)[0])
+    # the DSPy optimizers get the rubric tuner's budget; before it is measured, the quick run's last measured one
+    budget = 100 if quick else 400
+    search_budget = budget
+    if "judgetune" in wanted:
+        result, m = tuned_row(dataset, f"judgetune ({kind} judge, proposals)", spec, tmp)
+        rows.append(result)
+        budget = result["lm_calls"] or budget
+        search_budget = m["search"]["lm_calls"] if m else budget
+    if "random" in wanted:
+        random_spec = RunSpec(name=f"opt-{kind}-random", judge=kind, fixed=fixed, n_trials=200, sampler="random",
+                              max_calls=search_budget, proposals=2, rounds=2, **common)
+        rows.append(tuned_row(dataset, f"random ({kind} judge, same pipeline, RandomSampler)", random_spec, tmp)[0])
+    if "dspy" in wanted:
+        for name in ("BootstrapFewShotWithRandomSearch", "MIPROv2", "GEPA"):
+            metrics, calls, seconds, error = dspy_optimizer(name, dataset, splits, budget, tmp / f"{kind}-{name}",
+                                                            cap_seconds)
+            rows.append(row(dataset, f"DSPy {name}", metrics, calls, seconds, budget=budget,
+                            **({"error": error} if error else {}),
+                            **({"distinct_predictions": metrics["distinct_predictions"]} if metrics else {})))
     return rows
 
 
@@ -225,7 +275,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", choices=["planted", *CRITERIA], action="append")
+    parser.add_argument("--methods", help="comma-separated subset of untuned,likelihood,judgetune,random,dspy")
+    parser.add_argument("--dspy-seconds", type=float, default=None,
+                        help="time cap of each DSPy optimizer's search (default 150 with --quick, 900 without)")
     args = parser.parse_args()
+    cap = args.dspy_seconds or (150.0 if args.quick else 900.0)
+    methods = set(args.methods.split(",")) if args.methods else None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -233,7 +288,7 @@ def main() -> None:
             rows += planted_rows(tmp, [0] if args.quick else [0, 1, 2])
         for dataset in CRITERIA:
             if not args.only or dataset in args.only:
-                rows += real_rows(dataset, tmp, args.quick)
+                rows += real_rows(dataset, tmp, args.quick, cap, methods)
     if args.json:
         print(json.dumps({"rows": rows}, indent=2))
         return
