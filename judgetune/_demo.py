@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonlines
+
 from judgetune import tuning
 from judgetune.config import JudgeConfig
 from judgetune.report import write_report
+from judgetune.stats import correlation, mae, paired_difference
 
 __all__ = ["FAMILIES", "Family", "run_demo"]
 log = logging.getLogger(__name__)
@@ -56,10 +59,29 @@ def _row(name: str, metrics: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, **{k: metrics.get(k) for k in keys}}
 
 
+def _test_scores(run_dir: Path) -> dict[str, tuple[float | None, float]]:
+    with jsonlines.open(run_dir / "test_predictions.jsonl") as rows:
+        return {row["id"]: (row["score"], row["human"]) for row in rows}
+
+
+def versus(a_dir: Path, b_dir: Path, *, seed: int = 0) -> dict[str, Any]:
+    """Judge A minus judge B on the held-out items both scored: Spearman and MAE differences with
+    paired 95% bootstrap intervals (the same resampled items for both)."""
+    a, b = _test_scores(a_dir), _test_scores(b_dir)
+    ids = [i for i in a if i in b and a[i][0] is not None and b[i][0] is not None]
+    pa, pb, gold = [a[i][0] for i in ids], [b[i][0] for i in ids], [a[i][1] for i in ids]
+    out: dict[str, Any] = {"n": len(ids)}
+    for metric, fn in (("spearman", correlation), ("mae", mae)):
+        diff = paired_difference(fn, pa, pb, gold, seed=seed)
+        out[metric], out[f"{metric}_ci"] = diff["difference"], diff["ci"]
+    return out
+
+
 def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0,
              families: tuple[Family, ...] = FAMILIES) -> dict[str, Any]:
     """Tune every family, choose the one with the best dev Spearman, and return the held-out table:
-    ``{"chosen": NAME, "best_lm_only": NAME, "rows": [...], "runs": {family: folder}}``."""
+    ``{"chosen": NAME, "best_lm_only": NAME, "rows": [...], "versus": {family: chosen minus it},
+    "runs": {family: folder}}``."""
     runs_dir = Path(runs_dir)
     results: dict[str, tuple[JudgeConfig, Path]] = {}
     for family in families:
@@ -84,7 +106,8 @@ def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0
             for family in [chosen, *(f.name for f in families if f.name != chosen)]]
     for baseline, metrics in config.metrics["baselines"].items():
         rows.append(_row(baseline, {**metrics, "tokens_per_item": 0, "seconds_per_item": 0.0}))
-    summary = {"chosen": chosen, "best_lm_only": best_lm, "data": DATA, "rows": rows,
+    comparisons = {other: versus(run_dir, results[other][1], seed=seed) for other in results if other != chosen}
+    summary = {"chosen": chosen, "best_lm_only": best_lm, "data": DATA, "rows": rows, "versus": comparisons,
                "dev": {f: _row(f, results[f][0].metrics["dev"]) for f in results},
                "runs": {f: str(results[f][1]) for f in results}}
     (out_dir / "demo.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

@@ -361,12 +361,17 @@ def _demo(args: argparse.Namespace) -> None:
         os.environ["JUDGETUNE_DATA_MIRROR"] = str(mirror)  # the checkout's sibling copy of the catalog
     summary = run_demo(name=args.run, runs_dir=args.runs_dir, seed=args.seed)
     if args.json:
-        print(json.dumps({"chosen": summary["chosen"], "rows": summary["rows"]}, indent=2))
+        print(json.dumps({"chosen": summary["chosen"], "rows": summary["rows"], "versus": summary["versus"]}, indent=2))
         return
     print(f"\nHeld-out MSRpar test ({summary['rows'][0]['n']} pairs), calibrated on dev; chosen on dev: "
           f"{summary['chosen']} (best LM-only judge: {summary['best_lm_only']}). Random: mean and 2.5-97.5% spread "
           f"over 200 seeds; others: 95% bootstrap intervals.")
     print(evaluation.format_rows([_cost_free(r) for r in summary["rows"]]))
+    signed = lambda x: "-" if x is None else f"{x:+.3f}"  # noqa: E731
+    for other, diff in summary["versus"].items():
+        figures = ", ".join(f"{label} {signed(diff[key])} [{', '.join(signed(v) for v in diff[key + '_ci'])}]"
+                            for label, key in (("Spearman", "spearman"), ("MAE", "mae")))
+        print(f"{summary['chosen']} minus {other} on the same {diff['n']} pairs (paired bootstrap, 95%): {figures}")
     print(f"frozen judge: {Path(args.runs_dir) / args.run / 'judge.json'}  (each family: "
           f"{', '.join(summary['runs'].values())})")
 

@@ -34,6 +34,10 @@ def test_the_demo_chooses_on_dev_and_reports_every_family_beside_the_baselines(s
     judged = [r for r in summary["rows"] if r["name"] in ("embedding", "rougeL")]
     assert all(r["seconds_per_item"] > 0 for r in judged)  # cost is measured, not left at zero
     assert json.loads((runs / "d" / "demo.json").read_text())["chosen"] == summary["chosen"]
+    assert set(summary["versus"]) == {"embedding", "rougeL"} - {summary["chosen"]}
+    for diff in summary["versus"].values():  # the chosen judge against each other family on the same items
+        assert diff["n"] == 40
+        assert diff["spearman_ci"][0] <= diff["spearman"] <= diff["spearman_ci"][1]
 
 
 def test_the_chosen_judge_loads_and_scores_from_python(small_demo):

@@ -547,3 +547,19 @@ def test_the_random_baseline_is_a_spread_over_seeds_not_one_draw():
     assert row["spearman_ci"] == pytest.approx(list(np.percentile(draws, [2.5, 97.5])))
     assert abs(row["spearman"]) < 0.03 < row["spearman_ci"][1]  # chance: centred on 0, one draw can look good
     assert row == m.random_baseline_spread(train, gold, label_range=(0, 5), n_seeds=200, seed=0)
+
+
+def test_paired_difference_resamples_the_same_items_for_both_judges():
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, 200)
+    good = gold + rng.normal(0, 0.5, 200)
+    noisy = gold + rng.normal(0, 3.0, 200)
+    same = m.paired_difference(m.correlation, good, good, gold)
+    assert same["difference"] == 0.0 and same["ci"] == [0.0, 0.0]  # a judge against itself: no spread at all
+    better = m.paired_difference(m.correlation, good, noisy, gold)
+    assert better["difference"] == pytest.approx(m.correlation(good, gold) - m.correlation(noisy, gold))
+    assert 0 < better["ci"][0] < better["difference"] < better["ci"][1]
+    errors = m.paired_difference(m.mae, good, noisy, gold)
+    assert errors["ci"][1] < 0  # the better judge's MAE is lower on every resample's scale
+    with pytest.raises(ValueError, match="same items"):
+        m.paired_difference(m.mae, good[:10], noisy, gold)

@@ -19,6 +19,7 @@ from judgetune.stats._metrics import (
     grouped_correlation,
     mae,
     ndcg,
+    paired_difference,
     per_group_values,
     random_baseline,
     random_baseline_spread,
@@ -31,5 +32,5 @@ from judgetune.stats._metrics import (
 __all__ = ["CORRELATIONS", "DEFAULT_BRACKETS", "GroupedValue", "Interval", "best_accuracy", "bootstrap_interval",
            "bootstrap_mean_interval", "bracket_accuracy", "bracket_of", "cohen_kappa", "constant_baseline",
            "correlation", "evaluate_predictions", "evaluate_with_baselines", "grouped_correlation", "mae", "ndcg",
-           "per_group_values", "random_baseline", "random_baseline_spread", "rbo", "resample_indices", "rescale",
-           "snap_to_labels"]
+           "paired_difference", "per_group_values", "random_baseline", "random_baseline_spread", "rbo",
+           "resample_indices", "rescale", "snap_to_labels"]

@@ -294,6 +294,27 @@ def bootstrap_interval(fn: Callable[[np.ndarray, np.ndarray], float | None], pre
     return _percentiles(values, confidence, len(values))
 
 
+def paired_difference(fn: Callable[[np.ndarray, np.ndarray], float | None], pred_a: Sequence[float],
+                      pred_b: Sequence[float], gold: Sequence[float], groups: Sequence | None = None, *,
+                      n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict:
+    """``fn(a) - fn(b)`` of two judges on the same items, and its interval from resamples that draw the
+    same items (whole groups) for both, so what the two share does not widen it:
+    ``{"difference", "ci", "resamples"}``."""
+    if len(pred_a) != len(pred_b):
+        raise ValueError(f"paired_difference needs predictions of the same items ({len(pred_a)} vs {len(pred_b)})")
+    a, g = _arrays(pred_a, gold)
+    b, _ = _arrays(pred_b, gold)
+    whole_a, whole_b = fn(a, g), fn(b, g)
+    values = []
+    for idx in resample_indices(len(a), groups, n_resamples=n_resamples, seed=seed):
+        va, vb = fn(a[idx], g[idx]), fn(b[idx], g[idx])
+        if va is not None and vb is not None:
+            values.append(va - vb)
+    interval = _percentiles(values, confidence, len(values))
+    difference = None if whole_a is None or whole_b is None else float(whole_a - whole_b)
+    return {"difference": difference, "ci": [interval.low, interval.high], "resamples": interval.resamples}
+
+
 def bootstrap_mean_interval(values: Sequence[float], *, n_resamples: int = 1000, confidence: float = 0.95,
                             seed: int = 0) -> Interval:
     """Confidence interval of the mean of per-group values, resampling the groups."""
