@@ -26,7 +26,7 @@ SYSTEM = {"role": "system", "content": "Rate how well the answer fits the questi
 QUESTIONS = [("What is the capital of France?", "Paris."), ("How many legs does a spider have?", "Six."),
              ("Who wrote Hamlet?", "William Shakespeare wrote it around 1600."), ("What is 2 + 2?", "4"),
              ("Name a primary colour.", "Green, or maybe purple."), ("Why is the sky blue?", "Because of the sea.")]
-LABELS = ["1", "2", "3", "4", "5", "10"]  # "10" is two tokens: read through target log-probabilities
+LABELS = ["1", "2", "3", "4", "5", "10"]  # "10" is two tokens: read in the same pass as the prompt
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +81,23 @@ def test_label_distributions_equal_one_at_a_time_and_keep_failures(lm):
         assert outcome.value.logprobs[-1] < outcome.value.logprobs[0]  # "10" costs two tokens
     with pytest.raises(ItemError):
         lm.label_distribution(*requests[2][:2], prefix="Score: ")
+
+
+def test_a_label_of_two_tokens_costs_no_second_pass_and_others_still_match(lm):
+    model = lm.model
+    requests = [(messages(q, a), LABELS, "Score: ") for q, a in QUESTIONS]
+    single = [(m, LABELS[:-1], p) for m, _, p in requests]
+    lm.label_distributions(single)  # warm the shared prefix
+    before = model.evaluated_tokens
+    lm.label_distributions(single)
+    base = model.evaluated_tokens - before
+    before = model.evaluated_tokens
+    lm.label_distributions(requests)
+    assert model.evaluated_tokens - before <= base + len(requests)  # "10": one more token per item, not a pass
+    two_long = ["1", "2", "10", "11", "12"]  # the longest runs with the prompt, the others apart
+    for (msgs, _, prefix), outcome in zip(requests, lm.label_distributions([(m, two_long, p) for m, _, p in requests])):
+        one = lm.label_distribution(msgs, two_long, prefix=prefix)
+        assert np.abs(np.array(outcome.value.logprobs) - np.array(one.logprobs)).max() <= TOLERANCE
 
 
 def test_judge_all_scores_several_items_per_decode_with_the_same_verdicts(lm, data_root):

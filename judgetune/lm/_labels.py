@@ -99,13 +99,14 @@ def local_label_distributions(model, requests: Sequence[tuple[list[dict[str, str
                                ) -> list[LabelDistribution | Exception]:
     """``local_label_distribution`` of many ``(messages, labels, prefix)`` requests, several per decode.
 
-    On llama.cpp the prompts run side by side over their shared, cached prefix (``next_logprobs_many``;
-    labels of several tokens through ``target_logprobs``); a single request, and other backends, go
-    one at a time (``local_label_distribution``, whose KV cache may still hold a reasoning just
-    generated). A request that cannot be scored (bad labels, a prompt too long) gets its exception in
-    its place.
+    On llama.cpp the prompts run side by side over their shared, cached prefix; each prompt runs with
+    its longest label of several tokens appended (``path_logprobs_many``), so that label costs no second
+    pass (the "10" of a 1-10 scale); any other label of several tokens goes through ``target_logprobs``.
+    A single request, and other backends, go one at a time (``local_label_distribution``, whose KV
+    cache may still hold a reasoning just generated). A request that cannot be scored (bad labels, a
+    prompt too long) gets its exception in its place.
     """
-    if len(requests) == 1 or not hasattr(model, "next_logprobs_many"):
+    if len(requests) == 1 or not hasattr(model, "path_logprobs_many"):
         out: list[LabelDistribution | Exception] = []
         for messages, labels, prefix in requests:
             try:
@@ -125,10 +126,15 @@ def local_label_distributions(model, requests: Sequence[tuple[list[dict[str, str
                 todo.append((i, prompt, [model.tokenize(label, special=False) for label in labels]))
             except ValueError as err:
                 results[i] = err
-        firsts = model.next_logprobs_many([prompt for _, prompt, _ in todo])
-        longer = [(k, j) for k, (_, _, pieces) in enumerate(todo) for j, p in enumerate(pieces) if len(p) > 1]
-        rest = model.target_logprobs([(todo[k][1], todo[k][2][j]) for k, j in longer])
-        tails = {kj: float(row[1:].sum()) for kj, row in zip(longer, rest)}
+        paths = [max((p for p in pieces if len(p) > 1), key=len, default=[]) for _, _, pieces in todo]
+        scored = model.path_logprobs_many([(prompt, path) for (_, prompt, _), path in zip(todo, paths)])
+        firsts = [first for first, _ in scored]
+        tails = {(k, j): float(scored[k][1].sum()) for k, (_, _, pieces) in enumerate(todo)
+                 for j, p in enumerate(pieces) if len(p) > 1 and p == paths[k]}
+        longer = [(k, j) for k, (_, _, pieces) in enumerate(todo) for j, p in enumerate(pieces)
+                  if len(p) > 1 and (k, j) not in tails]
+        rest = model.target_logprobs([(todo[k][1], todo[k][2][j]) for k, j in longer]) if longer else []
+        tails.update({kj: float(row[1:].sum()) for kj, row in zip(longer, rest)})
         for k, (i, prompt, pieces) in enumerate(todo):
             logprobs = tuple(float(firsts[k][p[0]]) + tails.get((k, j), 0.0) for j, p in enumerate(pieces))
             results[i] = LabelDistribution(_check_labels(requests[i][1]), logprobs,

@@ -188,6 +188,20 @@ class LlamaCppModel:
         rows = self._score([(prompt, len(prompt) - 1) for prompt in prompts], reuse)
         return [log_softmax(r[0]) for r in rows]
 
+    def path_logprobs_many(self, items: Sequence[tuple[list[int], list[int]]], *,
+                           reuse: bool | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For every ``(prompt, path)``: ``next_logprobs(prompt)`` and log p(path[j] | prompt, path[:j]) for
+        j >= 1, from one pass over ``prompt + path[:-1]`` (so a label of several tokens costs no second
+        pass over the prompt's own tokens); several items per decode as ``next_logprobs_many``."""
+        for prompt, path in items:
+            if len(prompt) < 2:
+                raise ValueError("path_logprobs_many needs prompts of two tokens or more")
+            if len(prompt) + max(len(path) - 1, 0) >= self.n_ctx:
+                raise PromptTooLongError(f"prompt of {len(prompt)} tokens does not fit the context of {self.n_ctx}")
+        rows = self._score([(prompt + path[:-1], len(prompt) - 1) for prompt, path in items], reuse)
+        return [(log_softmax(r[0]), _token_logprobs(r[1:], path[1:]) if len(path) > 1 else np.zeros(0))
+                for r, (_, path) in zip(rows, items)]
+
     def _score(self, items: list[tuple[list[int], int]], reuse: bool | None) -> list[np.ndarray]:
         """The scoring context's logits rows for ``(tokens, out_from)`` items (see ``_ScoringContext``)."""
         with self._lock:
