@@ -5,11 +5,7 @@ reloading; the server path through a real llama.cpp server's echo, and the error
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 
-import httpx
 import numpy as np
 import pytest
 
@@ -136,48 +132,12 @@ def test_source_comes_from_the_data_and_is_not_searched(msrpar, data_root):
     assert "source" not in params  # FixedTrial would have raised had it been suggested
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A real llama-cpp-python server with prompt log-probabilities (--logits_all true)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    gguf = model_file(parse_lm_spec("local:smollm2"))
-    log_path = tmp_path_factory.mktemp("likelihood_server") / "server.log"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-               "--port", str(port), "--logits_all", "true", "--n_ctx", "2048", "--n_threads", "2"]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"llama.cpp server exited:\n{log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama.cpp server not up after 60 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield url, str(gguf)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-def test_server_with_misaligned_echo_is_refused(lm, msrpar, server):
+def test_server_with_misaligned_echo_is_refused(lm, msrpar, llama_server):
     """llama-cpp-python's server echoes prompt log-probabilities shifted by one token
     (abetlen/llama-cpp-python#1983): the probe catches it, where the in-process model passes it."""
     from judgetune.lm._targets import PROBE, PROBE_FLOOR, PROBE_TOKENS
 
-    url, model = server
-    remote = load_lm(f"openai/{model}", api_base=url, use_cache=False)
+    remote = load_lm(f"openai/{llama_server.model}", api_base=llama_server.base_url, use_cache=False)
     _, test, _ = msrpar
     with pytest.raises(LogprobsUnavailableError, match=r"fail a sanity check.*shifted by one token"):
         build_judge("likelihood", remote, chat=False).judge_all(test[:2])

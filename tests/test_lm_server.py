@@ -8,10 +8,6 @@ import json
 import logging
 import math
 import os
-import socket
-import subprocess
-import sys
-import time
 
 import dspy
 import httpx
@@ -21,7 +17,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # llama.cpp's OpenMP threads must not spin between calls
 
-from judgetune.lm import LabelDistribution, LogprobsUnavailableError, ResponseCache, load_lm, resolve_scoring_mode  # noqa: E402  # noqa: E402
+from judgetune.lm import LabelDistribution, LogprobsUnavailableError, ResponseCache, load_lm, resolve_scoring_mode  # noqa: E402
 from judgetune.lm._spec import model_file, parse_lm_spec  # noqa: E402
 from judgetune.testing.fault_server import FaultServer  # noqa: E402
 
@@ -77,62 +73,17 @@ def served_distribution(lm, messages, labels) -> LabelDistribution:
                              usage=answer.usage)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def gguf():
-    return model_file(parse_lm_spec("local:smollm2"))
-
-
-@pytest.fixture(scope="module")
-def server(gguf, tmp_path_factory):
-    """A real llama-cpp-python OpenAI-compatible server on the embedded GGUF; yields its .../v1 URL."""
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-               "--port", str(port), "--logits_all", "true", "--n_ctx", "2048", "--n_threads", "2"]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"llama.cpp server exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama.cpp server not up after 60 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@pytest.fixture(scope="module")
-def served_model(server, gguf) -> str:
+def served_model(llama_server) -> str:
     """The name /v1/models lists: the GGUF path (the single-model server also accepts any other name)."""
-    models = httpx.get(f"{server}/models").json()["data"]
-    assert [m["id"] for m in models] == [str(gguf)]
+    models = httpx.get(f"{llama_server.base_url}/models").json()["data"]
+    assert [m["id"] for m in models] == [str(model_file(parse_lm_spec("local:smollm2")))]
     return models[0]["id"]
 
 
 @pytest.fixture(scope="module")
-def remote(server, served_model):
-    return load_lm(f"openai/{served_model}", api_base=server, use_cache=False)
+def remote(llama_server, served_model):
+    return load_lm(f"openai/{served_model}", api_base=llama_server.base_url, use_cache=False)
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +103,8 @@ def transformers_lm():
 
 # --- DSPy on the real server -------------------------------------------------------------------
 
-def test_server_accepts_any_model_name(server):
-    reply = httpx.post(f"{server}/chat/completions", timeout=30,
+def test_server_accepts_any_model_name(llama_server):
+    reply = httpx.post(f"{llama_server.base_url}/chat/completions", timeout=30,
                        json={"model": "any-name", "messages": user("Hi"), "max_tokens": 1}).json()
     assert reply["model"] == "any-name" and reply["choices"][0]["message"]["content"]
 
