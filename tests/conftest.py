@@ -52,3 +52,18 @@ def llama_server(tmp_path_factory):
     with LlamaServer(gguf, tmp_path_factory.mktemp("llama_server") / "server.log", logits_all=True) as server:
         yield server
 
+
+@pytest.fixture
+def run_cli(capsys):
+    """Calls ``judgetune.cli.main(argv)`` and returns its exit code (argparse's too), stdout and stderr."""
+    from judgetune import cli
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        try:
+            code = cli.main(argv)
+        except SystemExit as exit_:  # argparse refused an option
+            code = exit_.code
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
