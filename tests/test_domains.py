@@ -13,6 +13,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from judgetune.config import JudgeConfig, score_examples
 from judgetune.datasets import read_examples
 from judgetune.errors import DataValidationError
 from judgetune.tuning import RunSpec, fit_space, tune
@@ -108,6 +109,32 @@ def test_several_criteria_are_tuned_in_one_command(run_cli, tmp_path):
     coherence = summary["criteria"][0]
     assert coherence["test"]["spearman"] > coherence["baselines"]["random"]["spearman"]
     assert "coherence: tuned (test)" in out and "fluency: constant" in out
+
+
+def test_score_reads_a_raw_file_with_the_mapping_the_judge_was_tuned_on(run_cli, tmp_path):
+    path = write_csv(tmp_path / "r.csv", rated_rows())
+    code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(path), *MAP, "--label", "coherence",
+                            "--trials", "2", "--search-items", "12", "--run", "m", "--runs-dir", str(tmp_path / "runs")])
+    assert code == 0, err
+    judge = tmp_path / "runs" / "m" / "judge.json"
+    unrated = write_csv(tmp_path / "new.csv", [{k: v for k, v in r.items() if k not in ("coherence", "fluency")}
+                                               for r in rated_rows(4, 2)])
+    code, _, err = run_cli(["score", "--config", str(judge), "--data", str(unrated), "--out", str(tmp_path / "s.jsonl")])
+    assert code == 0, err
+    assert "question=article, answer=summary, reference=ref, label=coherence" in err
+    config = JudgeConfig.load(judge)
+    mapped = read_examples(unrated, require_label=False, fields={"question": "article", "answer": "summary",
+                                                                 "reference": "ref"})
+    _, expected = score_examples(config, mapped)
+    written = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [(w["id"], w["score"]) for w in written] == [(e.id, s) for e, s in zip(mapped, expected)]
+    assert len(set(expected)) > 1  # the summaries' lengths differ, so do their scores
+    # an explicit --field replaces its part of the stored mapping: the reference scored against itself
+    code, _, err = run_cli(["score", "--config", str(judge), "--data", str(unrated), "--field", "answer=ref",
+                            "--out", str(tmp_path / "self.jsonl")])
+    assert code == 0, err
+    itself = [json.loads(line)["raw_score"] for line in (tmp_path / "self.jsonl").read_text().splitlines()]
+    assert itself == [1.0] * len(mapped)
 
 
 def test_a_bad_criterion_is_refused_before_any_is_tuned(run_cli, tmp_path):
