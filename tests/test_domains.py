@@ -219,6 +219,7 @@ def inputs(tmp_path) -> dict[str, str]:
     native = tmp_path / "native.jsonl"
     native.write_text("".join(json.dumps(r) + "\n" for r in reference_free_rows()))
     (tmp_path / "bad.csv").write_text("article,summary,coherence\nA,B,x\n")
+    (tmp_path / "empty.db").touch()  # an empty file is an empty SQLite database
     (tmp_path / "nrp").mkdir()
     (tmp_path / "nrp" / "queries.jsonl").write_text('{"id": "q"}\n')
     return {"T": str(tmp_path), "RATED": str(rated), "NATIVE": str(native)}
@@ -245,7 +246,8 @@ ERROR_CASES = [
       "--runs-dir", "T/runs"], "expected a column 'nope'"),
     (["tune", "--judge", "rougeL", "--data", "NATIVE", "--fix", "nope=1", "--runs-dir", "T/runs"],
      "unknown setting(s) ['nope']"),
-    (["worker", "--storage", "sqlite:///T/x.db", "--study", "nope"], "start it with `judgetune tune`"),
+    (["worker", "--storage", "sqlite:///T/empty.db", "--study", "nope"], "start it with `judgetune tune`"),
+    (["worker", "--storage", "sqlite:///T/x.db", "--study", "nope"], "no such SQLite file"),
     (["score", "--config", "T/missing.json", "--data", "NATIVE", "--out", "T/o.jsonl"], "no such judge config"),
     (["score", "--config", "T/missing.json", "--data", "RATED", "--field", "answer=nope", "--out", "T/o.jsonl"],
      "no such judge config"),
@@ -261,6 +263,14 @@ ERROR_CASES = [
     (["schema", "extra"], "unrecognized arguments: extra"),
     (["install", "nope"], "invalid choice: 'nope'"),
 ]
+
+
+def test_a_worker_on_a_missing_sqlite_file_creates_nothing_and_says_to_tune_first(run_cli, tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    code, _, err = run_cli(["worker", "--storage", url, "--study", "s"])
+    assert code == 2 and err.strip() == (f"judgetune: error: storage {url}: no such SQLite file {tmp_path / 'study.db'}; "
+                                         f"start the study first with `judgetune tune ... --storage {url}`")
+    assert not (tmp_path / "study.db").exists()
 
 
 @pytest.mark.parametrize("argv, message", ERROR_CASES, ids=[" ".join(c[0][:2]) + f" #{i}"
