@@ -41,6 +41,16 @@ def embedded_lm(tmp_path_factory):
     lm.close()
 
 
+@pytest.fixture(scope="module")
+def uncached_lm():
+    """The embedded model (llama.cpp in-process) without an answer cache, so every call computes; per test module."""
+    from judgetune.lm import load_lm
+
+    lm = load_lm("local:smollm2", use_cache=False)
+    yield lm
+    lm.close()
+
+
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     """A real llama.cpp server (``python -m llama_cpp.server``) on the embedded GGUF, with prompt
