@@ -120,14 +120,23 @@ def _labels(text: str) -> list[str]:
     return names
 
 
-def _mapping(args: argparse.Namespace, label: str | None = None) -> dict:
-    """The ``fields`` and ``label`` keywords of the readers, from --field and --label (or ``label``)."""
+def _mapping(args: argparse.Namespace, label: str | None = None, *, stored: dict | None = None) -> dict:
+    """The ``fields`` and ``label`` keywords of the readers, from --field and --label (or ``label``).
+
+    ``stored`` is the mapping a judge was tuned with (``fields``, ``label``); each --field and
+    --label given replaces its part of it."""
     fields: dict[str, str] = {}
     for target, column in getattr(args, "field", None) or []:
         if target in fields and fields[target] != column:
             raise JudgetuneError(f"--field {target}=...: given twice ({fields[target]} and {column}); map a field once")
         fields[target] = column
     label = label or getattr(args, "label", None)
+    if stored:
+        score_given = label is not None or {"label", "preference"} & set(fields)
+        kept = {t: c for t, c in stored.get("fields", {}).items() if not (score_given and t in ("label", "preference"))}
+        fields = {**kept, **fields}
+        if not score_given and not {"label", "preference"} & set(fields):
+            label = stored.get("label")
     try:
         datasets.FieldMap(fields, label)
     except ValueError as err:
@@ -390,6 +399,20 @@ def _worker(args: argparse.Namespace) -> None:
     print(f"worker done: study {spec.name} has {tuning.finished_trials(study)} finished trials")
 
 
+def _tuned_mapping(config, path: Path) -> dict:
+    """The field mapping a judge was tuned with (``data.fields`` and ``data.label`` of its judge.json)."""
+    fields, label = config.data.get("fields", {}), config.data.get("label")
+    if not isinstance(fields, dict) or not all(isinstance(c, str) for c in fields.values()) or not (
+            label is None or isinstance(label, str)):
+        raise JudgetuneError(f"{path}: data.fields/data.label: expected {{FIELD: COLUMN}} and a column name, "
+                             f"found {fields!r} and {label!r}")
+    try:
+        datasets.FieldMap(fields, label)
+    except ValueError as err:
+        raise JudgetuneError(f"{path}: data: {err}") from None
+    return {"fields": fields, "label": label}
+
+
 def _score(args: argparse.Namespace) -> None:
     from judgetune.config import JudgeConfig, load_config_lm, score_examples
     from judgetune.tuning import write_predictions
@@ -402,7 +425,11 @@ def _score(args: argparse.Namespace) -> None:
     if out.exists() and not args.force:
         raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
     config = JudgeConfig.load(args.config)
-    mapping = _mapping(args)
+    mapping = _mapping(args, stored=_tuned_mapping(config, args.config))
+    if mapping != _mapping(args):
+        shown = ", ".join(f"{t}={c}" for t, c in datasets.FieldMap(**mapping).targets.items())
+        print(f"reading {args.data} with the columns {args.config} was tuned on: {shown} "
+              "(--field/--label replace them)", file=sys.stderr)
     if args.data in datasets.CATALOG:
         examples, _ = datasets.load_data(args.data, mirror=args.mirror, **mapping)
     else:

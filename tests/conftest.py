@@ -1,4 +1,5 @@
-"""Shared fixtures: the catalog data, copied once per session from the shared mirror."""
+"""Shared fixtures: the catalog data, copied once per session from the shared mirror; the embedded model;
+one real llama.cpp OpenAI-compatible server per session."""
 
 from __future__ import annotations
 
@@ -38,3 +39,41 @@ def embedded_lm(tmp_path_factory):
     lm = load_lm("local:smollm2", cache=ResponseCache(tmp_path_factory.mktemp("cache")))
     yield lm
     lm.close()
+
+
+@pytest.fixture(scope="module")
+def uncached_lm():
+    """The embedded model (llama.cpp in-process) without an answer cache, so every call computes; per test module."""
+    from judgetune.lm import load_lm
+
+    lm = load_lm("local:smollm2", use_cache=False)
+    yield lm
+    lm.close()
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """A real llama.cpp server (``python -m llama_cpp.server``) on the embedded GGUF, with prompt
+    log-probabilities (``--logits_all true``); started once per session, on first use."""
+    from judgetune.lm._spec import model_file, parse_lm_spec
+    from judgetune.testing import LlamaServer
+
+    gguf = model_file(parse_lm_spec("local:smollm2"))
+    with LlamaServer(gguf, tmp_path_factory.mktemp("llama_server") / "server.log", logits_all=True) as server:
+        yield server
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """Calls ``judgetune.cli.main(argv)`` and returns its exit code (argparse's too), stdout and stderr."""
+    from judgetune import cli
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        try:
+            code = cli.main(argv)
+        except SystemExit as exit_:  # argparse refused an option
+            code = exit_.code
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

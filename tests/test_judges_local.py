@@ -11,14 +11,6 @@ from judgetune import datasets
 from judgetune.cli import main
 from judgetune.judges import FactCheckJudge, LinkageJudge, make_judge, parse_fact_list
 from judgetune.judges._factcheck import fact_list_schema
-from judgetune.lm import ResponseCache, load_lm
-
-
-@pytest.fixture(scope="module")
-def lm(tmp_path_factory):
-    judge_lm = load_lm("local:smollm2", cache=ResponseCache(tmp_path_factory.mktemp("cache")))
-    yield judge_lm
-    judge_lm.close()
 
 
 @pytest.fixture(scope="module")
@@ -28,18 +20,19 @@ def msrpar(data_root):
 
 
 @pytest.mark.parametrize("reasoning", [False, True])
-def test_rubric_score_is_the_expected_value_of_the_distribution_at_the_score(lm, msrpar, reasoning):
+def test_rubric_score_is_the_expected_value_of_the_distribution_at_the_score(embedded_lm, msrpar, reasoning):
     train, test = msrpar
-    judge = make_judge("rubric", lm, train=train, pool=test, label_range=(0, 5), params={"k": 2, "reasoning": reasoning})
-    lm.transcript = []
+    judge = make_judge("rubric", embedded_lm, train=train, pool=test, label_range=(0, 5),
+                       params={"k": 2, "reasoning": reasoning})
+    embedded_lm.transcript = []
     verdict = judge(test[0])
-    sent, lm.transcript = lm.transcript, None
+    sent, embedded_lm.transcript = embedded_lm.transcript, None
     labels = sent[-1]
     assert labels["op"] == "labels" and labels["labels"][:6] == ["0", "1", "2", "3", "4", "5"]
     assert labels["prefix"].endswith("[[ ## score ## ]]\n")
     assert labels["prefix"].startswith("[[ ## reasoning ## ]]\n") == reasoning
     assert test[0].answer in labels["messages"][-1]["content"]
-    again = lm.label_distribution(labels["messages"], ["0", "1", "2", "3", "4", "5"], prefix=labels["prefix"])
+    again = embedded_lm.label_distribution(labels["messages"], ["0", "1", "2", "3", "4", "5"], prefix=labels["prefix"])
     probs = again.normalized()
     assert verdict.distribution == pytest.approx(probs)
     assert verdict.score == pytest.approx(sum(p * int(label) for label, p in probs.items()))
@@ -47,8 +40,8 @@ def test_rubric_score_is_the_expected_value_of_the_distribution_at_the_score(lm,
     assert all(d.answer in demo_text for d in judge.demos) and len(judge.demos) == 2
 
 
-def test_fact_lists_are_valid_json(lm, data_root):
-    judge = FactCheckJudge(lm, max_facts=4)
+def test_fact_lists_are_valid_json(embedded_lm, data_root):
+    judge = FactCheckJudge(embedded_lm, max_facts=4)
     schema = fact_list_schema(4)
     for ex in datasets.load("summac-summeval", root=data_root)[:3]:
         facts, usage = judge.extract_facts(ex.answer)
@@ -57,12 +50,12 @@ def test_fact_lists_are_valid_json(lm, data_root):
         assert usage["completion_tokens"] > 0
 
 
-def test_iterative_fact_check_averages_one_check_per_fact(lm, data_root):
+def test_iterative_fact_check_averages_one_check_per_fact(embedded_lm, data_root):
     ex = datasets.load("summac-summeval", root=data_root)[0]
-    judge = FactCheckJudge(lm, direction="support", max_facts=3)
-    lm.transcript = []
+    judge = FactCheckJudge(embedded_lm, direction="support", max_facts=3)
+    embedded_lm.transcript = []
     verdict = judge(ex)
-    sent, lm.transcript = lm.transcript, None
+    sent, embedded_lm.transcript = embedded_lm.transcript, None
     facts = verdict.detail["facts"]
     assert facts == parse_fact_list(json.dumps(facts), max_facts=3)
     assert [e["op"] for e in sent] == ["generate"] + ["labels"] * len(facts)
@@ -70,14 +63,14 @@ def test_iterative_fact_check_averages_one_check_per_fact(lm, data_root):
     assert verdict.score == pytest.approx(sum(verdict.detail["fact_scores"]) / len(facts))
 
 
-def test_linkage_generates_references_once_per_question(lm, msrpar):
+def test_linkage_generates_references_once_per_question(embedded_lm, msrpar):
     _, test = msrpar
-    judge = LinkageJudge(lm, generated_references=3)
+    judge = LinkageJudge(embedded_lm, generated_references=3)
     refs = judge.references_for(test[0], 0)
     assert [r.grade for r in refs] == [2.0, 1.0, 0.0]
     assert refs[0].text == test[0].references[0].text  # the gold answer is the best reference
-    calls = lm.engine.calls
-    assert judge.references_for(test[0], 0) == refs and lm.engine.calls == calls
+    calls = embedded_lm.engine.calls
+    assert judge.references_for(test[0], 0) == refs and embedded_lm.engine.calls == calls
     verdict = judge(test[0])
     assert verdict.parsed and 0 <= verdict.score <= 1
     assert verdict.detail["draws"][0]["grades"] == [2.0, 1.0, 0.0]

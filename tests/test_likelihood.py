@@ -5,11 +5,7 @@ reloading; the server path through a real llama.cpp server's echo, and the error
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 
-import httpx
 import numpy as np
 import pytest
 
@@ -23,13 +19,6 @@ from judgetune.lm._spec import model_file, parse_lm_spec  # noqa: E402
 from judgetune.stats import correlation  # noqa: E402
 
 TOLERANCE = 1e-4  # nats per token; measured: 0.0 (bit-identical) on this machine
-
-
-@pytest.fixture(scope="module")
-def lm():
-    lm = load_lm("local:smollm2", use_cache=False)
-    yield lm
-    lm.close()
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +43,8 @@ def reference_logprobs(path, prompt: list[int], target: list[int]) -> np.ndarray
     return z[np.arange(len(target)), target] - (top[:, 0] + np.log(np.exp(z - top).sum(axis=1)))
 
 
-def test_batched_prefix_scoring_equals_from_scratch(lm):
-    model = lm.model
+def test_batched_prefix_scoring_equals_from_scratch(uncached_lm):
+    model = uncached_lm.model
     system = {"role": "system", "content": "Say the same thing in other words."}
     sources = ["The cat sat on the mat.", "Stocks fell sharply on Monday after the report.",
                "He said the plan was dead.", "Officials confirmed 12 deaths in the storm near the coast.",
@@ -85,10 +74,10 @@ def test_batched_prefix_scoring_equals_from_scratch(lm):
         assert np.abs(got - shared[i]).max() <= TOLERANCE
 
 
-def test_judge_agrees_with_human_paraphrase_scores(lm, msrpar):
+def test_judge_agrees_with_human_paraphrase_scores(uncached_lm, msrpar):
     train, test, _ = msrpar
     items = test[:40]
-    judge = make_judge("likelihood", lm, train=train, pool=[], label_range=(0.0, 5.0))  # the untuned defaults
+    judge = make_judge("likelihood", uncached_lm, train=train, pool=[], label_range=(0.0, 5.0))  # the untuned defaults
     assert judge.params["source"] == "reference" and not judge.demos  # MSRpar has no question or context
     verdicts = judge.judge_all(items)
     assert all(v.parsed for v in verdicts)
@@ -98,16 +87,16 @@ def test_judge_agrees_with_human_paraphrase_scores(lm, msrpar):
     assert rho > 0.2  # measured 0.44 on 120 test pairs; the constant and random predictors sit at 0
 
 
-def test_frozen_judge_scores_identically(lm, msrpar, tmp_path):
+def test_frozen_judge_scores_identically(uncached_lm, msrpar, tmp_path):
     train, test, label_range = msrpar
-    judge = make_judge("likelihood", lm, train=train, pool=[], label_range=label_range, seed=3,
+    judge = make_judge("likelihood", uncached_lm, train=train, pool=[], label_range=label_range, seed=3,
                        params={"k": 2, "direction": "both", "instruction": "respond", "normalization": "prob"})
     assert len(judge.demos) == 2 and all(d.label >= 4.0 for d in judge.demos)  # highly rated ones
     items = test[40:44]
     first = [v.score for v in judge.judge_all(items)]
     config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=label_range)
     loaded = JudgeConfig.load(config.save(tmp_path / "judge.json"))
-    rebuilt = loaded.build_judge(lm)
+    rebuilt = loaded.build_judge(uncached_lm)
     assert isinstance(rebuilt, LikelihoodJudge) and rebuilt.demos == judge.demos
     assert [v.score for v in rebuilt.judge_all(items)] == first
     assert all(0.0 <= s <= 1.0 for s in first)
@@ -136,59 +125,23 @@ def test_source_comes_from_the_data_and_is_not_searched(msrpar, data_root):
     assert "source" not in params  # FixedTrial would have raised had it been suggested
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A real llama-cpp-python server with prompt log-probabilities (--logits_all true)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    gguf = model_file(parse_lm_spec("local:smollm2"))
-    log_path = tmp_path_factory.mktemp("likelihood_server") / "server.log"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-               "--port", str(port), "--logits_all", "true", "--n_ctx", "2048", "--n_threads", "2"]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"llama.cpp server exited:\n{log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama.cpp server not up after 60 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield url, str(gguf)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-def test_server_with_misaligned_echo_is_refused(lm, msrpar, server):
+def test_server_with_misaligned_echo_is_refused(uncached_lm, msrpar, llama_server):
     """llama-cpp-python's server echoes prompt log-probabilities shifted by one token
     (abetlen/llama-cpp-python#1983): the probe catches it, where the in-process model passes it."""
     from judgetune.lm._targets import PROBE, PROBE_FLOOR, PROBE_TOKENS
 
-    url, model = server
-    remote = load_lm(f"openai/{model}", api_base=url, use_cache=False)
+    remote = load_lm(f"openai/{llama_server.model}", api_base=llama_server.base_url, use_cache=False)
     _, test, _ = msrpar
     with pytest.raises(LogprobsUnavailableError, match=r"fail a sanity check.*shifted by one token"):
         build_judge("likelihood", remote, chat=False).judge_all(test[:2])
     with pytest.raises(ValueError, match="chat template is applied in-process only"):
         build_judge("likelihood", remote).judge_all(test[:2])
     head, tail = PROBE.rsplit(", ", 1)
-    (local,) = lm.target_logprobs([(head + ",", " " + tail)])
+    (local,) = uncached_lm.target_logprobs([(head + ",", " " + tail)])
     assert local.value.mean > PROBE_FLOOR  # the same text, scored correctly, passes
     words = PROBE.split(" ")
     pairs = [(" ".join(words[:-n]), " " + " ".join(words[-n:])) for n in (PROBE_TOKENS // 2,)]
-    assert lm.target_logprobs(pairs)[0].value.mean > PROBE_FLOOR
+    assert uncached_lm.target_logprobs(pairs)[0].value.mean > PROBE_FLOOR
 
 
 def test_server_without_completions_endpoint_says_what_is_missing(msrpar):

@@ -20,8 +20,8 @@ from judgetune.judges import make_judge  # noqa: E402
 from judgetune.judges._sampling import parse_label  # noqa: E402
 from judgetune.lm import LogprobsUnavailableError, load_lm, resolve_scoring_mode  # noqa: E402
 from judgetune.lm._remote import request_body  # noqa: E402
-from judgetune.lm._spec import model_file, parse_lm_spec  # noqa: E402
-from judgetune.testing import FaultServer, LlamaServer  # noqa: E402
+from judgetune.lm._spec import parse_lm_spec  # noqa: E402
+from judgetune.testing import FaultServer  # noqa: E402
 
 # llama.cpp samples like OpenAI's API: temperature only (no top-k or min-p cut), so a sampled label's
 # probability is the model's, tempered.
@@ -29,16 +29,9 @@ PLAIN_SAMPLING = {"top_k": 0, "min_p": 0.0}
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    gguf = model_file(parse_lm_spec("local:smollm2"))
-    with LlamaServer(gguf, tmp_path_factory.mktemp("llama") / "server.log") as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def no_logprobs(server):
+def no_logprobs(llama_server):
     """The same server without log-probabilities."""
-    with FaultServer(upstream=server.base_url, logprobs=False, overrides=PLAIN_SAMPLING) as proxy:
+    with FaultServer(upstream=llama_server.base_url, logprobs=False, overrides=PLAIN_SAMPLING) as proxy:
         yield proxy
 
 
@@ -76,23 +69,23 @@ def test_reasoning_models_get_no_parameters_they_reject():
         "model", "messages", "max_completion_tokens"}
 
 
-def test_probe_picks_sampled_without_logprobs_and_logprobs_with(server, no_logprobs, caplog):
+def test_probe_picks_sampled_without_logprobs_and_logprobs_with(llama_server, no_logprobs, caplog):
     caplog.set_level(logging.WARNING)
-    plain = remote(server, no_logprobs.base_url)
+    plain = remote(llama_server, no_logprobs.base_url)
     assert resolve_scoring_mode(plain, None) == "sampled"
     assert resolve_scoring_mode(plain, None) == "sampled"
     said = [r.getMessage() for r in caplog.records if "scoring mode" in r.getMessage()]
     assert len(said) == 1 and "returned no top_logprobs" in said[0]  # once, with the reason
     assert len(no_logprobs.log) == 1  # one probe per LM
-    assert resolve_scoring_mode(remote(server, server.base_url), None) == "logprobs"
+    assert resolve_scoring_mode(remote(llama_server, llama_server.base_url), None) == "logprobs"
     with pytest.raises(LogprobsUnavailableError) as info:
         resolve_scoring_mode(plain, "logprobs")
     message = str(info.value)
-    assert f"openai/{server.model}" in message and no_logprobs.base_url in message
+    assert f"openai/{llama_server.model}" in message and no_logprobs.base_url in message
     assert "scoring_mode='sampled'" in message and "scoring_mode='generate'" not in message
 
 
-def test_sampled_and_parsed_agree_with_the_in_process_judge(server, no_logprobs, msrpar, embedded_lm):
+def test_sampled_and_parsed_agree_with_the_in_process_judge(llama_server, no_logprobs, msrpar, embedded_lm):
     """Sampled at temperature 0.5, a label's probability is the in-process one squared, renormalized
     over the labels (tempering; sampling is temperature-only here). The mean of the m parsed labels
     then has standard error sd/sqrt(m); each item must fall within 3.5 of them (two-sided p 0.0005,
@@ -100,7 +93,7 @@ def test_sampled_and_parsed_agree_with_the_in_process_judge(server, no_logprobs,
     Greedy parsing must give the in-process argmax wherever it leads by more than 0.05."""
     train, test = msrpar
     exact = make_judge("rubric", embedded_lm, train=train, pool=test, label_range=(0, 5), params={"k": 2})
-    lm = remote(server, no_logprobs.base_url)
+    lm = remote(llama_server, no_logprobs.base_url)
     sampled = make_judge("rubric", lm, train=train, pool=test, label_range=(0, 5),
                          params={"k": 2, "n_samples": 4, "temperature": 0.5})
     parsed = make_judge("rubric", lm, train=train, pool=test, label_range=(0, 5),
@@ -126,15 +119,15 @@ def test_sampled_and_parsed_agree_with_the_in_process_judge(server, no_logprobs,
             assert one.score == float(max(truth.distribution, key=truth.distribution.get))
 
 
-def test_faults_lose_nothing_and_score_nothing_in_the_new_modes(server, msrpar):
+def test_faults_lose_nothing_and_score_nothing_in_the_new_modes(llama_server, msrpar):
     train, test = msrpar
-    with FaultServer(upstream=server.base_url, logprobs=False, overrides=PLAIN_SAMPLING) as clean:
-        judge = make_judge("rubric", remote(server, clean.base_url), train=train, pool=test, label_range=(0, 5),
+    with FaultServer(upstream=llama_server.base_url, logprobs=False, overrides=PLAIN_SAMPLING) as clean:
+        judge = make_judge("rubric", remote(llama_server, clean.base_url), train=train, pool=test, label_range=(0, 5),
                            params={"k": 2, "scoring_mode": "parsed"})
         reference = [v.score for v in judge.judge_all(test)]
-    with FaultServer(upstream=server.base_url, logprobs=False, overrides=PLAIN_SAMPLING, fault_rate=0.4, hang=4,
+    with FaultServer(upstream=llama_server.base_url, logprobs=False, overrides=PLAIN_SAMPLING, fault_rate=0.4, hang=4,
                      seed=5) as faulty:
-        lm = remote(server, faulty.base_url, max_retries=1, timeout=3)
+        lm = remote(llama_server, faulty.base_url, max_retries=1, timeout=3)
         for mode, params in (("parsed", {}), ("sampled", {"n_samples": 2, "temperature": 0.5})):
             judge = make_judge("rubric", lm, train=train, pool=test, label_range=(0, 5),
                                params={"k": 2, "scoring_mode": mode, **params})
@@ -150,10 +143,10 @@ def test_faults_lose_nothing_and_score_nothing_in_the_new_modes(server, msrpar):
     assert "ok" in outcomes and len(outcomes) >= 3
 
 
-def test_evaluate_and_tune_end_to_end_without_logprobs(server, no_logprobs, data_root, tmp_path, monkeypatch, capsys):
+def test_evaluate_and_tune_end_to_end_without_logprobs(llama_server, no_logprobs, data_root, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
-    lm = ["--lm", f"openai/{server.model}", "--api-base", no_logprobs.base_url]
+    lm = ["--lm", f"openai/{llama_server.model}", "--api-base", no_logprobs.base_url]
     code = main(["evaluate", "--judge", "rubric", "--data", "sts2012-msrpar", *lm, "--limit", "4", "--param", "k=2",
                  "--param", "n_samples=2", "--param", "temperature=0.5", "--resamples", "50", "--json"])
     out = json.loads(capsys.readouterr().out)

@@ -8,10 +8,6 @@ import json
 import logging
 import math
 import os
-import socket
-import subprocess
-import sys
-import time
 
 import dspy
 import httpx
@@ -21,7 +17,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # llama.cpp's OpenMP threads must not spin between calls
 
-from judgetune.lm import LabelDistribution, LogprobsUnavailableError, ResponseCache, load_lm, resolve_scoring_mode  # noqa: E402  # noqa: E402
+from judgetune.lm import LabelDistribution, LogprobsUnavailableError, ResponseCache, load_lm, resolve_scoring_mode  # noqa: E402
 from judgetune.lm._spec import model_file, parse_lm_spec  # noqa: E402
 from judgetune.testing.fault_server import FaultServer  # noqa: E402
 
@@ -77,69 +73,17 @@ def served_distribution(lm, messages, labels) -> LabelDistribution:
                              usage=answer.usage)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def gguf():
-    return model_file(parse_lm_spec("local:smollm2"))
-
-
-@pytest.fixture(scope="module")
-def server(gguf, tmp_path_factory):
-    """A real llama-cpp-python OpenAI-compatible server on the embedded GGUF; yields its .../v1 URL."""
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-               "--port", str(port), "--logits_all", "true", "--n_ctx", "2048", "--n_threads", "2"]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"llama.cpp server exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama.cpp server not up after 60 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@pytest.fixture(scope="module")
-def served_model(server, gguf) -> str:
+def served_model(llama_server) -> str:
     """The name /v1/models lists: the GGUF path (the single-model server also accepts any other name)."""
-    models = httpx.get(f"{server}/models").json()["data"]
-    assert [m["id"] for m in models] == [str(gguf)]
+    models = httpx.get(f"{llama_server.base_url}/models").json()["data"]
+    assert [m["id"] for m in models] == [str(model_file(parse_lm_spec("local:smollm2")))]
     return models[0]["id"]
 
 
 @pytest.fixture(scope="module")
-def remote(server, served_model):
-    return load_lm(f"openai/{served_model}", api_base=server, use_cache=False)
-
-
-@pytest.fixture(scope="module")
-def llamacpp():
-    lm = load_lm("local:smollm2", use_cache=False)
-    yield lm
-    lm.close()
+def remote(llama_server, served_model):
+    return load_lm(f"openai/{served_model}", api_base=llama_server.base_url, use_cache=False)
 
 
 @pytest.fixture(scope="module")
@@ -152,20 +96,20 @@ def transformers_lm():
 
 # --- DSPy on the real server -------------------------------------------------------------------
 
-def test_server_accepts_any_model_name(server):
-    reply = httpx.post(f"{server}/chat/completions", timeout=30,
+def test_server_accepts_any_model_name(llama_server):
+    reply = httpx.post(f"{llama_server.base_url}/chat/completions", timeout=30,
                        json={"model": "any-name", "messages": user("Hi"), "max_tokens": 1}).json()
     assert reply["model"] == "any-name" and reply["choices"][0]["message"]["content"]
 
 
-def test_dspy_lm_generates_through_the_server(remote, llamacpp):
+def test_dspy_lm_generates_through_the_server(remote, uncached_lm):
     before = remote.engine.calls
     out = remote.dspy_lm("Say hello", max_tokens=8)
     assert remote.engine.calls == before + 1
     assert len(out) == 1 and out[0].strip()
     assert remote.dspy_lm.history[-1]["usage"]["completion_tokens"] >= 1
     # greedy decoding: the server and the in-process model write the same words
-    assert llamacpp.dspy_lm("Say hello", max_tokens=8) == out
+    assert uncached_lm.dspy_lm("Say hello", max_tokens=8) == out
 
 
 def test_predict_reaches_the_server(remote):
@@ -180,11 +124,11 @@ def test_predict_reaches_the_server(remote):
     assert remote.dspy_lm.history[-1]["outputs"][0].strip()
 
 
-def test_remote_engine_refuses_a_prefill_it_cannot_continue(remote, llamacpp):
+def test_remote_engine_refuses_a_prefill_it_cannot_continue(remote, uncached_lm):
     # A chat endpoint closes a trailing assistant message and opens a new turn; in-process it is continued.
     messages = (lm15.Message.user("Name a fruit."), lm15.Message.assistant("My favourite fruit is the"))
     config = lm15.Config(max_tokens=10, temperature=0.0)
-    local = llamacpp.dspy_lm(lm15.Request(model=llamacpp.dspy_lm.model, messages=messages, config=config))
+    local = uncached_lm.dspy_lm(lm15.Request(model=uncached_lm.dspy_lm.model, messages=messages, config=config))
     assert local.text.strip()
     before = remote.engine.calls
     with pytest.raises(Exception, match="prefill"):
@@ -195,28 +139,28 @@ def test_remote_engine_refuses_a_prefill_it_cannot_continue(remote, llamacpp):
 # --- label distributions: server vs in-process ---------------------------------------------------
 
 @pytest.mark.parametrize("messages,labels", PROMPTS, ids=[f"p{i}" for i in range(len(PROMPTS))])
-def test_server_and_in_process_label_distributions_agree(remote, llamacpp, messages, labels):
+def test_server_and_in_process_label_distributions_agree(remote, uncached_lm, messages, labels):
     served = served_distribution(remote, messages, labels)
-    local = from_scratch(llamacpp, messages, labels)
+    local = from_scratch(uncached_lm, messages, labels)
     assert served.missing == ()  # every label listed in the server's top 20
     # same chat template: the server's prompt has exactly as many tokens as our rendering
     assert served.usage["prompt_tokens"] == local.usage["prompt_tokens"]
     assert tv_distance(served, local) < 0.02  # measured: < 1e-7 (same weights, same batched prompt pass)
 
 
-def test_server_and_in_process_agree_with_a_system_message(remote, llamacpp):
+def test_server_and_in_process_agree_with_a_system_message(remote, uncached_lm):
     messages, labels = SYSTEM_PROMPT
-    served, local = served_distribution(remote, messages, labels), from_scratch(llamacpp, messages, labels)
+    served, local = served_distribution(remote, messages, labels), from_scratch(uncached_lm, messages, labels)
     assert served.usage["prompt_tokens"] == local.usage["prompt_tokens"]
     assert tv_distance(served, local) < 0.02  # measured 0.0017: "yes" and "no" (p ~ 0.001) are outside the top 20
 
 
-def test_server_omits_exactly_the_labels_outside_its_top_20(remote, llamacpp):
+def test_server_omits_exactly_the_labels_outside_its_top_20(remote, uncached_lm):
     messages, labels = MISSING_PROMPT
     served = served_distribution(remote, messages, labels)
     remote.client.complete(user("Something unrelated."), max_tokens=1)  # so the next prompt is re-run whole
     top = remote.client.complete(messages, max_tokens=1, top_logprobs=20).logprobs[0]["top_logprobs"]
-    local = from_scratch(llamacpp, messages, labels)
+    local = from_scratch(uncached_lm, messages, labels)
     listed = {item["token"]: item["logprob"] for item in top}
     assert len(top) == 20 and served.missing and len(served.missing) < len(labels)
     assert set(served.missing) == set(labels) - set(listed)
@@ -230,23 +174,23 @@ def test_server_omits_exactly_the_labels_outside_its_top_20(remote, llamacpp):
     assert tv_distance(served, local) < 0.02  # measured 0.0099: the missing labels' in-process mass
 
 
-def test_repeating_a_label_distribution_gives_the_same_answer(llamacpp):
+def test_repeating_a_label_distribution_gives_the_same_answer(uncached_lm):
     # llama.cpp's single-token kernel differs from the batched pass by up to 0.4 nats; the engine
     # always evaluates at least two tokens, so what the cache held before changes nothing.
-    first = from_scratch(llamacpp, CHAIN_PROMPT, CHAIN_LABELS)
-    again = llamacpp.label_distribution(CHAIN_PROMPT, CHAIN_LABELS)  # prompt already in the KV cache
+    first = from_scratch(uncached_lm, CHAIN_PROMPT, CHAIN_LABELS)
+    again = uncached_lm.label_distribution(CHAIN_PROMPT, CHAIN_LABELS)  # prompt already in the KV cache
     assert again.logprobs == first.logprobs
 
 
 # --- backends: transformers (GGUF dequantized to float32) vs llama.cpp (Q4_1) ----------------------
 
-def test_transformers_and_llamacpp_label_distributions_agree(transformers_lm, llamacpp):
+def test_transformers_and_llamacpp_label_distributions_agree(transformers_lm, uncached_lm):
     # Measured on these 7 prompts (raw TV incl. outside mass): 0.010-0.048, max on p0 ("sky blue",
     # p(No) 0.347 vs 0.305); renormalized over the labels 0.002-0.052; the argmax label agreed on all 7.
     prompts = [*PROMPTS, SYSTEM_PROMPT]
     distances, agree = [], 0
     for messages, labels in prompts:
-        a, b = from_scratch(llamacpp, messages, labels), from_scratch(transformers_lm, messages, labels)
+        a, b = from_scratch(uncached_lm, messages, labels), from_scratch(transformers_lm, messages, labels)
         assert a.usage["prompt_tokens"] == b.usage["prompt_tokens"]  # same template and tokenizer
         distances.append(tv_distance(a, b))
         agree += max(labels, key=a.probabilities.get) == max(labels, key=b.probabilities.get)
@@ -256,7 +200,7 @@ def test_transformers_and_llamacpp_label_distributions_agree(transformers_lm, ll
 
 @pytest.mark.parametrize("backend", ["llamacpp", "transformers"])
 def test_multi_token_label_is_chained(backend, request):
-    lm = request.getfixturevalue("llamacpp" if backend == "llamacpp" else "transformers_lm")
+    lm = request.getfixturevalue("uncached_lm" if backend == "llamacpp" else "transformers_lm")
     chained = from_scratch(lm, CHAIN_PROMPT, CHAIN_LABELS)
     model = lm.model
     model.next_logprobs(model.tokenize("flush"))
@@ -331,7 +275,7 @@ def test_api_key_is_written_nowhere(tmp_path, monkeypatch, caplog):
     assert secret not in repr(lm.dspy_lm.history)
 
 
-def test_rubric_judge_reads_the_same_score_through_the_server(remote, llamacpp, data_root):
+def test_rubric_judge_reads_the_same_score_through_the_server(remote, uncached_lm, data_root):
     """Through a server the score is read at the first token after the score marker of a generated
     answer; in-process it is read after a prefilled marker. With two demos the small model writes the
     format and both agree; zero-shot it does not, and each item is a counted failure, never a zero."""
@@ -343,7 +287,7 @@ def test_rubric_judge_reads_the_same_score_through_the_server(remote, llamacpp, 
     test = [e for e in examples if e.meta["split"] == "test"][:3]
     for k in (2, 0):
         served, local = (make_judge("rubric", lm, train=train, pool=test, label_range=(0, 5), params={"k": k})
-                         for lm in (remote, llamacpp))
+                         for lm in (remote, uncached_lm))
         for ex in test:
             a, b = served(ex), local(ex)
             assert b.parsed

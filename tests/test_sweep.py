@@ -20,7 +20,6 @@ from pathlib import Path
 import optuna
 import pytest
 
-from judgetune import cli
 from judgetune.config import ConfigError, JudgeConfig
 from judgetune.datasets import load_data, parse_scale, read_examples
 from judgetune.errors import DataValidationError, redact
@@ -52,15 +51,6 @@ def labeled_rows(groups: int = 12, per_group: int = 3) -> list[dict]:
 @pytest.fixture()
 def data(tmp_path) -> Path:
     return jsonl(tmp_path / "d.jsonl", labeled_rows())
-
-
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        code = cli.main(argv)
-    except SystemExit as exit_:  # argparse refused an option
-        code = exit_.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def rubric_config(path: Path, **lm) -> Path:
@@ -114,7 +104,7 @@ def test_a_byte_order_mark_is_read(tmp_path):
         assert [e.id for e in read_examples(path)] == ["a"]
 
 
-def test_an_isolated_outlier_label_is_refused_unless_the_scale_is_stated(tmp_path, capsys):
+def test_an_isolated_outlier_label_is_refused_unless_the_scale_is_stated(run_cli, tmp_path):
     rows = labeled_rows()
     rows[7]["label"] = 50
     path = jsonl(tmp_path / "o.jsonl", rows)
@@ -125,14 +115,13 @@ def test_an_isolated_outlier_label_is_refused_unless_the_scale_is_stated(tmp_pat
     with pytest.raises(DataValidationError) as info:
         load_data(path, scale=parse_scale("1-5"))
     assert info.value.problems == [f"{path}:8: label: expected a number in [1, 5], found 50.0"]
-    code, _, err = run(["evaluate", "--judge", "rougeL", "--data", str(path), "--resamples", "10"], capsys)
+    code, _, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(path), "--resamples", "10"])
     assert code == 2 and f"{path}:8: label" in err
     rows[7]["label"] = 5
     jsonl(path, rows)
-    code, out, err = run(["evaluate", "--judge", "rougeL", "--data", str(path), "--resamples", "10"], capsys)
+    code, out, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(path), "--resamples", "10"])
     assert code == 0 and "human scale 1-5, inferred from the labels" in err
-    code, out, err = run(["evaluate", "--judge", "rougeL", "--data", str(path), "--resamples", "10", "--scale", "0-10"],
-                         capsys)
+    code, out, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(path), "--resamples", "10", "--scale", "0-10"])
     assert code == 0 and "human scale 0-10" in out and "inferred" not in err
 
 
@@ -146,28 +135,28 @@ def test_pairwise_and_pointwise_rows_in_one_file_are_refused(tmp_path):
 # --- 3. the run folder and --out ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["..", "/tmp/abs", "../../x", "a/b", ".hidden", "a..b"])
-def test_a_run_name_is_a_plain_name_under_runs_dir(tmp_path, data, capsys, monkeypatch, name):
+def test_a_run_name_is_a_plain_name_under_runs_dir(tmp_path, data, run_cli, monkeypatch, name):
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    code, _, err = run(["tune", "--judge", "rougeL", "--data", str(data), "--run", name, "--trials", "1"], capsys)
+    code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(data), "--run", name, "--trials", "1"])
     assert code == 2 and "expected a plain name" in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     with pytest.raises(ValueError, match="plain name"):
         RunSpec(name=name, judge="rougeL", data=str(data))
 
 
-def test_score_never_overwrites_its_input_or_an_existing_file(tmp_path, data, capsys):
+def test_score_never_overwrites_its_input_or_an_existing_file(run_cli, tmp_path, data):
     config = JudgeConfig(judge="rougeL", params={}, lm=None, instruction=None, demos=[], calibrator=None,
                          label_range=[1.0, 5.0]).save(tmp_path / "judge.json")
     original = data.read_bytes()
     for out in (data, config):
-        code, _, err = run(["score", "--config", str(config), "--data", str(data), "--out", str(out)], capsys)
+        code, _, err = run_cli(["score", "--config", str(config), "--data", str(data), "--out", str(out)])
         assert code == 2 and "that is an input of this command" in err
     assert data.read_bytes() == original
     out = write(tmp_path / "scores.jsonl", "keep me\n")
-    code, _, err = run(["score", "--config", str(config), "--data", str(data), "--out", str(out)], capsys)
+    code, _, err = run_cli(["score", "--config", str(config), "--data", str(data), "--out", str(out)])
     assert code == 2 and "the file exists; pass --force" in err and out.read_text() == "keep me\n"
-    code, stdout, _ = run(["score", "--config", str(config), "--data", str(data), "--out", str(out), "--force"], capsys)
+    code, stdout, _ = run_cli(["score", "--config", str(config), "--data", str(data), "--out", str(out), "--force"])
     assert code == 0 and len(out.read_text().splitlines()) == 36 and "0 failed judgments" in stdout
 
 
@@ -207,15 +196,15 @@ def test_a_resumed_study_does_not_repeat_its_settings(tmp_path, data):
     assert len(set(seen)) == len(seen) == 6
 
 
-def test_a_changed_data_file_under_the_same_run_name_is_refused(tmp_path, data, capsys):
+def test_a_changed_data_file_under_the_same_run_name_is_refused(run_cli, tmp_path, data):
     args = ["tune", "--judge", "rougeL", "--data", str(data), "--run", "r", "--runs-dir", str(tmp_path / "runs"),
             "--trials", "1", "--search-items", "8", "--json"]
-    code, _, err = run(args, capsys)
+    code, _, err = run_cli(args)
     assert code == 0, err
     rows = labeled_rows()
     rows[0]["label"] = 2  # edited in place
     jsonl(data, rows)
-    code, _, err = run(args, capsys)
+    code, _, err = run_cli(args)
     assert code == 2 and "the data changed since its trials were scored" in err and str(data) in err
 
 
@@ -234,7 +223,7 @@ def test_a_changed_data_file_under_the_same_run_name_is_refused(tmp_path, data, 
     (lambda d: d.update(seed=-1), "seed: input should be greater than or equal to 0"),
     (lambda d: d.update(extra=1), "extra: expected a field of judge.json"),
 ])
-def test_a_corrupt_judge_json_is_a_named_error_exit_2(tmp_path, capsys, change, message):
+def test_a_corrupt_judge_json_is_a_named_error_exit_2(tmp_path, run_cli, change, message):
     data = JudgeConfig(judge="rubric", params={}, lm={"spec": "local:smollm2"}, instruction=None, demos=[],
                        calibrator={"kind": "linear", "label_range": [1, 5], "slope": 1.0, "intercept": 0.0},
                        label_range=[1.0, 5.0]).to_dict()
@@ -242,13 +231,13 @@ def test_a_corrupt_judge_json_is_a_named_error_exit_2(tmp_path, capsys, change, 
     path = write(tmp_path / "judge.json", json.dumps(data))  # json writes NaN and Infinity as Python reads them
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         JudgeConfig.load(path)
-    code, _, err = run(["score", "--config", str(path), "--data", str(path.with_name("x.jsonl")), "--out",
-                        str(tmp_path / "o.jsonl")], capsys)
+    code, _, err = run_cli(["score", "--config", str(path), "--data", str(path.with_name("x.jsonl")), "--out",
+                            str(tmp_path / "o.jsonl")])
     assert code == 2 and message.split(":")[0] in err and "Traceback" not in err and "sk-secret" not in err
 
 
-def test_schema_prints_the_json_schema_of_judge_json(capsys):
-    code, out, _ = run(["schema"], capsys)
+def test_schema_prints_the_json_schema_of_judge_json(run_cli):
+    code, out, _ = run_cli(["schema"])
     schema = json.loads(out)
     assert code == 0 and schema["additionalProperties"] is False
     assert {"params", "calibrator", "lm", "instruction", "label_range"} <= set(schema["required"])
@@ -256,14 +245,14 @@ def test_schema_prints_the_json_schema_of_judge_json(capsys):
 
 # --- 6. per-item failure, exit codes, interruption, redaction -------------------------------------------
 
-def test_a_too_long_answer_fails_alone_and_the_rest_is_scored(tmp_path, capsys):
+def test_a_too_long_answer_fails_alone_and_the_rest_is_scored(run_cli, tmp_path):
     rows = [{"id": "long", "question": "q", "answer": "word " * 40000, "reference": "r"},
             {"id": "a", "question": "What is 2+2?", "answer": "4", "reference": "4"},
             {"id": "b", "question": "Capital of France?", "answer": "Berlin", "reference": "Paris"}]
     data = jsonl(tmp_path / "long.jsonl", rows)
     out = tmp_path / "scores.jsonl"
-    code, stdout, _ = run(["score", "--config", str(rubric_config(tmp_path / "j.json")), "--data", str(data), "--out",
-                           str(out)], capsys)
+    code, stdout, _ = run_cli(["score", "--config", str(rubric_config(tmp_path / "j.json")), "--data", str(data), "--out",
+                               str(out)])
     scores = [json.loads(line) for line in out.read_text().splitlines()]
     assert code == 0 and "1 failed judgments" in stdout and "does not fit the context" in stdout
     assert scores[0]["score"] is None and "does not fit the context of" in scores[0]["failure"]
@@ -296,21 +285,21 @@ def refusing_server():
 
 
 def test_when_no_item_can_be_judged_the_exit_code_is_3_and_the_key_is_never_shown(tmp_path, data, refusing_server,
-                                                                                   capsys, monkeypatch):
+                                                                                   run_cli, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret-key-123")
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
     base = ["--lm", "openai/m", "--api-base", refusing_server, "--timeout", "5"]
-    code, _, err = run(["evaluate", "--judge", "rubric", "--data", str(data), "--limit", "3", "--resamples", "10",
-                        *base], capsys)
+    code, _, err = run_cli(["evaluate", "--judge", "rubric", "--data", str(data), "--limit", "3", "--resamples", "10",
+                            *base])
     assert code == 3 and "all 3 rubric judgments failed" in err and "401" in err
     assert "sk-very-secret" not in err and "Bearer [redacted]" in err
     items = jsonl(tmp_path / "rag.jsonl", [{"query": "q", "gt_answer": "g", "response": "r"}])
-    code, out, err = run(["ragcheck", "--data", str(items), *base, "--json"], capsys)
+    code, out, err = run_cli(["ragcheck", "--data", str(items), *base, "--json"])
     assert code == 3 and "sk-very-secret" not in out + err and "[redacted]" in json.loads(out)["items"][0]["error"]
     config = JudgeConfig(judge="rubric", params={}, lm={"spec": "openai/m", "api_base": refusing_server},
                          instruction=None, demos=[], calibrator=None, label_range=[1.0, 5.0]).save(tmp_path / "j.json")
-    code, _, err = run(["score", "--config", str(config), "--data", str(data), "--out", str(tmp_path / "s.jsonl"),
-                        "--timeout", "5"], capsys)
+    code, _, err = run_cli(["score", "--config", str(config), "--data", str(data), "--out", str(tmp_path / "s.jsonl"),
+                            "--timeout", "5"])
     assert code == 3 and "sk-very-secret" not in err and (tmp_path / "s.jsonl").is_file()
     assert "sk-very-secret" not in (tmp_path / "s.jsonl").read_text()
 
@@ -330,18 +319,17 @@ def test_redact_hides_the_configured_key_and_bearer_tokens(monkeypatch):
     (["--timeout", "nan"], "argument --timeout: expected seconds > 0, got nan"),
     (["--scale", "5-1"], "argument --scale: expected a scale LOW-HIGH with LOW below HIGH"),
 ])
-def test_bad_option_values_are_one_line_errors(data, capsys, argv, message):
-    code, _, err = run(["evaluate", "--judge", "rougeL", "--data", str(data), *argv], capsys)
+def test_bad_option_values_are_one_line_errors(data, run_cli, argv, message):
+    code, _, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(data), *argv])
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
-def test_a_folder_as_config_and_verbose_tracebacks(tmp_path, data, capsys):
-    code, _, err = run(["score", "--config", str(tmp_path), "--data", str(data), "--out", str(tmp_path / "o.jsonl")],
-                       capsys)
+def test_a_folder_as_config_and_verbose_tracebacks(run_cli, tmp_path, data):
+    code, _, err = run_cli(["score", "--config", str(tmp_path), "--data", str(data), "--out", str(tmp_path / "o.jsonl")])
     assert code == 2 and err.strip() == f"judgetune: error: {tmp_path}: expected a judge config file (judge.json), " \
                                         "found a folder"
-    code, _, err = run(["-v", "score", "--config", str(tmp_path), "--data", str(data), "--out",
-                        str(tmp_path / "o.jsonl")], capsys)
+    code, _, err = run_cli(["-v", "score", "--config", str(tmp_path), "--data", str(data), "--out",
+                            str(tmp_path / "o.jsonl")])
     assert code == 2 and "Traceback" in err and "ConfigError" in err
 
 
@@ -373,22 +361,22 @@ def test_sigint_stops_cleanly_marks_the_trial_failed_and_prints_one_line(tmp_pat
 
 # --- 7. found by our own sweep --------------------------------------------------------------------------
 
-def test_a_bad_storage_url_is_a_one_line_error(tmp_path, data, capsys):
-    code, _, err = run(["tune", "--judge", "rougeL", "--data", str(data), "--storage", "notaurl", "--run", "s",
-                        "--runs-dir", str(tmp_path)], capsys)
+def test_a_bad_storage_url_is_a_one_line_error(run_cli, tmp_path, data):
+    code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(data), "--storage", "notaurl", "--run", "s",
+                            "--runs-dir", str(tmp_path)])
     assert code == 2 and "storage 'notaurl': expected an SQLAlchemy URL" in err and "Traceback" not in err
 
 
-def test_report_of_a_missing_run_folder_is_an_error_and_creates_nothing(tmp_path, capsys):
-    code, _, err = run(["report", str(tmp_path / "nope")], capsys)
+def test_report_of_a_missing_run_folder_is_an_error_and_creates_nothing(run_cli, tmp_path):
+    code, _, err = run_cli(["report", str(tmp_path / "nope")])
     assert code == 2 and "no study.db here" in err and not (tmp_path / "nope").exists()
 
 
-def test_score_refuses_an_out_file_in_a_missing_folder_before_scoring(tmp_path, data, capsys):
+def test_score_refuses_an_out_file_in_a_missing_folder_before_scoring(run_cli, tmp_path, data):
     config = rubric_config(tmp_path / "j.json")
     start = time.monotonic()
-    code, _, err = run(["score", "--config", str(config), "--data", str(data), "--out",
-                        str(tmp_path / "missing" / "o.jsonl")], capsys)
+    code, _, err = run_cli(["score", "--config", str(config), "--data", str(data), "--out",
+                            str(tmp_path / "missing" / "o.jsonl")])
     assert code == 2 and "in an existing folder" in err and time.monotonic() - start < 5
 
 
@@ -397,15 +385,15 @@ def test_score_refuses_an_out_file_in_a_missing_folder_before_scoring(tmp_path, 
     ("answer,label\nx,1\ny,1\n", "expected at least two distinct human labels to define a scale"),
     ("answer\nx\n", "label: expected the human label (a number), found nothing"),
 ])
-def test_files_that_cannot_define_a_scale_are_refused(tmp_path, capsys, text, message):
+def test_files_that_cannot_define_a_scale_are_refused(tmp_path, run_cli, text, message):
     path = write(tmp_path / "f.csv", text)
-    code, _, err = run(["evaluate", "--judge", "rougeL", "--data", str(path)], capsys)
+    code, _, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(path)])
     assert code == 2 and message in err and "Traceback" not in err
 
 
-def test_bad_instructions_files_are_one_line_errors(tmp_path, data, capsys):
+def test_bad_instructions_files_are_one_line_errors(run_cli, tmp_path, data):
     for path, message in ((write(tmp_path / "i.json", "[1, 2]"), "expected a JSON list of non-empty strings"),
                           (tmp_path, "Is a directory")):
-        code, _, err = run(["tune", "--judge", "rubric", "--data", str(data), "--instructions", str(path), "--run", "i",
-                            "--runs-dir", str(tmp_path / "runs")], capsys)
+        code, _, err = run_cli(["tune", "--judge", "rubric", "--data", str(data), "--instructions", str(path), "--run", "i",
+                                "--runs-dir", str(tmp_path / "runs")])
         assert code == 2 and message in err and "Traceback" not in err

@@ -39,7 +39,7 @@ def read_examples(path: str | Path, *, require_label: bool = True, scale: Scale 
         scale: when given, every label must lie on it.
         fields: Example field -> source column (``{"answer": "summary"}``), for a file with its own
             column names; see :class:`FieldMap` for what happens to the other columns.
-        label: the column holding the human score.
+        label: the column holding the human score; without ``require_label`` the file may lack it.
 
     Raises:
         DataValidationError: listing every bad row of the file.
@@ -111,7 +111,8 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such data file")
     problems: list[str] = []
-    rows = jsonl_rows(path, problems) if kind == "jsonl" else _table_rows(path, kind, problems, mapping)
+    rows = (jsonl_rows(path, problems) if kind == "jsonl"
+            else _table_rows(path, kind, problems, mapping, require_label=require_label))
     examples: list[tuple[int, Example]] = []
     seen: dict[str, int] = {}
     names = mapping.names()
@@ -169,10 +170,11 @@ def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
             yield line, value
 
 
-def _table_rows(path: Path, kind: str, problems: list[str],
-                mapping: FieldMap | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | None = None, *,
+                require_label: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
     """CSV is read as RFC 4180 quotes it (strictly: a stray quote is an error, never a merged row);
-    TSV carries no quoting at all (a quote is a character), so a quote cannot join lines."""
+    TSV carries no quoting at all (a quote is a character), so a quote cannot join lines. Every mapped
+    column must be in the header, but for the human score's when labels are not required."""
     mapping = mapping or FieldMap()
     dialect = {"delimiter": ",", "strict": True} if kind == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
     try:
@@ -183,7 +185,8 @@ def _table_rows(path: Path, kind: str, problems: list[str],
                 return
             header = [h.strip() for h in header]
             unknown = [] if mapping else [h for h in header if h not in FIELDS or h == "meta"]
-            absent = [(t, c) for t, c in mapping.targets.items() if c not in header]
+            absent = [(t, c) for t, c in mapping.targets.items()
+                      if c not in header and (require_label or t not in ("label", "preference"))]
             if absent:
                 problems.extend(f"{path}:1: header: expected a column {c!r} (mapped to {t}), found columns "
                                 f"{', '.join(header)}" for t, c in absent)

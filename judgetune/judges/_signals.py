@@ -58,6 +58,7 @@ class BM25Scorer:
     """
 
     def __init__(self, corpus: Sequence[str], *, k1: float = 1.5, b: float = 0.75):
+        # private on purpose: bm25s 0.3.16 has no public per-term idf/tf weights; BM25.get_scores scores indexed docs only
         from bm25s.scoring import _score_idf_lucene, _score_tfc_lucene
 
         self._idf, self._tfc, self.k1, self.b = _score_idf_lucene, _score_tfc_lucene, k1, b

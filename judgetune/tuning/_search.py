@@ -409,8 +409,28 @@ def fail_dead_trials(study: optuna.Study) -> list[int]:
     return dead
 
 
+def require_existing_storage(storage: str) -> None:
+    """Refuse an SQLite URL whose file does not exist (opening it would create an empty database)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(storage)
+    except ArgumentError:
+        return  # storage_for names the bad URL
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:") \
+            and not Path(url.database).is_file():
+        raise ValueError(f"storage {storage}: no such SQLite file {url.database}; start the study first with "
+                         f"`judgetune tune ... --storage {storage}`")
+
+
 def join_study(name: str, storage: str, *, heartbeat: int = 10) -> tuple[optuna.Study, RunSpec]:
-    """An existing study and its spec (for workers)."""
+    """An existing study and its spec (for workers).
+
+    Raises:
+        ValueError: the storage is an SQLite file that does not exist, or holds no judgetune study ``name``.
+    """
+    require_existing_storage(storage)
     try:
         stored = optuna.load_study(study_name=name, storage=storage_for(storage, heartbeat=heartbeat))
         spec = RunSpec(**stored.user_attrs["spec"])
@@ -537,6 +557,8 @@ def load_study(run_dir: str | Path, storage: str | None = None) -> optuna.Study:
     run_dir = Path(run_dir)
     if storage is None and not (run_dir / "study.db").is_file():
         raise ValueError(f"{run_dir}: no study.db here; expected a run folder written by `judgetune tune`")
+    if storage is not None:
+        require_existing_storage(storage)
     try:
         return optuna.load_study(study_name=run_dir.name, storage=storage_for(storage or default_storage(run_dir)))
     except KeyError:
