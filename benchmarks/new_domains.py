@@ -11,12 +11,16 @@ For each set: train / dev / test by group (``judgetune.tuning.prepare_splits``, 
   scored once on test); its figures are ``config.metrics["test"]``.
 
 Judges: ``hybrid`` (signals, no LM) tuned beside ``embedding`` and ``hybrid`` untuned, and the
-``likelihood`` judge (embedded SmolLM2-135M) untuned vs tuned. Where the data has groups (questions),
+``likelihood`` judge (embedded SmolLM2-135M) untuned vs tuned. ``--fit-items N`` caps the training items
+both fit on and draw demos from (``RunSpec.fit_items``, seeded; default all): on STS-B a fit on all 5,749
+pairs first encodes about 11,000 sentences with two encoders (over 10 minutes on 2 shared cores; cached
+on disk after). Where the data has groups (questions),
 ``spearman_per_group`` is the within-group Spearman averaged over groups.
 
 Rows: ``{dataset, method, n, spearman, low, high, spearman_per_group, mae, bracket_accuracy}``.
 
     python benchmarks/new_domains.py [--quick] [--json] [--sets stsb ...] [--judges hybrid likelihood] [--trials N]
+        [--fit-items N]
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ def row(dataset: str, method: str, metrics: dict[str, Any], seconds: float, **ex
 def spec_for(dataset: str, judge: str, args: argparse.Namespace) -> RunSpec:
     return RunSpec(name=f"new-domains-{dataset}-{judge}", judge=judge, data=dataset, seed=args.seed,
                    n_trials=args.trials, search_items=args.search_items, dev_items=args.dev_items,
-                   test_items=args.test_items)
+                   test_items=args.test_items, fit_items=args.fit_items)
 
 
 def untuned_rows(dataset: str, kind: str, args: argparse.Namespace, *, baselines: bool) -> list[dict[str, Any]]:
@@ -91,6 +95,8 @@ def main() -> None:
     parser.add_argument("--judges", nargs="+", choices=JUDGES, default=list(JUDGES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trials", type=int)
+    parser.add_argument("--fit-items", type=int, help="training items the hybrid fits on and demos come from "
+                        "(seeded, question by question; default all)")
     args = parser.parse_args()
     args.trials = args.trials or (4 if args.quick else 12)
     args.search_items = 16 if args.quick else 40

@@ -267,6 +267,20 @@ def test_cross_fit_never_lets_a_held_out_question_reach_the_fit(trec, monkeypatc
         assert not (texts_of(held_out) - allowed) & seen  # so no held-out question, reference or answer
 
 
+def test_reference_similarity_encodes_nothing_for_items_it_cannot_score(monkeypatch):
+    """An item without two graded references fails with the reason; its texts are not encoded (on STS-B the
+    default hybrid would otherwise encode every training sentence for a signal it then drops)."""
+    spy = Spy(monkeypatch)
+    refs = (Reference("Boil the egg for eight minutes in water.", 3.0), Reference("Eggs are laid by hens.", 1.0))
+    scored = qa("a", "Boil an egg for eight minutes.", 3, references=refs)
+    lone = qa("b", "A sentence nobody graded anything against.", 1, group="alone")
+    spy.on = True
+    verdicts = build_judge("refsim").judge_all([scored, lone])
+    spy.on = False
+    assert verdicts[0].parsed and not verdicts[1].parsed and "fewer than two graded references" in verdicts[1].raw
+    assert spy.texts == {scored.answer, *(r.text for r in refs)}
+
+
 def test_make_judge_fits_the_hybrid_on_training_data_alone(trec, monkeypatch):
     """The evaluate / tune path: references for the scored split come from its own pool, never into the fit."""
     spy = Spy(monkeypatch)
