@@ -270,7 +270,8 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
         return tuning.RunSpec(name=name, judge=args.judge, data=args.data, lm=args.lm, api_base=args.api_base,
                               seed=args.seed, n_trials=args.trials, sampler=args.sampler, search_items=args.search_items,
                               chunk=args.chunk, dev_items=args.dev_items, test_items=args.test_items,
-                              max_calls=args.max_calls, per_question=args.per_question, fixed=dict(args.fix or []),
+                              max_calls=args.max_calls, per_question=args.per_question,
+                              fit_items=args.fit_items, fixed=dict(args.fix or []),
                               instructions=_read_instructions(args.instructions), pick=args.pick,
                               scale=None if args.scale is None else [args.scale.low, args.scale.high],
                               criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
@@ -699,6 +700,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--test-items", type=_count, help="test items (default all)")
     tune.add_argument("--max-calls", type=_count, help="stop searching after this many LM calls")
     tune.add_argument("--per-question", type=_count, help="keep N answers per question in every split (listwise data)")
+    tune.add_argument("--fit-items", type=_count, help="training items a fitted judge (hybrid) fits on and demos come "
+                      "from: a seeded subset taken question by question (default all)")
     tune.add_argument("--fix", type=_param, action="append", metavar="KEY=VALUE", help="a setting not to search")
     tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
     tune.add_argument("--criterion", metavar="TEXT|FILE", help="what is judged (and what each score means)")

@@ -200,6 +200,23 @@ def test_interactions_are_the_features_then_every_pairwise_product():
     assert with_interactions(z).tolist() == expected
 
 
+def test_the_default_hybrid_on_data_of_one_item_per_group_normalizes_globally_and_ranks_items():
+    """STS-like pairs, each its own group: ``z`` within a group of one would score every item alike."""
+    words = "egg water boil minutes salt pan heat lid".split()
+    pairs = [(" ".join(words[:8]), " ".join(words[:k]) + " and then some other words", float(k) * 5 / 8)
+             for k in range(1, 9)] * 2
+    examples = [Example(id=f"p{i}", answer=a, references=(Reference(r, None),), label=y, group=f"g{i}")
+                for i, (r, a, y) in enumerate(pairs)]
+    no_mpnet = {f"use_{name}": False for name in SIGNALS if "mpnet" in name}
+    judge = make_judge("hybrid", train=examples[:8], pool=[], label_range=(0.0, 5.0), params=no_mpnet)
+    assert judge.params["normalization"] == "global"
+    assert not judge.params["use_minilm-question"] and not judge.params["use_refsim-minilm"]  # no question, no grades
+    assert judge.dropped_ == []  # nothing left to drop after the fit: the defaults already fit the data
+    scores = [v.score for v in judge.judge_all(examples[8:])]
+    assert len(set(np.round(scores, 6))) > 1
+    assert np.corrcoef(scores, [e.label for e in examples[8:]])[0, 1] > 0.5
+
+
 def test_an_unfitted_hybrid_says_so():
     with pytest.raises(Exception, match="not fitted"):
         HybridJudge().judge_all([qa("a", "x", 1)])
@@ -265,6 +282,20 @@ def test_cross_fit_never_lets_a_held_out_question_reach_the_fit(trec, monkeypatc
         held_out = [e for e in draw.candidates if e.group_key not in groups]
         assert seen and seen <= allowed  # every text a fit touched belongs to a training question
         assert not (texts_of(held_out) - allowed) & seen  # so no held-out question, reference or answer
+
+
+def test_reference_similarity_encodes_nothing_for_items_it_cannot_score(monkeypatch):
+    """An item without two graded references fails with the reason; its texts are not encoded (on STS-B the
+    default hybrid would otherwise encode every training sentence for a signal it then drops)."""
+    spy = Spy(monkeypatch)
+    refs = (Reference("Boil the egg for eight minutes in water.", 3.0), Reference("Eggs are laid by hens.", 1.0))
+    scored = qa("a", "Boil an egg for eight minutes.", 3, references=refs)
+    lone = qa("b", "A sentence nobody graded anything against.", 1, group="alone")
+    spy.on = True
+    verdicts = build_judge("refsim").judge_all([scored, lone])
+    spy.on = False
+    assert verdicts[0].parsed and not verdicts[1].parsed and "fewer than two graded references" in verdicts[1].raw
+    assert spy.texts == {scored.answer, *(r.text for r in refs)}
 
 
 def test_make_judge_fits_the_hybrid_on_training_data_alone(trec, monkeypatch):

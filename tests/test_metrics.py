@@ -110,6 +110,24 @@ def test_bracket_accuracy_hand_computed():
     assert m.bracket_accuracy([1.0, 2.0, 3.0, 4.0], [0.5, 1.9, 2.0, 3.9], edges=(0, 2.5, 5)) == approx(0.75)
 
 
+def test_bracket_accuracy_on_binary_labels_splits_at_the_midpoint():
+    # 0/1 labels: the scaled 0-2/2-4/4-5 brackets (0-0.4/0.4-0.8/0.8-1) leave a middle bracket no label
+    # can fall in, so a calibrated probability of 0.6 could never count. Two halves instead:
+    # pred [0.6, 0.3, 0.7, 0.45, 0.5, 0.0], gold [1, 0, 0, 1, 1, 0]: hits at items 0, 1, 4 (0.5 opens
+    # the upper half), 5 -> 4/6; MAE = (0.4+0.3+0.7+0.55+0.5+0)/6 = 2.45/6.
+    pred, gold = [0.6, 0.3, 0.7, 0.45, 0.5, 0.0], [1, 0, 0, 1, 1, 0]
+    assert m.default_bracket_edges((0, 1), gold).tolist() == [0.0, 0.5, 1.0]
+    row = m.evaluate_predictions(pred, gold, label_range=(0, 1), n_resamples=0)
+    assert row["bracket_accuracy"] == approx(4 / 6)
+    assert row["mae"] == approx(2.45 / 6)
+    # the old edges would have scored only the two items at the ends (0.0 hit, 0.7 in the middle missed)
+    assert m.bracket_accuracy(pred, gold, edges=(0, 0.4, 0.8, 1.0)) == approx(2 / 6)
+    # -1/1 preferences: same rule; graded labels keep the scaled 0-2/2-4/4-5 brackets
+    assert m.default_bracket_edges((-1, 1), [-1, 1, 1]).tolist() == [-1.0, 0.0, 1.0]
+    assert m.default_bracket_edges((0, 1), [0, 0.5, 1]).tolist() == approx([0.0, 0.4, 0.8, 1.0])
+    assert m.default_bracket_edges((0, 5), [0, 5]).tolist() == [0.0, 2.5, 5.0]
+
+
 def test_constant_3_4_scores_share_of_middle_bracket():
     # MSRpar fact: always answering 3.4 (bracket [2,4)) scores the share of labels in [2,4).
     gold = [0.5, 1.8, 2.0, 2.6, 3.9, 4.0, 4.8, 5.0]  # in [2,4): 2.0, 2.6, 3.9 -> 3/8

@@ -198,3 +198,24 @@ def test_splits_keep_questions_apart_and_demos_away_from_search_items(env):
     assert not (groups[0] & groups[1] or groups[0] & groups[2] or groups[1] & groups[2])
     assert not {e.group_key for e in s.search} & {e.group_key for e in s.demo_pool}
     assert len(s.search) == 12 and len(groups[2]) >= 5
+
+
+def test_fit_items_caps_the_training_pool_seeded_and_question_by_question(env):
+    from judgetune.tuning import RunSpec, prepare_splits
+
+    spec = {"name": "x", "judge": "hybrid", "data": "linkage-trec-dl-nf", "search_items": 12}
+    full = prepare_splits(RunSpec(**spec))
+    capped = prepare_splits(RunSpec(**spec, fit_items=50))
+    again = prepare_splits(RunSpec(**spec, fit_items=50, seed=0))
+    assert len(full.demo_pool) > 50 and len(capped.demo_pool) == 50
+    assert [e.id for e in capped.demo_pool] == [e.id for e in again.demo_pool]  # seeded
+    assert {e.id for e in capped.demo_pool} <= {e.id for e in full.demo_pool}
+    # whole questions, except at most the last one taken
+    partial = [g for g in {e.group_key for e in capped.demo_pool}
+               if sum(e.group_key == g for e in capped.demo_pool) < sum(e.group_key == g for e in full.demo_pool)]
+    assert len(partial) <= 1
+    # the other splits are untouched
+    for name in ("search", "dev", "test"):
+        assert [e.id for e in getattr(capped, name)] == [e.id for e in getattr(full, name)], name
+    with pytest.raises(ValueError, match="fit_items"):
+        RunSpec(**spec, fit_items=2)

@@ -322,6 +322,14 @@ class HybridJudge(Judge):
             out["normalization"] = ("global", "every group holds one item")
         return out
 
+    @classmethod
+    def data_defaults(cls, examples: Sequence[Example], label_range: tuple[float, float] | None) -> dict[str, Any]:
+        """Without the user's settings, what ``left_out`` decides for this data: signals the data cannot
+        give are off, and ``normalization`` is ``global`` where every group holds one item (``z`` within
+        a group of one sets every feature to 0, so the default hybrid gave every item the same score).
+        An encoder that is not installed is left to ``fit``, which says so in one line."""
+        return {name: value for name, (value, why) in cls.left_out(examples).items() if MPNET_INSTALL not in why}
+
     @property
     def signals(self) -> list[str]:
         """The signals in use: the ones switched on, minus those the training data could not give."""

@@ -231,7 +231,9 @@ class ReferenceSimilarityJudge(_BatchSignal):
 
     def judge_all(self, examples: Sequence[Example], *, progress: bool = False) -> list[Verdict]:
         refs = [self.references_for(ex) for ex in examples]
-        texts = sorted({t for ex, rs in zip(examples, refs) for t in [*_answers(ex), *(r.text for r in rs)]})
+        # only items with two grades to compare are encoded: the others fail below without a vector
+        texts = sorted({t for ex, rs in zip(examples, refs) if len({float(r.grade) for r in rs}) >= 2
+                        for t in [*_answers(ex), *(r.text for r in rs)]})
         vectors = encode(self.params["model"], texts) if texts else None
         index = {t: i for i, t in enumerate(texts)}
         verdicts = []

@@ -14,6 +14,7 @@ from judgetune.stats._metrics import (
     cohen_kappa,
     constant_baseline,
     correlation,
+    default_bracket_edges,
     evaluate_predictions,
     evaluate_with_baselines,
     grouped_correlation,
@@ -31,6 +32,6 @@ from judgetune.stats._metrics import (
 
 __all__ = ["CORRELATIONS", "DEFAULT_BRACKETS", "GroupedValue", "Interval", "best_accuracy", "bootstrap_interval",
            "bootstrap_mean_interval", "bracket_accuracy", "bracket_of", "cohen_kappa", "constant_baseline",
-           "correlation", "evaluate_predictions", "evaluate_with_baselines", "grouped_correlation", "mae", "ndcg",
-           "paired_difference", "per_group_values", "random_baseline", "random_baseline_spread", "rbo",
-           "resample_indices", "rescale", "snap_to_labels"]
+           "correlation", "default_bracket_edges", "evaluate_predictions", "evaluate_with_baselines",
+           "grouped_correlation", "mae", "ndcg", "paired_difference", "per_group_values", "random_baseline",
+           "random_baseline_spread", "rbo", "resample_indices", "rescale", "snap_to_labels"]

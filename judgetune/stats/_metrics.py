@@ -71,6 +71,21 @@ def bracket_accuracy(pred: Sequence[float], gold: Sequence[float], *,
     return float(np.mean(bracket_of(p, edges) == bracket_of(g, edges)))
 
 
+def default_bracket_edges(label_range: tuple[float, float], gold: Sequence[float] = ()) -> np.ndarray:
+    """The brackets of ``evaluate_predictions``: 0-2 / 2-4 / 4-5 scaled onto the label range, except for
+    binary labels (every label one of the range's two ends), where the middle bracket could hold no label
+    and the brackets are the two halves of the range (bracket accuracy = accuracy at the midpoint).
+
+    >>> default_bracket_edges((0.0, 1.0), [0, 1, 1]).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    lo, hi = float(label_range[0]), float(label_range[1])
+    g = np.asarray(gold, dtype=float)
+    if len(g) and np.all((g == lo) | (g == hi)):
+        return np.array([lo, (lo + hi) / 2, hi])
+    return rescale(DEFAULT_BRACKETS, (0, 5), (lo, hi))
+
+
 def correlation(pred: Sequence[float], gold: Sequence[float], method: str = "spearman") -> float | None:
     """Spearman (average ranks for ties), Kendall (tau-b) or Pearson; ``None`` when either side is constant."""
     p, g = _arrays(pred, gold)
@@ -363,14 +378,14 @@ def evaluate_predictions(pred: Sequence[float], gold: Sequence[float], *, label_
     """Every agreement metric of one predictor, with grouped bootstrap intervals, as one flat record.
 
     Predictions are first mapped from ``pred_range`` (default: ``label_range``) onto the label
-    range. ``brackets`` default to 0-2 / 2-4 / 4-5 scaled onto the label range. ``labels`` (the
+    range. ``brackets`` default to ``default_bracket_edges`` (0-2 / 2-4 / 4-5 scaled onto the label range;
+    two halves for binary labels). ``labels`` (the
     discrete label set) enables Cohen's kappa on predictions snapped to it. Keys ending in ``_ci``
     hold ``[low, high]``; per-group figures appear only when ``groups`` is given.
     """
     p, g = _arrays(pred, gold)
     p = rescale(p, pred_range or label_range, label_range)
-    edges = np.asarray(brackets if brackets is not None else rescale(DEFAULT_BRACKETS, (0, 5), label_range),
-                       dtype=float)
+    edges = np.asarray(brackets if brackets is not None else default_bracket_edges(label_range, g), dtype=float)
     boot = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
     row: dict = {"n": int(len(p))}
 

@@ -65,6 +65,7 @@ class RunSpec:
     test_items: int | None = None
     max_calls: int | None = None
     per_question: int | None = None  # answers kept per question (group) in every split; None keeps all
+    fit_items: int | None = None  # training items (seeded, question by question) fitted judges fit on, demos come from
     fixed: dict[str, Any] = field(default_factory=dict)
     instructions: list[str] = field(default_factory=list)  # the user's own instruction variants
     pick: str = "spearman"
@@ -88,6 +89,8 @@ class RunSpec:
             raise ValueError(f"pick must be one of {PICK_RULES}, got {self.pick!r}")
         if self.search_items < 4 or self.chunk < 1 or self.n_trials < 1:
             raise ValueError("search_items must be >= 4, chunk and n_trials >= 1")
+        if self.fit_items is not None and self.fit_items < 4:
+            raise ValueError(f"fit_items must be >= 4 (or None for all), got {self.fit_items}")
         if self.proposals < 0 or self.rounds < 1 or self.demo_draws < 1 or self.rescore < 1:
             raise ValueError("proposals must be >= 0; rounds, demo_draws and rescore >= 1")
 
@@ -159,6 +162,7 @@ def prepare_splits(spec: RunSpec) -> Splits:
     search = limit_by_group(splits["train"], spec.search_items, seed=spec.seed)
     search_groups = {e.group_key for e in search}
     demo_pool = [e for e in splits["train"] if e.group_key not in search_groups]
+    demo_pool = limit_by_group(demo_pool, spec.fit_items, seed=spec.seed)  # a fit on 5,749 STS-B pairs encodes 11k texts
     dev = limit_by_group(splits["dev"], spec.dev_items, seed=spec.seed)
     test = limit_by_group(splits["test"], spec.test_items, seed=spec.seed)
     if len(search) < 4 or len(dev) < 4 or len(test) < 2:
