@@ -53,9 +53,12 @@ CRITERIA = {
                           "correctly, the worst do not address it at all.",
 }
 DSPY_OPTIMIZERS = ("BootstrapFewShotWithRandomSearch", "MIPROv2", "GEPA")
-SIGNATURES = {"sts2012-msrpar": ("reference, answer -> score: float",
+# The output is text, and the metric reads the first number in it: with a ``float`` field, DSPy's parser raises on
+# every answer that is no bare number (all of the embedded model's zero-shot answers), so the metric never sees
+# one and GEPA has no trace to reflect on (measured: "No valid predictions found for any module", no proposal).
+SIGNATURES = {"sts2012-msrpar": ("reference, answer -> score: str",
                                  "How similar in meaning are the two sentences? Score from 0 (unrelated) to 5 (same)."),
-              "linkage-trec-dl-nf": ("question, answer -> relevance: float",
+              "linkage-trec-dl-nf": ("question, answer -> relevance: str",
                                      "How well does the passage answer the question? 0 (not relevant) to 3 (perfect).")}
 
 
@@ -150,7 +153,7 @@ def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path
     def as_dspy(e):
         values = {"reference": e.references[0].text if e.references else "", "question": e.question or "",
                   "answer": e.answer}
-        return dspy.Example(**{k: values[k] for k in inputs}, **{output: float(e.judgment)}).with_inputs(*inputs)
+        return dspy.Example(**{k: values[k] for k in inputs}, **{output: f"{e.judgment:g}"}).with_inputs(*inputs)
 
     def number(prediction) -> float | None:
         found = re.findall(r"-?\d+(?:\.\d+)?", str(getattr(prediction, output, "")))
@@ -159,8 +162,10 @@ def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path
     def metric(example, prediction, trace=None, pred_name=None, pred_trace=None):
         value = number(prediction)
         score = 0.0 if value is None else 1 - abs(value - float(getattr(example, output))) / span
-        if pred_name is None and name == "GEPA":
-            feedback = "no number found" if value is None else f"human score {getattr(example, output)}, got {value}"
+        if name == "GEPA":  # GEPA asks with pred_name for the feedback its reflection reads: give it every time
+            human = getattr(example, output)
+            feedback = (f"no number in the answer; the human score is {human}" if value is None
+                        else f"the human score is {human}, the answer gave {value:g}")
             return dspy.Prediction(score=score, feedback=feedback)
         return score
 
