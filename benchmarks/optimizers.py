@@ -246,7 +246,11 @@ def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods:
     ``optimizers`` (None: all) among the DSPy optimizers."""
     kind = "linkage" if dataset == "linkage-trec-dl-nf" else "rubric"
     listwise = kind == "linkage"
+    # a LINKAGE prompt carries a reference list per demo and per item (~550 tokens an item, up to ~3000 of demos):
+    # --quick scores fewer questions there (2 search, 2 dev, 6 test questions of 4 answers) so a run finishes
     trials, search, dev, test = (4, 12, 16, 32) if quick else (12, 32, 60, 120)
+    if listwise and quick:
+        search, dev, test = 8, 8, 24
     fixed = {"reasoning": False, **({"samples": 1, "per_grade": 1} if listwise else {})}
     common = dict(data=dataset, search_items=search, chunk=6, dev_items=dev, test_items=test,
                   per_question=(4 if quick else 8) if listwise else None, criterion=CRITERIA[dataset], rescore=3)
