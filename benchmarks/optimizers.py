@@ -52,9 +52,13 @@ CRITERIA = {
     "linkage-trec-dl-nf": "How well the passage answers the question: the best passages answer it fully and "
                           "correctly, the worst do not address it at all.",
 }
-SIGNATURES = {"sts2012-msrpar": ("reference, answer -> score: float",
+DSPY_OPTIMIZERS = ("BootstrapFewShotWithRandomSearch", "MIPROv2", "GEPA")
+# The output is text, and the metric reads the first number in it: with a ``float`` field, DSPy's parser raises on
+# every answer that is no bare number (all of the embedded model's zero-shot answers), so the metric never sees
+# one and GEPA has no trace to reflect on (measured: "No valid predictions found for any module", no proposal).
+SIGNATURES = {"sts2012-msrpar": ("reference, answer -> score: str",
                                  "How similar in meaning are the two sentences? Score from 0 (unrelated) to 5 (same)."),
-              "linkage-trec-dl-nf": ("question, answer -> relevance: float",
+              "linkage-trec-dl-nf": ("question, answer -> relevance: str",
                                      "How well does the passage answer the question? 0 (not relevant) to 3 (perfect).")}
 
 
@@ -149,7 +153,7 @@ def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path
     def as_dspy(e):
         values = {"reference": e.references[0].text if e.references else "", "question": e.question or "",
                   "answer": e.answer}
-        return dspy.Example(**{k: values[k] for k in inputs}, **{output: float(e.judgment)}).with_inputs(*inputs)
+        return dspy.Example(**{k: values[k] for k in inputs}, **{output: f"{e.judgment:g}"}).with_inputs(*inputs)
 
     def number(prediction) -> float | None:
         found = re.findall(r"-?\d+(?:\.\d+)?", str(getattr(prediction, output, "")))
@@ -158,13 +162,17 @@ def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path
     def metric(example, prediction, trace=None, pred_name=None, pred_trace=None):
         value = number(prediction)
         score = 0.0 if value is None else 1 - abs(value - float(getattr(example, output))) / span
-        if pred_name is None and name == "GEPA":
-            feedback = "no number found" if value is None else f"human score {getattr(example, output)}, got {value}"
+        if name == "GEPA":  # GEPA asks with pred_name for the feedback its reflection reads: give it every time
+            human = getattr(example, output)
+            feedback = (f"no number in the answer; the human score is {human}" if value is None
+                        else f"the human score is {human}, the answer gave {value:g}")
             return dspy.Prediction(score=score, feedback=feedback)
         return score
 
     train = [as_dspy(e) for e in splits.search]
     program = dspy.Predict(dspy.Signature(signature, instruction))
+    failures: list[str] = []  # why test items gave no number (the first few go into the row)
+    instructions: list[str] = []  # the compiled program's instructions
     start = time.perf_counter()
     try:
         with dspy.context(lm=lm.dspy_lm, adapter=PrefillChatAdapter()):
@@ -188,9 +196,14 @@ def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path
             scores = []
             for e in splits.test:
                 try:
-                    scores.append(number(compiled(**as_dspy(e).inputs())))
-                except Exception:  # noqa: BLE001 - a test item that fails to produce a number is a counted failure
+                    prediction = compiled(**as_dspy(e).inputs())
+                    scores.append(number(prediction))
+                    if scores[-1] is None:
+                        failures.append(f"no number in {str(getattr(prediction, output, ''))[:80]!r}")
+                except Exception as err:  # noqa: BLE001 - a test item that fails to produce a number is a counted failure
                     scores.append(None)
+                    failures.append(f"{type(err).__name__}: {str(err)[:160]}")
+            instructions = [p.signature.instructions for p in compiled.predictors()]
         metrics, error = agreement(scores, splits.test, splits.label_range), None
     except TimeCap as err:
         metrics, error = None, f"TimeCap: {err}"
@@ -202,6 +215,9 @@ def dspy_optimizer(name: str, dataset: str, splits, budget: int, cache_dir: Path
     if metrics is not None:  # a program that answers one number for every item has no ranking to offer
         metrics["distinct_predictions"] = len({s for s in scores if s is not None})
     lm.close()
+    if metrics is not None:
+        metrics["test_failures"] = sorted(set(failures))[:3]
+        metrics["instructions"] = [text[:300] for text in instructions]
     return metrics, cap.get("search_calls", cap["calls"]), seconds, error
 
 
@@ -224,11 +240,17 @@ def tuned_row(dataset: str, method: str, spec: RunSpec, tmp: Path) -> tuple[dict
                time.perf_counter() - start, chosen=config.params, **extra), m
 
 
-def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods: set[str] | None) -> list[dict]:
-    """Rows of one catalog dataset; ``methods`` (None: all) picks among untuned, likelihood, judgetune, random, dspy."""
+def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods: set[str] | None,
+              optimizers: list[str] | None = None, dspy_budget: int | None = None) -> list[dict]:
+    """Rows of one catalog dataset; ``methods`` (None: all) picks among untuned, likelihood, judgetune, random, dspy;
+    ``optimizers`` (None: all) among the DSPy optimizers."""
     kind = "linkage" if dataset == "linkage-trec-dl-nf" else "rubric"
     listwise = kind == "linkage"
+    # a LINKAGE prompt carries a reference list per demo and per item (~550 tokens an item, up to ~3000 of demos):
+    # --quick scores fewer questions there (2 search, 2 dev, 6 test questions of 4 answers) so a run finishes
     trials, search, dev, test = (4, 12, 16, 32) if quick else (12, 32, 60, 120)
+    if listwise and quick:
+        search, dev, test = 8, 8, 24
     fixed = {"reasoning": False, **({"samples": 1, "per_grade": 1} if listwise else {})}
     common = dict(data=dataset, search_items=search, chunk=6, dev_items=dev, test_items=test,
                   per_question=(4 if quick else 8) if listwise else None, criterion=CRITERIA[dataset], rescore=3)
@@ -249,7 +271,7 @@ def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods:
         rows.append(row(dataset, "untuned likelihood (defaults, k=0, linear map)", metrics, calls, seconds))
         rows.append(tuned_row(dataset, "judgetune (likelihood judge)", lik, tmp)[0])
     # the DSPy optimizers get the rubric tuner's budget; before it is measured, the quick run's last measured one
-    budget = 100 if quick else 400
+    budget = dspy_budget or (100 if quick else 400)
     search_budget = budget
     if "judgetune" in wanted:
         result, m = tuned_row(dataset, f"judgetune ({kind} judge, proposals)", spec, tmp)
@@ -261,12 +283,13 @@ def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods:
                               max_calls=search_budget, proposals=2, rounds=2, **common)
         rows.append(tuned_row(dataset, f"random ({kind} judge, same pipeline, RandomSampler)", random_spec, tmp)[0])
     if "dspy" in wanted:
-        for name in ("BootstrapFewShotWithRandomSearch", "MIPROv2", "GEPA"):
+        for name in optimizers or DSPY_OPTIMIZERS:
             metrics, calls, seconds, error = dspy_optimizer(name, dataset, splits, budget, tmp / f"{kind}-{name}",
                                                             cap_seconds)
+            shown = {key: metrics[key] for key in ("distinct_predictions", "test_failures", "instructions")} \
+                if metrics else {}
             rows.append(row(dataset, f"DSPy {name}", metrics, calls, seconds, budget=budget,
-                            **({"error": error} if error else {}),
-                            **({"distinct_predictions": metrics["distinct_predictions"]} if metrics else {})))
+                            **({"error": error} if error else {}), **shown))
     return rows
 
 
@@ -278,9 +301,16 @@ def main() -> None:
     parser.add_argument("--methods", help="comma-separated subset of untuned,likelihood,judgetune,random,dspy")
     parser.add_argument("--dspy-seconds", type=float, default=None,
                         help="time cap of each DSPy optimizer's search (default 150 with --quick, 900 without)")
+    parser.add_argument("--dspy-optimizers", help=f"comma-separated subset of {','.join(DSPY_OPTIMIZERS)} (default: all)")
+    parser.add_argument("--dspy-budget", type=int, default=None,
+                        help="LM-call budget of the DSPy optimizers when the tuner does not run in the same command "
+                             "(default: the quick run's measured 100, or 400)")
     args = parser.parse_args()
     cap = args.dspy_seconds or (150.0 if args.quick else 900.0)
     methods = set(args.methods.split(",")) if args.methods else None
+    unknown = set((args.dspy_optimizers or "").split(",")) - {"", *DSPY_OPTIMIZERS}
+    if unknown:
+        parser.error(f"--dspy-optimizers: unknown {sorted(unknown)}; expected some of {list(DSPY_OPTIMIZERS)}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -288,7 +318,8 @@ def main() -> None:
             rows += planted_rows(tmp, [0] if args.quick else [0, 1, 2])
         for dataset in CRITERIA:
             if not args.only or dataset in args.only:
-                rows += real_rows(dataset, tmp, args.quick, cap, methods)
+                rows += real_rows(dataset, tmp, args.quick, cap, methods,
+                                  args.dspy_optimizers.split(",") if args.dspy_optimizers else None, args.dspy_budget)
     if args.json:
         print(json.dumps({"rows": rows}, indent=2))
         return

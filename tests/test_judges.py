@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -224,3 +225,18 @@ def test_an_oracle_placing_every_answer_correctly_gets_perfect_rank_correlation(
 
     verdicts = LinkageJudge(ScriptedLM(oracle), pool=ReferencePool(group), seed=5).judge_all(group)
     assert spearmanr([v.score for v in verdicts], [e.label for e in group]).statistic == pytest.approx(1.0)
+
+
+def test_linkage_prompts_of_different_list_lengths_share_instruction_and_demos():
+    """The embedded model evaluates a shared prompt prefix once: items with 2 and 4 references must differ
+    only in their own turn, not in the system message (which once named the last position)."""
+    full, sparse = graded_group(), [e for e in graded_group() if e.label in (0.0, 3.0)]
+    sparse = [replace(e, group="s", id=e.id.replace("q/", "s/")) for e in sparse]
+    demo_pool = [Example(id=f"d/{g}-{i}", question="d?", answer=f"demo {g}-{i}", label=float(g), group="d")
+                 for g in range(4) for i in range(2)]
+    lm = ScriptedLM(fixed({"1": 1.0}))
+    judge = LinkageJudge(lm, pool=ReferencePool([*full, *sparse, *demo_pool]), demo_pool=demo_pool, k=2, seed=3)
+    judge(full[0]), judge(sparse[0])
+    long_list, short_list = lm.calls[-2], lm.calls[-1]
+    assert len(long_list["labels"]) == 5 and len(short_list["labels"]) == 3  # 4 and 2 references
+    assert long_list["messages"][:-1] == short_list["messages"][:-1]

@@ -65,6 +65,34 @@ def test_next_logprobs_side_by_side_equal_one_at_a_time(lm):
     assert again < 2 * sum(len(p) for p in prompts[:6]) - len(os.path.commonprefix(prompts[:6]))
 
 
+def test_a_single_prompt_reuses_the_prefix_batched_prompts_shared(lm):
+    """After a batch, a lone prompt with the same long prefix (instruction, demos) runs only its own tokens,
+    in the scoring context, with the numbers of a from-scratch pass; a reasoning just generated keeps the
+    generation context."""
+    model = lm.model
+    shared = [SYSTEM, *[m for q, a in QUESTIONS[:4] for m in ({"role": "user", "content": f"Question: {q}\nAnswer: {a}"},
+                                                               {"role": "assistant", "content": "Score: 3"})]]
+    prompts = [model.tokenize(model.render([*shared, {"role": "user", "content": f"Question: {q}\nAnswer: {a}"}],
+                                           "Score: ")) for q, a in QUESTIONS[4:]]
+    common = len(os.path.commonprefix(prompts))
+    model.generate(model.tokenize("Something else entirely, to fill the generation context."), max_tokens=2)
+    model.next_logprobs_many(prompts[:1] * 2)  # the scoring context now holds the shared prefix
+    before = model.evaluated_tokens
+    got = model.next_logprobs(prompts[1])
+    assert model.evaluated_tokens - before <= len(prompts[1]) - common + 2
+    model.reuse_prefix = False
+    try:
+        want = model.next_logprobs(prompts[1])
+    finally:
+        model.reuse_prefix = True
+    assert np.abs(got - want).max() <= TOLERANCE
+    answer, _, _ = model.generate(prompts[0], max_tokens=4)  # the generation context holds prompt and answer
+    longer = prompts[0] + [t.token_id for t in answer]
+    before = model.evaluated_tokens
+    model.next_logprobs(longer)
+    assert model.evaluated_tokens - before <= 2
+
+
 def test_label_distributions_equal_one_at_a_time_and_keep_failures(lm):
     requests = [(messages(q, a), LABELS, "Score: ") for q, a in QUESTIONS]
     requests.insert(2, (messages("x " * 5000, "y"), LABELS, "Score: "))  # longer than the 4096-token context

@@ -55,7 +55,10 @@ class LinkageJudge(LMJudge):
     }
 
     INPUTS, OUTPUT = ("question", "references", "answer"), "position"
-    OUTPUT_DESCRIPTION = "an integer: the answer's position in the list of references"
+    # the same text for every list length: items with different numbers of references then share the prompt's
+    # prefix (instruction and demos), which the embedded model evaluates once for all of them
+    OUTPUT_DESCRIPTION = ("an integer: the answer's position among the references (1: better than all of them; "
+                          "one more than their number: worse than all)")
     uses_references = True
 
     def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0,
@@ -104,7 +107,7 @@ class LinkageJudge(LMJudge):
             labels = position_labels(m)
             inputs = {"question": example.question or "", "references": format_references(refs),
                       "answer": example.answer}
-            verdict = self.ask(inputs, "position", f"an integer from 1 to {m + 1}", labels,
+            verdict = self.ask(inputs, "position", self.OUTPUT_DESCRIPTION, labels,
                                [float(x) for x in range(1, m + 2)], demos)
             usage = add_usage(usage, verdict.usage)
             if not verdict.parsed:

@@ -104,7 +104,12 @@ class LlamaCppModel:
         return keep
 
     def next_logprobs(self, tokens: list[int]) -> np.ndarray:
-        """Log-probabilities of every next token after ``tokens`` (one forward pass over the new part)."""
+        """Log-probabilities of every next token after ``tokens`` (one forward pass over the new part).
+
+        The pass runs in whichever context already holds the longer part of ``tokens``: the generation
+        context (e.g. a reasoning just generated) or the scoring context's shared prefix (e.g. the
+        instruction and demos that batched items shared). Both give the same numbers.
+        """
         import llama_cpp
 
         if not tokens:
@@ -112,9 +117,18 @@ class LlamaCppModel:
         if len(tokens) >= self.n_ctx:
             raise PromptTooLongError(f"prompt of {len(tokens)} tokens does not fit the context of {self.n_ctx}")
         with self._lock:
+            if len(tokens) >= 4 and self._scoring_holds_more(tokens):
+                return self.next_logprobs_many([tokens])[0]
             self._eval_from_cache(tokens)
             raw = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._llm.ctx, -1), shape=(self.n_vocab,))
             return log_softmax(raw)
+
+    def _scoring_holds_more(self, tokens: list[int]) -> bool:
+        """Whether the scoring context's cached prefix covers more of ``tokens`` than the generation context's."""
+        if self._scoring is None or not self.reuse_prefix:
+            return False
+        llm = self._llm
+        return _common_prefix([self._scoring.prefix, tokens]) > llm.longest_token_prefix(llm._input_ids.tolist(), tokens)
 
     def generate(self, tokens: list[int], *, max_tokens: int, temperature: float = 0.0, stop: tuple[str, ...] = (),
                  json_schema: dict | None = None, want_logprobs: bool = False,
