@@ -23,6 +23,13 @@ def test_linear_calibrator_recovers_a_line_and_clips_to_the_scale():
     assert cal.predict([0.5, 10, -10]).tolist() == pytest.approx([2.5, 5, 0])
 
 
+def test_linear_calibrator_never_turns_a_judge_upside_down():
+    raw = np.linspace(0, 1, 20)
+    gold = 4 - 3 * raw  # scores that fall as the labels rise
+    cal = LinearCalibrator((0, 5)).fit(raw, gold)
+    assert cal.slope_ == 0 and cal.predict([0.0, 1.0]).tolist() == pytest.approx([gold.mean()] * 2)
+
+
 def test_isotonic_calibrator_is_monotone_and_within_the_scale():
     rng = np.random.default_rng(0)
     raw = rng.uniform(0, 1, 200)

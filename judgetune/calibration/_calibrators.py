@@ -63,13 +63,15 @@ class Calibrator(RegressorMixin, BaseEstimator):
 
 
 class LinearCalibrator(Calibrator):
-    """An affine map (least squares), clipped to the scale."""
+    """An affine map (least squares), clipped to the scale. Its slope is never negative: calibration maps
+    a judge onto the human scale and keeps its order (as isotonic does); a judge whose scores fall as
+    the labels rise gets slope 0, the labels' mean, instead of being turned upside down by a few items."""
 
     kind = "linear"
 
     def fit(self, raw: Any, gold: Sequence[float]) -> LinearCalibrator:
         self._range()
-        model = LinearRegression().fit(_column(raw).reshape(-1, 1), np.asarray(gold, dtype=float))
+        model = LinearRegression(positive=True).fit(_column(raw).reshape(-1, 1), np.asarray(gold, dtype=float))
         self.slope_, self.intercept_ = float(model.coef_[0]), float(model.intercept_)
         return self
 
