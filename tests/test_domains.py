@@ -184,6 +184,16 @@ def test_the_hybrid_space_leaves_out_what_the_data_and_installation_cannot_give(
     assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) >= 1
 
 
+def test_a_knob_fixed_for_the_installation_is_said_to_be_fixed_not_left_out(caplog, no_mpnet):
+    from judgetune.datasets import Example, Reference
+
+    items = [Example(id=str(i), answer=f"a {i}", references=(Reference("r"),), label=i % 3) for i in range(4)]
+    with caplog.at_level(logging.INFO):
+        assert fit_space(RunSpec(name="x", judge="embedding", data="unused"), items) == {"model": "minilm"}
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "fixed model=minilm (the mpnet encoder is not installed" in said and "left out model" not in said
+
+
 def test_fit_space_keeps_what_the_data_can_use_and_the_users_fixed_settings(tmp_path):
     from judgetune.datasets import Example, Reference
 

@@ -141,12 +141,13 @@ def fit_space(spec: RunSpec, train: list[Example]) -> dict[str, Any]:
     kind = judge_class(spec.judge)
     decide = getattr(kind, "left_out", None)
     left = {k: v for k, v in (decide(train) if decide else {}).items() if k not in spec.fixed}
-    by_reason: dict[str, list[str]] = {}
-    for name, (value, why) in left.items():
-        by_reason.setdefault(why, []).append(name if value is False else f"{name}={value}")
+    by_reason: dict[tuple[str, str], list[str]] = {}
+    for name, (value, why) in left.items():  # a switch turned off is left out; any other knob is fixed
+        by_reason.setdefault(("left out", why) if value is False else ("fixed", why), []).append(
+            name if value is False else f"{name}={value}")
     if by_reason:
         log.warning("%s search space fitted to the data: %s", spec.judge,
-                    "; ".join(f"left out {', '.join(names)} ({why})" for why, names in by_reason.items()))
+                    "; ".join(f"{verb} {', '.join(names)} ({why})" for (verb, why), names in by_reason.items()))
     return {name: value for name, (value, _) in left.items()}
 
 
