@@ -14,7 +14,8 @@ Figures are on held-out test items (calibrated on dev for the judgetune pipeline
 bootstrap intervals; ``lm_calls`` are answers actually computed (search, proposals, dev
 re-scoring; not the test scoring); a DSPy optimizer that crashes gets a row with its error.
 
-    python benchmarks/optimizers.py [--quick] [--json] [--only DATASET]
+    python benchmarks/optimizers.py [--quick] [--json] [--only DATASET] [--methods M,...]
+        [--dspy-optimizers NAME,...] [--dspy-seconds N] [--dspy-budget CALLS]
 """
 
 from __future__ import annotations
