@@ -14,7 +14,8 @@ Figures are on held-out test items (calibrated on dev for the judgetune pipeline
 bootstrap intervals; ``lm_calls`` are answers actually computed (search, proposals, dev
 re-scoring; not the test scoring); a DSPy optimizer that crashes gets a row with its error.
 
-    python benchmarks/optimizers.py [--quick] [--json] [--only DATASET]
+    python benchmarks/optimizers.py [--quick] [--json] [--only DATASET] [--methods M,...]
+        [--dspy-optimizers NAME,...] [--dspy-seconds N] [--dspy-budget CALLS]
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import jsonlines  # noqa: E402
 import optuna  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -226,7 +228,7 @@ def tuned_row(dataset: str, method: str, spec: RunSpec, tmp: Path) -> tuple[dict
     os.environ["JUDGETUNE_CACHE_DIR"] = str(tmp / spec.name)
     start = time.perf_counter()
     try:
-        config, _, _ = tune(spec, runs_dir=tmp / "runs")
+        config, run_dir, _ = tune(spec, runs_dir=tmp / "runs")
     except Exception as err:  # noqa: BLE001 - the row reports the crash
         print(traceback.format_exc()[-1500:], file=sys.stderr)
         return row(dataset, method, None, None, time.perf_counter() - start,
@@ -236,6 +238,16 @@ def tuned_row(dataset: str, method: str, spec: RunSpec, tmp: Path) -> tuple[dict
     if m.get("proposals"):
         extra = {"proposals_accepted": sum(len(r["accepted"]) for r in m["proposals"]["rounds"]),
                  "proposals_refused": m["proposals"]["refused_counts"]}
+    # the shipped (calibrated) scores can lose the raw ranking, e.g. an isotonic calibrator fitted flat on a few dev
+    # items: the row shows the calibrator, how many distinct test scores it gave, and the raw scores' Spearman
+    with jsonlines.open(run_dir / "test_predictions.jsonl") as lines:
+        predictions = {p["id"]: p for p in lines}
+    splits = prepare_splits(spec)
+    test = splits.test
+    raw = agreement([predictions[e.id]["raw_score"] for e in test], test, splits.label_range, n_resamples=10)
+    extra.update(calibrator=(config.calibrator or {}).get("kind"), calibrator_cv_mae=m.get("calibrator_cv_mae"),
+                 distinct_test_scores=len({predictions[e.id]["score"] for e in test}),
+                 raw_spearman=raw.get("spearman_per_group", raw.get("spearman")))
     return row(dataset, method, m["test"], m["search"]["lm_calls"] + m["selection"]["lm_calls"],
                time.perf_counter() - start, chosen=config.params, **extra), m
 
