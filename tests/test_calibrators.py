@@ -30,6 +30,18 @@ def test_linear_calibrator_never_turns_a_judge_upside_down():
     assert cal.slope_ == 0 and cal.predict([0.0, 1.0]).tolist() == pytest.approx([gold.mean()] * 2)
 
 
+def test_a_flat_calibrator_is_said_once_not_shipped_silently(caplog):
+    raw = np.linspace(0, 1, 12)
+    with caplog.at_level("WARNING"):
+        calibrator, _ = fit_calibrator(raw, 4 - 3 * raw, label_range=(0, 5))  # scores fall as labels rise
+    assert np.ptp(calibrator.predict(raw)) == 0
+    assert [r.getMessage() for r in caplog.records if "is flat" in r.getMessage()]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        fit_calibrator(raw, 1 + 3 * raw, label_range=(0, 5))
+    assert not [r for r in caplog.records if "is flat" in r.getMessage()]
+
+
 def test_isotonic_calibrator_is_monotone_and_within_the_scale():
     rng = np.random.default_rng(0)
     raw = rng.uniform(0, 1, 200)

@@ -9,6 +9,7 @@ They serialize to plain JSON, so a frozen judge config holds them without pickle
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +19,8 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import GroupKFold, cross_val_score
+
+log = logging.getLogger(__name__)
 
 
 def _column(raw: Any) -> np.ndarray:
@@ -176,4 +179,9 @@ def fit_calibrator(raw: Sequence[float], gold: Sequence[float], *, label_range: 
     cv = {kind: cross_validated_mae(kind, raw, gold, label_range=label_range, groups=groups, folds=folds, seed=seed)
           for kind in kinds}
     best = min(cv, key=cv.get)
-    return CALIBRATORS[best](label_range).fit(raw, gold), cv
+    calibrator = CALIBRATORS[best](label_range).fit(raw, gold)
+    if np.ptp(calibrator.predict(raw)) == 0:
+        log.warning("the %s calibrator fitted on %d dev items is flat: every item will get the same score, %.3f "
+                    "(the judge's dev scores do not rise with the labels); the frozen judge ranks nothing",
+                    best, len(raw), float(calibrator.predict(list(raw[:1]))[0]))
+    return calibrator, cv
