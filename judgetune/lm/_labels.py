@@ -121,9 +121,12 @@ def local_label_distributions(model, requests: Sequence[tuple[list[dict[str, str
             try:
                 labels = _check_labels(labels)
                 prompt = model.tokenize(model.render(messages, prefix))
-                if len(prompt) >= model.n_ctx:
-                    raise PromptTooLongError(f"prompt of {len(prompt)} tokens does not fit the context of {model.n_ctx}")
-                todo.append((i, prompt, [model.tokenize(label, special=False) for label in labels]))
+                pieces = [model.tokenize(label, special=False) for label in labels]
+                needed = len(prompt) + max(len(p) for p in pieces)  # the prompt and its longest label
+                if needed > model.n_ctx:
+                    raise PromptTooLongError(f"prompt of {len(prompt)} tokens (and its longest label) does not fit "
+                                             f"the context of {model.n_ctx}")
+                todo.append((i, prompt, pieces))
             except ValueError as err:
                 results[i] = err
         paths = [max((p for p in pieces if len(p) > 1), key=len, default=[]) for _, _, pieces in todo]
