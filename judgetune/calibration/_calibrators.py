@@ -180,8 +180,9 @@ def fit_calibrator(raw: Sequence[float], gold: Sequence[float], *, label_range: 
           for kind in kinds}
     best = min(cv, key=cv.get)
     calibrator = CALIBRATORS[best](label_range).fit(raw, gold)
-    if np.ptp(calibrator.predict(raw)) == 0:
+    mapped = calibrator.predict(raw)
+    if np.ptp(mapped) == 0:
         log.warning("the %s calibrator fitted on %d dev items is flat: every item will get the same score, %.3f "
                     "(the judge's dev scores do not rise with the labels); the frozen judge ranks nothing",
-                    best, len(raw), float(calibrator.predict(list(raw[:1]))[0]))
+                    best, len(raw), float(mapped[0]))
     return calibrator, cv

@@ -194,13 +194,7 @@ class LlamaCppModel:
     def next_logprobs_many(self, prompts: Sequence[list[int]], *, reuse: bool | None = None) -> list[np.ndarray]:
         """``next_logprobs`` of every prompt, several prompts per ``llama_decode`` over their shared, cached
         prefix (as ``target_logprobs``); the same numbers as one prompt at a time (tests/test_lm_batch.py)."""
-        for prompt in prompts:
-            if len(prompt) < 2:
-                raise ValueError("next_logprobs_many needs prompts of two tokens or more")
-            if len(prompt) >= self.n_ctx:
-                raise PromptTooLongError(f"prompt of {len(prompt)} tokens does not fit the context of {self.n_ctx}")
-        rows = self._score([(prompt, len(prompt) - 1) for prompt in prompts], reuse)
-        return [log_softmax(r[0]) for r in rows]
+        return [first for first, _ in self.path_logprobs_many([(prompt, []) for prompt in prompts], reuse=reuse)]
 
     def path_logprobs_many(self, items: Sequence[tuple[list[int], list[int]]], *,
                            reuse: bool | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -209,7 +203,7 @@ class LlamaCppModel:
         pass over the prompt's own tokens); several items per decode as ``next_logprobs_many``."""
         for prompt, path in items:
             if len(prompt) < 2:
-                raise ValueError("path_logprobs_many needs prompts of two tokens or more")
+                raise ValueError("scoring next tokens needs prompts of two tokens or more")
             if len(prompt) + max(len(path) - 1, 0) >= self.n_ctx:
                 raise PromptTooLongError(f"prompt of {len(prompt)} tokens does not fit the context of {self.n_ctx}")
         rows = self._score([(prompt + path[:-1], len(prompt) - 1) for prompt, path in items], reuse)
