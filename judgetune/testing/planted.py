@@ -132,10 +132,13 @@ class PlantedLM:
 
 GATE_INSTRUCTION = ("Check the answer against the reference one fact at a time and score by how many of the "
                     "reference's facts it keeps.")
-# run settings of the gate testbeds: only the instruction is searched (4 generic ones and GATE_INSTRUCTION)
+GATE_CRITERION = "Score how well the answer agrees with the reference, from 0 (not at all) to 5 (fully)."
+GATE_ITEMS = 250  # items per testbed run: 60/20/20 by the default split, so 50 dev and 50 test items
+# run settings of the gate testbeds: only the instruction is searched, among three (the criterion alone,
+# which is the default, the criterion with the rubric's task wording, and GATE_INSTRUCTION)
 GATE_SPEC = {"judge": "rubric", "fixed": {"reasoning": False, "scoring": "expected", "scale": "0-5", "k": 0},
-             "instructions": [GATE_INSTRUCTION], "n_trials": 6, "search_items": 30, "dev_items": 40,
-             "test_items": 40, "chunk": 30, "rescore": 4}
+             "criterion": GATE_CRITERION, "instructions": [GATE_INSTRUCTION], "n_trials": 10, "search_items": 30,
+             "chunk": 30, "rescore": 4}
 
 
 class GateLM(PlantedLM):

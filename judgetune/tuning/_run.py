@@ -184,7 +184,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     calibrate on every labeled non-test item, evaluate once on test beside the default and the
     trivial baselines, and write judge.json."""
     if spec.gate == "on":
-        params, selection = select(study, spec, splits, lm, reject=reject, n_resamples=n_resamples)
+        params, selection = select(study, spec, splits, lm, reject=reject)
     else:
         params, selection = select_on_dev(study, spec, splits, lm)
     instructions = InstructionPool(study).texts()
@@ -247,7 +247,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
 def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.storages.BaseStorage | None = None,
          heartbeat: int = 10, timeout: float = 60.0, lm: JudgeLM | None = None,
          sampler: optuna.samplers.BaseSampler | None = None, progress: bool = True,
-         reject: Reject | None = None) -> tuple[JudgeConfig, Path, optuna.Study]:
+         reject: Reject | None = None, n_resamples: int = 1000) -> tuple[JudgeConfig, Path, optuna.Study]:
     """The main job: spec, splits, search, proposals, selection and gate, finish.
 
     Re-running the same spec resumes the study where it stopped: a trial whose process died on this
@@ -261,6 +261,7 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.
         sampler: an Optuna sampler object; default: the spec's sampler, seeded.
         progress: a bar over the trials on a terminal, else one line per trial (standard error).
         reject: a predicate over a candidate's selection row saying why it may not ship (or None).
+        n_resamples: bootstrap resamples of the reported intervals (the gate always draws 1000).
 
     Returns:
         The frozen config, the run folder, and the study.
@@ -276,7 +277,7 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.
     proposer = load_proposer(spec, lm)
     try:
         run_trials(study, spec, lm, splits, proposer=proposer, progress=progress)
-        config = finish(spec, study, splits, lm, run_dir, reject=reject)
+        config = finish(spec, study, splits, lm, run_dir, reject=reject, n_resamples=n_resamples)
     finally:
         for model in {id(m): m for m in (lm, proposer) if m is not None and (own or m is not lm)}.values():
             model.close()

@@ -55,15 +55,20 @@ class Scored:
     failure_rate: float
 
 
-def candidate_trials(study: optuna.Study, spec: RunSpec) -> list[optuna.trial.FrozenTrial]:
-    """The strongest ``spec.rescore`` complete trials by their search figures, then the best trial of each
-    proposed instruction not among them (at most ``spec.rescore`` more), so every proposal gets figures."""
+def candidate_trials(study: optuna.Study, spec: RunSpec, *, exclude: Sequence[dict[str, Any]] = ()) -> list[Any]:
+    """The strongest ``spec.rescore`` complete trials of distinct settings by their search figures (none
+    with the settings in ``exclude``, e.g. the default's), then the best trial of each proposed
+    instruction not among them (at most ``spec.rescore`` more), so every proposal gets figures."""
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    chosen = ranked(complete, spec.pick, spec.rescore)
+    seen_params, chosen = [dict(p) for p in exclude], []
+    for trial in ranked(complete, spec.pick):
+        if len(chosen) < spec.rescore and trial.params not in seen_params:
+            seen_params.append(trial.params)
+            chosen.append(trial)
     seen = {t.params.get("instruction") for t in chosen}
     proposed = {c.id for c in InstructionPool(study).candidates() if c.round is not None}
-    extra = [ranked([t for t in complete if t.params.get("instruction") == i], spec.pick, 1)
-             for i in sorted(proposed - seen)]
+    extra = [ranked([t for t in complete if t.params.get("instruction") == i and t.params not in seen_params],
+                    spec.pick, 1) for i in sorted(proposed - seen)]
     return chosen + ranked([t[0] for t in extra if t], spec.pick, spec.rescore)
 
 
@@ -203,9 +208,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
     groups = groups_of(items)
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
     trials: list[tuple[int | None, dict[str, Any]]] = [(_trial_number(study, default), default)]
-    for trial in candidate_trials(study, spec):
-        if all(trial.params != p for _, p in trials):
-            trials.append((trial.number, dict(trial.params)))
+    trials += [(t.number, dict(t.params)) for t in candidate_trials(study, spec, exclude=[default])]
     calls0, front = lm_calls(lm), {t.number for t in study.best_trials}
     scored = [score_candidate(p, spec, splits, lm, instructions, items) for _, p in trials]
     rows = []
