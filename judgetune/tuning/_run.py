@@ -77,8 +77,8 @@ def proposals_summary(study: optuna.Study, selection: dict) -> dict[str, Any]:
     return {"instructions": instructions, "rounds": rounds, "refused_counts": refused}
 
 
-def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm,
-           instructions: Sequence[str]) -> tuple[JudgeConfig, dict]:
+def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str], *,
+           progress: bool = True) -> tuple[JudgeConfig, dict]:
     """The frozen config of a trial's parameters, its calibrator fitted on every labeled non-test item
     (search and dev, group-wise CV choosing the form), and the calibrator's CV figures."""
     full = {**params, **splits.data_fixed, **settled_params(spec, lm)}
@@ -88,7 +88,7 @@ def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm,
     staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed)
     items = splits.selection
     fit_judge = staged.build_judge(lm, pool=items)
-    verdicts, _ = timed_verdicts(fit_judge, items, progress=True)
+    verdicts, _ = timed_verdicts(fit_judge, items, progress=progress)
     pairs = [(v.score, e.judgment, e.group_key) for v, e in zip(verdicts, items) if v.parsed]
     if not pairs:
         raise NothingJudgedError(f"not one of the {len(items)} search and dev items could be judged; the first "
@@ -179,7 +179,7 @@ def gain_line(metrics: dict[str, Any]) -> str:
 
 
 def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000,
-           reject: Reject | None = None) -> JudgeConfig:
+           reject: Reject | None = None, progress: bool = True) -> JudgeConfig:
     """Choose (``select`` and its gate, or the old dev pick with ``spec.gate == "off"``), freeze and
     calibrate on every labeled non-test item, evaluate once on test beside the default and the
     trivial baselines, and write judge.json."""
@@ -188,12 +188,12 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     else:
         params, selection = select_on_dev(study, spec, splits, lm)
     instructions = InstructionPool(study).texts()
-    config, cv = freeze(params, spec, splits, lm, instructions)
+    config, cv = freeze(params, spec, splits, lm, instructions, progress=progress)
     metrics: dict[str, Any] = {}
     test_scores: list[float | None] = []
     for name, examples in (("train", splits.search), ("dev", splits.dev), ("test", splits.test)):
         scoring_judge = config.build_judge(lm, pool=examples if name != "train" else splits.train)
-        verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=True)
+        verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
         scores = config.calibrated(verdicts, scoring_judge, examples)
         metrics[name] = agreement(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed)
         if name != "train":  # cost apart from the figures: timings differ from run to run, agreement must not
@@ -208,9 +208,9 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     if params == default:
         default_scores = test_scores
     else:  # the default, frozen and calibrated the same way, scored once on the same test items
-        default_config, _ = freeze(default, spec, splits, lm, instructions)
+        default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress)
         default_judge = default_config.build_judge(lm, pool=splits.test)
-        verdicts, _ = timed_verdicts(default_judge, splits.test, progress=True)
+        verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
         default_scores = default_config.calibrated(verdicts, default_judge, splits.test)
         metrics["default_test"] = agreement(default_scores, splits.test, splits.label_range,
                                             n_resamples=n_resamples, seed=spec.seed)
@@ -259,7 +259,8 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.
         timeout: per attempt of a server call (for the LM the run loads itself).
         lm: an LM object to judge with (the caller keeps and closes it); default: the spec's LM, loaded here.
         sampler: an Optuna sampler object; default: the spec's sampler, seeded.
-        progress: a bar over the trials on a terminal, else one line per trial (standard error).
+        progress: a bar over the trials on a terminal, else one line per trial, and the scoring bars
+            (standard error); False: silent.
         reject: a predicate over a candidate's selection row saying why it may not ship (or None).
         n_resamples: bootstrap resamples of the reported intervals (the gate always draws 1000).
 
@@ -277,7 +278,7 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.
     proposer = load_proposer(spec, lm)
     try:
         run_trials(study, spec, lm, splits, proposer=proposer, progress=progress)
-        config = finish(spec, study, splits, lm, run_dir, reject=reject, n_resamples=n_resamples)
+        config = finish(spec, study, splits, lm, run_dir, reject=reject, n_resamples=n_resamples, progress=progress)
     finally:
         for model in {id(m): m for m in (lm, proposer) if m is not None and (own or m is not lm)}.values():
             model.close()
