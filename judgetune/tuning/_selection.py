@@ -55,13 +55,15 @@ class Scored:
     failure_rate: float
 
 
-def candidate_trials(study: optuna.Study, spec: RunSpec, *, exclude: Sequence[dict[str, Any]] = ()) -> list[Any]:
-    """The strongest ``spec.rescore`` complete trials of distinct settings by their search figures (none
-    with the settings in ``exclude``, e.g. the default's), then the best trial of each proposed
-    instruction not among them (at most ``spec.rescore`` more), so every proposal gets figures."""
+def candidate_trials(study: optuna.Study, spec: RunSpec, *, exclude: Sequence[dict[str, Any]] = (),
+                     front_only: bool = False) -> list[Any]:
+    """The strongest ``spec.rescore`` complete trials (of the Pareto front with ``front_only``) of distinct
+    settings by their search figures (none with the settings in ``exclude``, e.g. the default's), then
+    the best trial of each proposed instruction not among them (at most ``spec.rescore`` more), so
+    every proposal gets figures."""
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     seen_params, chosen = [dict(p) for p in exclude], []
-    for trial in ranked(complete, spec.pick):
+    for trial in ranked(study.best_trials if front_only else complete, spec.pick):
         if len(chosen) < spec.rescore and trial.params not in seen_params:
             seen_params.append(trial.params)
             chosen.append(trial)
@@ -209,11 +211,11 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
     trials: list[tuple[int | None, dict[str, Any]]] = [(_trial_number(study, default), default)]
     trials += [(t.number, dict(t.params)) for t in candidate_trials(study, spec, exclude=[default])]
-    calls0, front = lm_calls(lm), {t.number for t in study.best_trials}
+    calls0, front, every = lm_calls(lm), {t.number for t in study.best_trials}, study.get_trials(deepcopy=False)
     scored = [score_candidate(p, spec, splits, lm, instructions, items) for _, p in trials]
     rows = []
     for i, ((number, params), s) in enumerate(zip(trials, scored)):
-        search = study.trials[number].values if number is not None else None
+        search = every[number].values if number is not None else None
         row = {"number": number, "default": i == 0, "params": params, "on_front": number in front,
                "search": {"mae": search[0], "spearman": search[1]} if search else None,
                "mae": float(np.mean(np.abs(s.pred - gold))), "spearman": spearman_figure(s.raw, gold, groups),
@@ -255,7 +257,7 @@ def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm) -> tup
     instructions = InstructionPool(study).texts()
     front = {t.number for t in study.best_trials}
     calls0, rows = lm_calls(lm), []
-    for trial in candidate_trials(study, spec):
+    for trial in candidate_trials(study, spec, front_only=True):
         params = {**trial.params, **splits.data_fixed, **settled_params(spec, lm)}
         judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.dev,
                           label_range=splits.label_range, instructions=instructions)
