@@ -65,10 +65,11 @@ def test_tune_on_a_list_of_dicts_gives_the_frozen_judge_and_its_study(tmp_path):
 
 def test_same_rows_resume_the_run_and_other_rows_are_refused(tmp_path):
     kwargs = dict(judge="overlap", name="again", runs_dir=tmp_path, search_items=8, report=False, fixed=REF)
-    judgetune.tune(rows(), n_trials=1, **kwargs)
-    resumed = judgetune.tune(rows(), n_trials=2, **kwargs)  # the same rows: the same file, the study goes on
-    assert len(resumed.study.trials) >= 2
-    with pytest.raises((JudgetuneError, ValueError)):
+    first = judgetune.tune(rows(), n_trials=2, **kwargs)
+    again = judgetune.tune(pd.DataFrame(rows()), n_trials=2, **kwargs)  # the same rows: the same file, same study
+    assert len(again.study.trials) == len(first.study.trials) == 2
+    assert len(list((tmp_path / "again").glob("rows-*.jsonl"))) == 1
+    with pytest.raises((JudgetuneError, ValueError), match="data"):
         judgetune.tune(rows(seed=1), n_trials=2, **kwargs)
 
 
