@@ -141,3 +141,17 @@ def test_tune_with_an_lm_object_keeps_it_open_and_records_its_spec(tmp_path, emb
 
     out = rich(dspy.Example(reference=rows()[0]["reference"]), dspy.Prediction(answer=rows()[0]["answer"]))
     assert 0.0 <= out.score <= 1.0 and "human scale" in out.feedback
+
+
+def test_progress_is_plain_lines_off_a_terminal():
+    import io
+
+    from judgetune._progress import progress
+
+    out = io.StringIO()
+    assert list(progress(range(20), desc="items", stream=out)) == list(range(20))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "items: 0/20" and lines[-1].startswith("items: 20/20 done")
+    assert "\r" not in out.getvalue() and 3 <= len(lines) <= 12  # a line per tenth, no carriage returns
+    silent = io.StringIO()
+    assert list(progress([1, 2], stream=silent, enabled=False)) == [1, 2] and silent.getvalue() == ""

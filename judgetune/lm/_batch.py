@@ -9,8 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from tqdm.auto import tqdm
-
+from judgetune._progress import progress as progress_lines
 from judgetune.errors import ItemError
 
 T = TypeVar("T")
@@ -46,7 +45,7 @@ def run_items(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int = 1,
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         results = pool.map(one, range(len(items)))
-        return list(tqdm(results, total=len(items), desc=description, disable=not progress))
+        return list(progress_lines(results, total=len(items), desc=description, enabled=progress))
 
 
 class Coalescer(Generic[T, R]):
