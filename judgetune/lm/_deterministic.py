@@ -1,4 +1,4 @@
-"""``test:deterministic``: a stand-in model for plumbing tests (resume, budgets, kills, workers,
+"""``test:deterministic`` (and ``test:slow``, the same numbers, each computation 0.1 s late): a stand-in model for plumbing tests (resume, budgets, kills, workers,
 reports), never proof that judging works. It has the in-process backend's interface, so the whole
 JudgeLM path runs (answer cache, call counts, batching, label distributions, target log-probs,
 generation with stop strings and JSON schemas), without loading weights.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -45,8 +46,9 @@ class DeterministicModel:
     version = 1  # part of the cache key: change it when the numbers change
     batch_size = 1
 
-    def __init__(self, *, n_ctx: int = 4096):
+    def __init__(self, *, n_ctx: int = 4096, delay: float = 0.0):
         self.n_ctx = n_ctx * BYTES_PER_TOKEN
+        self.delay = delay  # seconds each call takes, as a real model's would
         self._lock = threading.RLock()
         self.evaluated_tokens = 0
 
@@ -81,11 +83,13 @@ class DeterministicModel:
         """Log-probabilities of the next token after ``tokens``: a function of the whole sequence."""
         self._check(len(tokens))
         self.evaluated_tokens += len(tokens)
+        time.sleep(self.delay)
         return self._logprobs(_hasher(tokens))
 
     def target_logprobs(self, items: Sequence[tuple[list[int], list[int]]]) -> list[np.ndarray]:
         """log p(target[j] | prompt, target[:j]) per target token, the same numbers as ``next_logprobs``."""
         rows = []
+        time.sleep(self.delay)
         for prompt, target in items:
             if not prompt or not target:
                 raise ValueError("target_logprobs needs a non-empty prompt and target")
@@ -104,6 +108,7 @@ class DeterministicModel:
         """A text picked by the prompt's hash (and ``seed`` when sampling): words, or an instance of
         ``json_schema``; cut at the first stop string, or after ``max_tokens`` bytes ("length")."""
         self._check(len(tokens))
+        time.sleep(self.delay)
         state = _hasher(tokens)
         if temperature:
             state.update(f"seed={seed}".encode())

