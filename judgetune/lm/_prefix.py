@@ -68,6 +68,8 @@ def plan_phases(sequences: Sequence[list[int]], caps: Sequence[int], cached: Seq
         for child in _runs([i for i in run if caps[i] > depth], lambda i: sequences[i][depth]):
             shared = min(common_prefix(sequences[child[0]], sequences[child[-1]]), *(caps[i] for i in child))
             known = min(common_prefix(cached, sequences[child[0]]), shared)
+            if len(child) == 1:  # a lone item enters only what is cached; it runs the rest in its own sequence
+                shared = max(depth, known)
             saved = len(child) * (shared - depth) - (shared - max(depth, known))
             if shared >= 2 and saved >= min_saved:
                 branches.append((known, child, shared))
