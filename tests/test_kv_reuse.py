@@ -15,8 +15,10 @@ import pytest
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 from judgetune import datasets  # noqa: E402
+from judgetune.evaluation import cost_per_item  # noqa: E402
 from judgetune.judges import make_judge  # noqa: E402
-from judgetune.lm._prefix import plan_phases, source_order  # noqa: E402
+from judgetune.lm import load_lm, run_items  # noqa: E402
+from judgetune.lm._prefix import plan_phases, reported_usage, source_order  # noqa: E402
 
 TOLERANCE = 1e-4  # nats; measured 0.0 (bit-identical) on this machine
 INSTRUCTION = [1, 2, 3, 4, 5, 6]
@@ -56,6 +58,25 @@ def test_source_order_groups_items_and_keeps_first_appearance():
     order = source_order(keys, lambda k: k)
     assert [keys[i] for i in order] == ["a", "a", "a", "b", "b", None, "c"]
     assert order == [0, 2, 6, 1, 5, 3, 4]
+
+
+def test_items_of_one_group_start_together_and_come_back_in_order():
+    examples = [datasets.Example(id=str(i), answer=f"a{i}", group=g) for i, g in enumerate("ABAC" "BA")]
+    examples.append(datasets.Example(id="x", answer="ungrouped"))
+    started = []
+    outcomes = run_items(lambda e: started.append(e.id) or e.answer, examples, concurrency=1)
+    assert started == ["0", "2", "5", "1", "4", "3", "x"]
+    assert [o.value for o in outcomes] == [e.answer for e in examples] and [o.index for o in outcomes] == list(range(7))
+
+
+def test_cached_tokens_are_read_where_a_server_reports_them_and_never_invented():
+    openai = {"usage": {"prompt_tokens": 900, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 768}}}
+    llamacpp = {"usage": {"prompt_tokens": 900, "completion_tokens": 3}, "timings": {"cache_n": 850, "prompt_n": 50}}
+    assert reported_usage(openai) == {"prompt_tokens": 900, "completion_tokens": 3, "cached_tokens": 768}
+    assert reported_usage(llamacpp)["cached_tokens"] == 850
+    silent = {"usage": {"prompt_tokens": 900, "completion_tokens": 3}}  # llama-cpp-python's server
+    assert "cached_tokens" not in reported_usage(silent)
+    assert "cached_tokens" not in reported_usage({"usage": {"prompt_tokens_details": {"cached_tokens": True}}})
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +146,20 @@ def test_label_distributions_and_judges_score_the_same_with_sources_reused(uncac
     for a, b in zip(both, both_alone):
         for key in ("a_answer", "a_source"):
             assert abs(a.detail[key]["mean"] - b.detail[key]["mean"]) <= TOLERANCE
+
+
+@pytest.mark.server
+def test_over_a_server_items_of_one_article_are_sent_one_after_another(llama_server, polytope):
+    """Interleaved articles reach the server article by article (its prompt cache keeps the last prompt);
+    llama-cpp-python's server reports no cached tokens, so the cost record says none rather than 0."""
+    remote = load_lm(f"openai/{llama_server.model}", api_base=llama_server.base_url, use_cache=False, concurrency=1)
+    examples = [replace(e, references=(datasets.Reference(e.context[0]),)) for e in polytope]
+    interleaved = [examples[i] for i in (0, 3, 1, 4)]
+    remote.transcript = []
+    judge = make_judge("rubric", remote, train=[], pool=[], label_range=(0.0, 1.0))
+    verdicts = judge.judge_all(interleaved)
+    sent = [next(e.context[0] for e in interleaved if e.context[0] in str(entry["messages"]))
+            for entry in remote.transcript]
+    assert sent == [interleaved[0].context[0]] * 2 + [interleaved[1].context[0]] * 2
+    assert all("cached_tokens" not in v.usage for v in verdicts)
+    assert cost_per_item(verdicts, 1.0)["cached_tokens_per_item"] is None

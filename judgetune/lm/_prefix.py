@@ -103,3 +103,24 @@ def source_order(items: Sequence[T], key: Callable[[T], Hashable | None]) -> lis
         k = key(item)
         rank.append(i if k is None else first.setdefault(k, i))
     return sorted(range(len(items)), key=lambda i: (rank[i], i))
+
+
+def reported_usage(body: dict) -> dict[str, int]:
+    """A server answer's token counts: ``prompt_tokens``, ``completion_tokens`` and, where the server says how
+    many prompt tokens its prompt cache served, ``cached_tokens`` (OpenAI, vLLM and llama.cpp's server:
+    ``usage.prompt_tokens_details.cached_tokens``; llama.cpp's server also ``timings.cache_n``).
+    llama-cpp-python's server reuses the previous prompt's KV cache but reports none of this."""
+    usage = body.get("usage") or {}
+    out = {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if _count(usage.get(k))}
+    details, timings = usage.get("prompt_tokens_details"), body.get("timings")
+    for cached in (details.get("cached_tokens") if isinstance(details, dict) else None,
+                   timings.get("cache_n") if isinstance(timings, dict) else None):
+        if _count(cached):
+            out["cached_tokens"] = int(cached)
+            break
+    return out
+
+
+def _count(value: object) -> bool:
+    """Whether a reported value is a token count (a non-negative number, not a flag)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
