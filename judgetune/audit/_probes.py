@@ -199,7 +199,8 @@ def stability(scorer: Scorer) -> Paired | str:
     that writes them and are not run (see docs/audit.md).
     """
     _, before = scorer.base()
-    if judge_class(scorer.kind).uses_references:
+    draws = judge_class(scorer.kind).uses_references and scorer.config.params.get("mode") != "answers"
+    if draws:
         spec = replace(scorer.config.spec(), seed=scorer.config.seed + 1)
         _, after = scorer.score(scorer.examples, scorer.build(spec))
         return replace(_differences(before, after, scorer.examples), extra={"variant": "another reference draw"})
