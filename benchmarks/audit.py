@@ -5,12 +5,13 @@ Testbed: for each replicate seed, a rubric and a pairwise judge on :class:`judge
 planted effect and the audit's effect and interval, and a summary: how often the 95% interval
 covered the planted effect, and how often a probe of the twin was flagged (q < 0.05).
 
-Real: ``--configs`` judge.json files (each with ``=DATA``) are audited on DATA's test split (at most
-``--items`` items, whole groups) on their own LM.
+Real (``--real``): an untuned judge of each kind on the embedded model (pairwise on LLMBar-natural,
+rubric and likelihood on MSRpar, listwise on TREC-DL-NF), and any ``--configs`` judge.json files (each
+with ``=DATA``), audited on their data's test split (at most ``--real-items`` items, two per question).
 
     python benchmarks/audit.py --quick --json
     python benchmarks/audit.py --replicates 20 --out benchmarks/results/audit-testbed.json
-    python benchmarks/audit.py --replicates 0 --configs runs/a/judge.json=sts2012-msrpar --out ...
+    python benchmarks/audit.py --replicates 0 --real --real-items 40 --out benchmarks/results/audit-real.json
 """
 
 from __future__ import annotations
@@ -65,26 +66,60 @@ def summary(rows: list[dict]) -> list[dict]:
     return list(out.values())
 
 
-def real_rows(specs: list[str], items: int, seed: int) -> list[dict]:
+PER_GROUP = 2  # audited answers per question
+REAL = (("pairwise", "llmbar-natural"), ("rubric", "sts2012-msrpar"), ("likelihood", "sts2012-msrpar"),
+        ("linkage", "linkage-trec-dl-nf"))
+
+
+def untuned(kind: str, data: str, lm, seed: int) -> JudgeConfig:
+    """The judge of ``kind`` with its default settings on ``data`` (demos and references from the train
+    split where it has any), frozen uncalibrated: what the tuner starts from."""
+    from judgetune.judges import make_judge
+    from judgetune.lm import parse_lm_spec
+
+    examples, label_range = datasets.load_data(data)
+    splits = datasets.split_examples(examples, seed=seed)
+    judge = make_judge(kind, lm, train=splits["train"], pool=splits["train"], label_range=label_range, seed=seed)
+    return JudgeConfig.from_judge(judge, lm=parse_lm_spec("local:smollm2").to_dict(), calibrator=None,
+                                  label_range=label_range, seed=seed, data={"source": data})
+
+
+def audit_rows(config: JudgeConfig, data: str, lm, items: int, seed: int, name: str) -> list[dict]:
+    examples, _ = datasets.load_data(data, **{k: config.data[k] for k in ("fields", "label") if config.data.get(k)})
+    pool = datasets.split_examples(examples, seed=config.seed)["test"]
+    # a few answers of many questions (clusters), references drawn from every answer of the test split
+    test = datasets.limit_by_group(datasets.sample_per_group(pool, PER_GROUP, seed=seed), items, seed=seed)
+    start = time.time()
+    result = audit.audit(config, test, lm, pool=pool, seed=seed, progress=True)
+    seconds = round(time.time() - start, 1)
+    rows = [{"judge": name, "data": data, "seconds": seconds, **r} for r in result["probes"]]
+    return rows + [{"judge": name, "data": data, "probe": r["probe"], "not_run": r["why"]}
+                   for r in result["not_applicable"]]
+
+
+def real_rows(untuned_kinds: bool, specs: list[str], items: int, seed: int, freeze: Path | None) -> list[dict]:
+    from judgetune.lm import load_lm
+
     rows = []
+    if untuned_kinds:
+        lm = load_lm("local:smollm2")
+        try:
+            for kind, data in REAL:
+                config = untuned(kind, data, lm, seed)
+                if freeze:
+                    config.save(freeze / f"{kind}-{data}" / "judge.json")
+                rows += audit_rows(config, data, lm, items, seed, f"{kind} (untuned)")
+        finally:
+            lm.close()
     for spec in specs:
         path, _, data = spec.partition("=")
         config = JudgeConfig.load(path)
-        examples, _ = datasets.load_data(data, **{k: config.data[k] for k in ("fields", "label") if config.data.get(k)})
-        test = datasets.split_examples(examples, seed=config.seed)["test"]
-        test = datasets.limit_by_group(test, items, seed=seed)
         lm = load_config_lm(config)
-        start = time.time()
         try:
-            result = audit.audit(config, test, lm, seed=seed)
+            rows += audit_rows(config, data, lm, items, seed, path)
         finally:
             if lm is not None:
                 lm.close()
-        for r in result["probes"]:
-            rows.append({"judge": config.judge, "data": data, "config": path, "seconds": round(time.time() - start, 1),
-                         **{k: v for k, v in r.items()}})
-        for r in result["not_applicable"]:
-            rows.append({"judge": config.judge, "data": data, "config": path, "probe": r["probe"], "not_run": r["why"]})
     return rows
 
 
@@ -93,6 +128,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 replicates, 45 items")
     parser.add_argument("--replicates", type=int, default=20)
     parser.add_argument("--items", type=int, default=60, help="testbed items per judge")
+    parser.add_argument("--real", action="store_true", help="audit an untuned judge of each kind on the embedded model "
+                        "(pairwise/LLMBar-natural, rubric and likelihood/MSRpar, listwise/TREC-DL-NF)")
+    parser.add_argument("--freeze", type=Path, help="with --real: write the untuned judges' judge.json files here")
     parser.add_argument("--configs", nargs="*", default=[], metavar="JUDGE.JSON=DATA")
     parser.add_argument("--real-items", type=int, default=60, help="items audited per real judge (whole groups)")
     parser.add_argument("--seed", type=int, default=0)
@@ -109,7 +147,7 @@ def main() -> None:
                  "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
                  "command": " ".join(["python", *map(shlex.quote, sys.argv)])},
         "rows": rows, "summary": summary(rows), "testbed_seconds": round(time.time() - start, 1),
-        "real": real_rows(args.configs, args.real_items, args.seed)}
+        "real": real_rows(args.real, args.configs, args.real_items, args.seed, args.freeze)}
     text = json.dumps(payload, indent=2)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -94,7 +94,7 @@ def test_benjamini_hochberg_by_hand():
 def test_minimum_detectable_effect_shrinks_with_n():
     assert audit.minimum_detectable_effect(1.0, 100) == pytest.approx(0.28016, abs=1e-4)
     assert audit.minimum_detectable_effect(1.0, 400) < audit.minimum_detectable_effect(1.0, 100)
-    assert audit.minimum_detectable_effect(1.0, 1) == math.inf
+    assert audit.minimum_detectable_effect(1.0, 1) is None
 
 
 def test_bounds_reject_only_significant_excess(planted):

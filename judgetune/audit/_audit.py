@@ -18,8 +18,8 @@ UNIT_WIDTHS = {PAIRWISE_UNIT: 2.0, LISTWISE_UNIT: 1.0}  # other units: the human
 
 
 def audit(config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, probes: Sequence[str] | None = None,
-          bounds: Mapping[str, float] | None = None, n_resamples: int = 1000, seed: int = 0,
-          progress: bool = False) -> dict[str, Any]:
+          pool: Sequence[Example] | None = None, bounds: Mapping[str, float] | None = None, n_resamples: int = 1000,
+          seed: int = 0, progress: bool = False) -> dict[str, Any]:
     """Audit a frozen judge on ``examples``: every probe that applies to its kind.
 
     Args:
@@ -28,6 +28,8 @@ def audit(config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, p
             demo redraw of self-consistency).
         lm: the judge's LM (``judgetune.config.load_config_lm(config)``; None for judges without one).
         probes: names from ``PROBES`` (default all).
+        pool: the items references are drawn from (default ``examples``; a listwise judge audited on a
+            few answers per question needs every answer of those questions here).
         bounds: the effect size that matters per probe (``--audit-max``); a probe without one takes a
             tenth of its unit's range (``RELEVANT_SHARE``). It decides each row's ``reading``.
 
@@ -45,7 +47,7 @@ def audit(config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, p
         raise JudgetuneError(f"unknown audit probe(s) {unknown}; known: {', '.join(PROBES)}")
     if not examples:
         raise JudgetuneError("no items to audit")
-    scorer = Scorer(config, examples, lm, progress=progress)
+    scorer = Scorer(config, examples, lm, pool=pool, progress=progress)
     rows, skipped = [], []
     for name in names:
         paired = PROBES[name](scorer)
@@ -108,7 +110,7 @@ def format_audit(result: Mapping[str, Any]) -> str:
     lines = [f"{'probe':<17}{'effect':>8}  {'95% interval':<18}{'q':>7}{'MDE':>7}{'n':>5}  reading"]
     for r in result["probes"]:
         lines.append(f"{r['probe']:<17}{r['effect']:>+8.3f}  [{r['low']:+.3f}, {r['high']:+.3f}]{r['q']:>8.3f}"
-                     f"{r['mde']:>7.3f}{r['n']:>5}  {r['reading']}")
+                     f"{_f(r['mde']):>7}{r['n']:>5}  {r['reading']}")
     lines += [f"{r['probe']:<17}not run: {r['why']}" for r in result["not_applicable"]]
     return "\n".join(lines)
 
@@ -119,4 +121,8 @@ def reading(row: Mapping[str, Any], relevant: float, *, alpha: float = ALPHA) ->
     (nothing found, but an effect up to the MDE could have gone unseen)."""
     if row["q"] is not None and row["q"] < alpha:
         return "effect found"
-    return "no effect found" if row["mde"] <= relevant else "too few items to tell"
+    return "no effect found" if row["mde"] is not None and row["mde"] <= relevant else "too few items to tell"
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

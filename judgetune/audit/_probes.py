@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from judgetune.audit._stats import paired_effect
 from judgetune.config import JudgeConfig
 from judgetune.datasets import Example
+from judgetune.errors import NothingJudgedError
 from judgetune.judges import BuildContext, JudgeSpec, Verdict, build, judge_class
 
 # neutral padding: restates that the answer is above, adds no claim
@@ -46,14 +48,16 @@ class Paired:
 class Scorer:
     """A frozen judge ready to score the audit's items and changed copies of them.
 
-    Every variant is built like the frozen judge (``config.spec()``), references drawn from the
-    audit's items (``pool``), scores calibrated by the frozen calibrator. The original items' verdicts
+    Every variant is built like the frozen judge (``config.spec()``), references drawn from ``pool``
+    (default: the audited items), scores calibrated by the frozen calibrator. The original items' verdicts
     are computed once and shared by the probes.
     """
 
-    def __init__(self, config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, progress: bool = False):
+    def __init__(self, config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *,
+                 pool: Sequence[Example] | None = None, progress: bool = False):
         self.config, self.examples, self.lm, self.progress = config, list(examples), lm, progress
-        self._judge = config.build_judge(lm, pool=self.examples)
+        self.pool = list(pool) if pool is not None else self.examples
+        self._judge = config.build_judge(lm, pool=self.pool)
         self._base: tuple[list[Verdict], list[float | None]] | None = None
 
     @property
@@ -61,7 +65,7 @@ class Scorer:
         return self.config.judge
 
     def build(self, spec: JudgeSpec, train: Sequence[Example] = ()):
-        return build(spec, BuildContext(lm=self.lm, train=train, pool=self.examples,
+        return build(spec, BuildContext(lm=self.lm, train=train, pool=self.pool,
                                         label_range=tuple(self.config.label_range)))
 
     def score(self, examples: Sequence[Example], judge=None) -> tuple[list[Verdict], list[float | None]]:
@@ -71,8 +75,17 @@ class Scorer:
         return verdicts, self.config.calibrated(verdicts, judge, list(examples))
 
     def base(self) -> tuple[list[Verdict], list[float | None]]:
+        """The frozen judge's verdicts and scores of the items as they are.
+
+        Raises:
+            NothingJudgedError: the judge failed on every item (nothing to compare).
+        """
         if self._base is None:
             self._base = self.score(self.examples)
+            failed = [v.raw for v in self._base[0] if not v.parsed]
+            if len(failed) == len(self.examples):
+                raise NothingJudgedError(f"the {self.kind} judge failed on every one of the {len(failed)} items "
+                                         f"audited; the first because: {failed[0]}")
         return self._base
 
 
@@ -162,8 +175,9 @@ def position(scorer: Scorer) -> Paired | str:
             one_a.append(v1.detail["forward"])
             one_b.append(-v1.detail["backward"])
     extra: dict[str, Any] = _position_figures(s1, s2)
-    if one_a:
-        extra["one_order"] = {"effect": float(np.mean([(a + b) / 2 for a, b in zip(one_a, one_b)])),
+    if one_a:  # what the swap pays for: the same figures for one order alone (its statistics uncorrected)
+        one = paired_effect([(a + b) / 2 for a, b in zip(one_a, one_b)], clusters)
+        extra["one_order"] = {"effect": one.effect, "low": one.low, "high": one.high, "p": one.p,
                               **_position_figures(one_a, one_b)}
     return Paired(diffs, clusters, failed, PAIRWISE_UNIT, extra)
 

@@ -23,13 +23,14 @@ POWER = 0.8
 @dataclass(frozen=True)
 class Effect:
     """A probe's figure: ``effect`` (mean per-item difference) with its 95% interval ``[low, high]``,
-    the two-sided ``p`` against no effect, the ``mde`` at this n and power 0.8, ``n`` items in ``clusters`` groups."""
+    the two-sided ``p`` against no effect, the ``mde`` at this n and power 0.8 (None with fewer than two
+    clusters: no spread to estimate), ``n`` items in ``clusters`` groups."""
 
     effect: float
     low: float
     high: float
     p: float
-    mde: float
+    mde: float | None
     n: int
     clusters: int
 
@@ -42,12 +43,13 @@ def _cluster_values(diffs: np.ndarray, clusters: Sequence) -> np.ndarray:
     return sums / (len(diffs) / len(keys))
 
 
-def minimum_detectable_effect(sd: float, n_clusters: int, *, alpha: float = ALPHA, power: float = POWER) -> float:
+def minimum_detectable_effect(sd: float, n_clusters: int, *, alpha: float = ALPHA,
+                              power: float = POWER) -> float | None:
     """The smallest true mean difference a two-sided test at ``alpha`` detects with probability ``power``:
     ``(z_{1-alpha/2} + z_{power}) * sd / sqrt(n_clusters)``, ``sd`` the spread of the cluster values
-    (the normal approximation of a paired test)."""
+    (the normal approximation of a paired test); None with fewer than two clusters."""
     if n_clusters < 2:
-        return float("inf")
+        return None
     return float((sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)) * sd / np.sqrt(n_clusters))
 
 
@@ -94,8 +96,8 @@ def paired_effect(diffs: Sequence[float], clusters: Sequence | None = None, *, n
         test = sps.permutation_test((values,), np.mean, permutation_type="samples", alternative="two-sided",
                                     n_resamples=max(n_resamples, 9999), rng=np.random.default_rng(seed))
         p = float(test.pvalue)
-    sd = float(values.std(ddof=1)) if k > 1 else float("inf")
-    return Effect(effect, float(low), float(high), min(1.0, p), minimum_detectable_effect(sd, k), int(d.size), k)
+    mde = minimum_detectable_effect(float(values.std(ddof=1)), k) if k > 1 else None
+    return Effect(effect, float(low), float(high), min(1.0, p), mde, int(d.size), k)
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
