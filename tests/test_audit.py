@@ -3,6 +3,7 @@ unbiased twin), bounds, and one small audit on the embedded model."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -125,3 +126,58 @@ def test_format_audit_lists_every_probe(planted):
     text = audit.format_audit(planted[1][1])
     for name in audit.PROBES:
         assert name in text
+
+
+def _length_judge(tmp_path):
+    """A frozen judge without an LM (the answer's log word count): padding must raise its score."""
+    from judgetune.config import JudgeConfig
+    from judgetune.testing.biased import biased_examples
+
+    config = JudgeConfig(judge="length", params={}, lm=None, instruction=None, demos=[], calibrator=None,
+                         label_range=[0.0, 5.0])
+    path = config.save(tmp_path / "judge.json")
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps(e.to_dict()) + "\n" for e in biased_examples(30)), encoding="utf-8")
+    return path, data
+
+
+def test_cli_audit_of_a_frozen_judge(tmp_path, capsys):
+    from judgetune import cli
+
+    config, data = _length_judge(tmp_path)
+    assert cli.main(["audit", "--config", str(config), "--data", str(data), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    rows = {r["probe"]: r for r in result["probes"]}
+    words = [len(e["answer"].split()) for e in map(json.loads, data.read_text().splitlines())]
+    expected = np.mean([0.5 * (math.log1p(w + WORDS["verbosity"]) - math.log1p(w)) for w in words])
+    assert rows["verbosity"]["effect"] == pytest.approx(expected) and rows["verbosity"]["q"] < 0.05
+    assert rows["stability"]["effect"] == 0.0  # the length judge never reads the references
+    assert cli.main(["audit", "--config", str(config), "--data", str(data), "--probe", "verbosity"]) == 0
+    text = capsys.readouterr().out
+    assert "verbosity" in text and "effect found" in text and "distraction" not in text
+
+
+def test_cli_audit_errors(tmp_path, capsys):
+    from judgetune import cli
+
+    config, data = _length_judge(tmp_path)
+    assert cli.main(["audit", "--config", str(tmp_path / "none.json"), "--data", str(data)]) == 2
+    assert "no such judge config" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["audit", "--config", str(config), "--data", str(data), "--probe", "length"])
+    assert stop.value.code == 2
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"id": "a", "answer": "   x"}\n', encoding="utf-8")
+    assert cli.main(["audit", "--config", str(config), "--data", str(empty), "--split", "test"]) == 2
+    assert "no items to audit" in capsys.readouterr().err
+
+
+def test_report_shows_the_audit_table(planted):
+    from judgetune.report import audit_section
+
+    result = planted[0][1]
+    page = audit_section(result)
+    assert "<h2>Audit</h2>" in page and "minimum detectable effect" in page
+    for row in result["probes"]:
+        assert f"[{row['low']:+.3f}, {row['high']:+.3f}]" in page and f"{row['mde']:.3f}" in page
+    assert "position" in page and audit_section(None) == ""
