@@ -181,3 +181,10 @@ def test_report_shows_the_audit_table(planted):
     for row in result["probes"]:
         assert f"[{row['low']:+.3f}, {row['high']:+.3f}]" in page and f"{row['mde']:.3f}" in page
     assert "position" in page and audit_section(None) == ""
+
+
+def test_check_bounds_rejects_the_biased_judge_and_keeps_its_twin():
+    biased, fair = audit_testbeds(PLANTED, n=30)[0], audit_testbeds(unbiased_twin(), n=30)[0]
+    reasons, result = audit.check_bounds(biased.config, biased.examples, biased.lm, {"verbosity": 0.5})
+    assert [r["probe"] for r in result["probes"]] == ["verbosity"] and reasons[0].startswith("verbosity:")
+    assert audit.check_bounds(fair.config, fair.examples, fair.lm, {"verbosity": 0.5})[0] == []

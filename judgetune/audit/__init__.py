@@ -11,10 +11,20 @@ read differently. See docs/audit.md.
     >>> result = audit.audit(judge, examples, config.load_config_lm(judge))  # doctest: +SKIP
 """
 
-from judgetune.audit._audit import RELEVANT_SHARE, audit, beyond_bounds, format_audit, parse_bounds, reading
+from judgetune.audit._audit import (
+    AUDIT_ITEMS,
+    RELEVANT_SHARE,
+    audit,
+    audit_sample,
+    beyond_bounds,
+    check_bounds,
+    format_audit,
+    parse_bounds,
+    reading,
+)
 from judgetune.audit._probes import DISTRACTION, PADDING, PROBES, Paired, Scorer
 from judgetune.audit._stats import Effect, benjamini_hochberg, minimum_detectable_effect, paired_effect
 
-__all__ = ["DISTRACTION", "PADDING", "PROBES", "RELEVANT_SHARE", "Effect", "Paired", "Scorer", "audit",
-           "benjamini_hochberg", "beyond_bounds", "format_audit", "minimum_detectable_effect", "paired_effect",
-           "parse_bounds", "reading"]
+__all__ = ["AUDIT_ITEMS", "DISTRACTION", "PADDING", "PROBES", "RELEVANT_SHARE", "Effect", "Paired", "Scorer", "audit",
+           "audit_sample", "benjamini_hochberg", "beyond_bounds", "check_bounds", "format_audit",
+           "minimum_detectable_effect", "paired_effect", "parse_bounds", "reading"]

@@ -9,11 +9,12 @@ from typing import Any
 from judgetune.audit._probes import LISTWISE_UNIT, PAIRWISE_UNIT, PROBES, Scorer
 from judgetune.audit._stats import ALPHA, POWER, benjamini_hochberg, paired_effect
 from judgetune.config import JudgeConfig
-from judgetune.datasets import Example
+from judgetune.datasets import Example, limit_by_group, sample_per_group
 from judgetune.errors import JudgetuneError
 
 log = logging.getLogger(__name__)
 RELEVANT_SHARE = 0.1  # without a bound, an effect of a tenth of the unit's range is the one that matters
+AUDIT_ITEMS = 40  # items an automatic audit (after a tune, of a candidate) looks at
 UNIT_WIDTHS = {PAIRWISE_UNIT: 2.0, LISTWISE_UNIT: 1.0}  # other units: the human scale
 
 
@@ -68,6 +69,22 @@ def audit(config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, p
         row["relevant"] = (bounds or {}).get(row["probe"], RELEVANT_SHARE * width)
         row["reading"] = reading(row, row["relevant"])
     return {"probes": rows, "not_applicable": skipped, "items": len(examples), "alpha": ALPHA, "power": POWER}
+
+
+def audit_sample(examples: Sequence[Example], *, items: int = AUDIT_ITEMS, per_group: int = 2,
+                 seed: int = 0) -> list[Example]:
+    """The items an automatic audit looks at: at most ``per_group`` answers of each question (seeded),
+    then at most ``items`` of them, whole questions at a time: many clusters for the items spent."""
+    return limit_by_group(sample_per_group(list(examples), per_group, seed=seed), items, seed=seed)
+
+
+def check_bounds(config: JudgeConfig, examples: Sequence[Example], lm: Any, bounds: Mapping[str, float], *,
+                 seed: int = 0) -> tuple[list[str], dict[str, Any]]:
+    """Audit a candidate on the bounded probes only: (why it breaks ``bounds``, empty when it does not;
+    the audit). The tuner rejects a candidate with reasons (``--audit-max``)."""
+    result = audit(config, audit_sample(examples, seed=seed), lm, probes=list(bounds), pool=examples, bounds=bounds,
+                   seed=seed)
+    return beyond_bounds(result, bounds), result
 
 
 def parse_bounds(texts: Sequence[str]) -> dict[str, float]:
