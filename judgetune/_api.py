@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judgetune.config import JudgeConfig, load_config_lm, score_examples
+from judgetune.config import JudgeConfig, load_config_lm, score_protocol
 from judgetune.datasets import Example, Reference, example_from_record
 from judgetune.errors import DataValidationError, JudgetuneError
 from judgetune.judges import Verdict
@@ -31,7 +31,13 @@ class Scored:
 
 
 class FrozenJudge:
-    """A judge rebuilt from its ``judge.json``: scores new items exactly as the run that froze it.
+    """A judge rebuilt from its ``judge.json`` (built once, here): scores new items exactly as the run that
+    froze it. An item's score is a function of the frozen judge and that item alone: the same alone,
+    in any batch and in any order; no label of an item being scored is read.
+
+    A judge whose settings compare an item with the other answers of its question (a hybrid with
+    ``z`` or ``rank`` normalization) scores only under a protocol: ``score_many(items, protocol="group")``
+    with a ``group`` on every item; without one it is refused with an error saying so.
 
     Example:
         >>> judge = judgetune.load("runs/demo/judge.json")  # doctest: +SKIP
@@ -42,34 +48,52 @@ class FrozenJudge:
     def __init__(self, config: JudgeConfig, lm: Any = None):
         self.config = config
         self._lm = lm if lm is not None else load_config_lm(config)
+        self.judge = config.build_judge(self._lm)
 
     @property
     def label_range(self) -> tuple[float, float]:
         return float(self.config.label_range[0]), float(self.config.label_range[1])
 
+    @property
+    def needs_groups(self) -> bool:
+        """Whether this judge compares an item with the other answers of its group (scores only under a protocol)."""
+        return self.judge.needs_groups
+
     def score(self, *, answer: str, question: str | None = None, reference: str | None = None,
               references: Sequence[tuple[str, float]] | None = None, context: Sequence[str] | None = None,
-              answer_b: str | None = None) -> float:
-        """The calibrated score of one answer.
+              answer_b: str | None = None, group: str | None = None) -> float:
+        """The calibrated score of one answer (``references``: graded ones the item carries, as (text, grade)).
 
         Raises:
             JudgmentFailedError: the judge could not judge it (why is in the message).
+            JudgetuneError: the judge compares an item with its group (score a group with ``score_many``
+                under ``protocol="group"``).
         """
         refs = [Reference(reference, None)] if reference is not None else []
         refs += [Reference(text, grade) for text, grade in references or ()]
         example = Example(id="item", answer=answer, question=question, references=tuple(refs),
-                          context=tuple(context or ()), answer_b=answer_b)
+                          context=tuple(context or ()), answer_b=answer_b, group=group)
         scored = self.score_many([example])[0]
         if scored.score is None:
             raise JudgmentFailedError(f"the {self.config.judge} judge failed on this item: {scored.verdict.raw}")
         return scored.score
 
-    def score_many(self, examples: Iterable[Example | Mapping[str, Any]], *, progress: bool = False) -> list[Scored]:
+    def score_many(self, examples: Iterable[Example | Mapping[str, Any]], *, protocol: str | None = None,
+                   per_grade: int = 1, seed: int = 0, progress: bool = False) -> list[Scored]:
         """Scores of many items (Examples, or dicts with the fields of a data file's rows), in order.
-        A failed judgment has ``score`` None and says why in ``verdict.raw``."""
+        A failed judgment has ``score`` None and says why in ``verdict.raw``.
+
+        ``protocol``: None (each item alone), ``group`` (a judge may compare an item with the other items
+        of its ``group``; every item needs one) or ``linkage`` (per group, ``per_grade`` labeled answers of
+        every grade are drawn as references and are no longer scored: the result lists the candidates only).
+
+        Raises:
+            JudgetuneError: a protocol's requirement unmet, or a judge that needs one scored without it.
+        """
         items = [self._example(e, i) for i, e in enumerate(examples)]
-        verdicts, scores = score_examples(self.config, items, self._lm, progress=progress)
-        return [Scored(e.id, s, v.score, v) for e, v, s in zip(items, verdicts, scores)]
+        scoring = score_protocol(self.config, items, self._lm, protocol=protocol, per_grade=per_grade, seed=seed,
+                                 judge=self.judge, progress=progress)
+        return [Scored(e.id, s, v.score, v) for e, v, s in zip(scoring.items, scoring.verdicts, scoring.scores)]
 
     def as_dspy_metric(self, *, answer: str = "answer", question: str | None = "question",
                        reference: str | None = "reference") -> Callable[..., float]:
