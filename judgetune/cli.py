@@ -295,7 +295,7 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
                               scale=None if args.scale is None else [args.scale.low, args.scale.high],
                               criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
                               rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
-                              **_mapping(args, label), **_protocol_field(args))
+                              gate=args.gate, **_mapping(args, label), **_protocol_field(args))
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
 
@@ -330,6 +330,7 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]
     print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free({**test, **config.metrics["cost"]["test"]})},
                                   *baselines]))
+    print(tuning.gain_line(config.metrics))
     print(f"frozen judge: {run_dir / 'judge.json'}\nreport: {run_dir / 'report.html'}")
 
 
@@ -365,7 +366,8 @@ def _tune_criteria(args: argparse.Namespace) -> None:
         config, run_dir = _tune_one(spec, args)
         test, baselines = config.metrics["test"], config.metrics["baselines"]
         criteria.append({"label": label, "run": str(run_dir), "config": str(run_dir / "judge.json"),
-                         "params": config.params, "test": test, "baselines": baselines})
+                         "params": config.params, "test": test, "baselines": baselines,
+                         "gain": config.metrics.get("gain"), "vs_constant": config.metrics.get("vs_constant")})
         rows += [{"name": f"{label}: tuned (test)", **_cost_free(test)},
                  *({"name": f"{label}: {b}", **_cost_free(r)} for b, r in baselines.items())]
     summary_dir = args.runs_dir / name
@@ -377,6 +379,8 @@ def _tune_criteria(args: argparse.Namespace) -> None:
         return
     print(f"{len(criteria)} criteria tuned on {args.data} with the {args.judge} judge (test split, calibrated)")
     print(evaluation.format_rows(rows))
+    for c in criteria:
+        print(f"{c['label']}: " + tuning.gain_line({"gain": c["gain"], "vs_constant": c["vs_constant"]}))
     print("frozen judges: " + ", ".join(c["config"] for c in criteria) + f"\nsummary: {summary_dir / 'summary.json'}")
 
 
@@ -730,7 +734,10 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--proposals", type=int, help="candidate instructions per round (default 3 with --proposer, else 0)")
     tune.add_argument("--rounds", type=int, default=2, help="proposal rounds (the trials are shared out between them)")
     tune.add_argument("--demo-draws", type=int, default=8, help="seeded demo draws searched (the demo_seed knob)")
-    tune.add_argument("--rescore", type=int, default=4, help="Pareto-front trials re-scored on dev before picking")
+    tune.add_argument("--rescore", type=int, default=4, help="strongest trials (by search figures) scored on every "
+                      "non-test item beside the default judge before choosing")
+    tune.add_argument("--gate", default="on", choices=tuning.GATES, help="on: a tuned judge replaces the default only "
+                      "on a gain that holds at 95%% (see docs/tuning.md); off: the old rule, best dev figure wins")
     tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
     _timeout_option(tune)

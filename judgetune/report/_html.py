@@ -52,18 +52,49 @@ def _f(value: Any) -> str:
 
 
 def selection_section(selection: dict[str, Any] | None) -> str:
-    """The front re-scored on dev: search-split vs dev figures of each candidate, the chosen one marked."""
+    """The candidates (the default first) with their search figures and their figures on every non-test
+    item (out-of-fold calibrated), the gate's verdict, the chosen one marked."""
     if not selection:
         return ""
+
+    def name(r: dict) -> str:
+        label = "default" if r.get("default") else f"trial {r['number']}"
+        return label + (" (chosen)" if r["chosen"] else "") + (f" (rejected: {r['rejected']})" if r.get("rejected") else "")
+
     body = "".join(
-        f"<tr><th>{r['number']}{' (chosen)' if r['chosen'] else ''}</th><td>{html.escape(str(r['instruction']))}</td>"
-        f"<td>{_f(r['search']['spearman'])}</td><td>{_f(r['dev']['spearman'])}</td><td>{_f(r['search']['mae'])}</td>"
-        f"<td>{_f(r['dev']['mae'])}</td><td>{'yes' if r['on_front'] else 'no'}</td></tr>" for r in selection["rows"])
-    return (f"<h2>Selection on dev</h2><p>Candidates re-scored on dev ({selection.get('lm_calls', 0)} LM calls) and "
-            f"picked by {html.escape(selection['rule'])} on dev. MAE is after a cross-fitted calibrator. The gap "
-            "between the search and dev columns is how much of a trial's search figure was luck.</p>"
-            "<table><thead><tr><th>trial</th><th>instruction</th><th>Spearman search</th><th>Spearman dev</th>"
-            f"<th>MAE search</th><th>MAE dev</th><th>on front</th></tr></thead><tbody>{body}</tbody></table>")
+        f"<tr><th>{html.escape(name(r))}</th><td>{html.escape(json.dumps(r['params']))}</td>"
+        f"<td>{_f((r.get('search') or {}).get('spearman'))}</td><td>{_f(r['spearman'])}</td>"
+        f"<td>{_f((r.get('search') or {}).get('mae'))}</td><td>{_f(r['mae'])}</td>"
+        f"<td>{_f(r.get('advantage_dev'))}</td></tr>" for r in selection["rows"])
+    test = selection.get("test") or {}
+    if selection.get("gate") == "on":
+        verdict = (f"The gate {'passed' if test.get('passed') else 'did not pass'}: the best challenger's advantage "
+                   f"on the {test.get('items')} dev items was {_f(test.get('winner_advantage'))}, its max-corrected "
+                   f"lower bound {_f(test.get('lower_bound'))} ({test.get('challengers')} challengers). "
+                   + ("The default judge shipped." if selection.get("gated") else "The challenger shipped."))
+        intro = (f"Candidates scored on {selection.get('items')} non-test items ({selection.get('lm_calls', 0)} LM "
+                 f"calls), MAE out of fold; chosen by {html.escape(selection['rule'])}. {verdict}")
+    else:
+        intro = (f"Gate off (the old rule): candidates re-scored on dev ({selection.get('lm_calls', 0)} LM calls), "
+                 f"picked by {html.escape(selection['rule'])} on dev.")
+    return (f"<h2>Selection</h2><p>{intro}</p>"
+            "<table><thead><tr><th>candidate</th><th>settings</th><th>Spearman search</th><th>Spearman selection</th>"
+            "<th>MAE search</th><th>MAE selection</th><th>advantage (dev)</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
+def gain_paragraph(metrics: dict[str, Any]) -> str:
+    """What tuning bought: shipped minus default on test (``metrics.gain``), in one line."""
+    g = metrics.get("gain")
+    if not g or not g.get("spearman"):
+        return ""
+    signed = lambda x: "-" if x is None else f"{x:+.3f}"  # noqa: E731
+    parts = [f"{label} {signed(g[k]['value'])} [{signed(g[k]['low'])}, {signed(g[k]['high'])}]"
+             for label, k in (("Spearman", "spearman"), ("per-group Spearman", "spearman_per_group"), ("MAE", "mae"))
+             if g.get(k)]
+    verdict = "the default judge shipped (no reliable gain found)" if g["gated"] else "a tuned judge shipped"
+    return (f"<h2>Gain over the default judge</h2><p>Shipped minus default on the same {g['n']} test items (paired "
+            f"95% interval; MAE: negative is better): {html.escape(', '.join(parts))}; {verdict}.</p>")
 
 
 def proposals_section(proposals: dict[str, Any] | None) -> str:
@@ -72,7 +103,7 @@ def proposals_section(proposals: dict[str, Any] | None) -> str:
         return ""
     rows = []
     for c in proposals["instructions"]:
-        search, dev = c.get("search") or {}, c.get("dev") or {}
+        search, dev = c.get("search") or {}, c.get("selection") or c.get("dev") or {}
         round_ = "-" if c["round"] is None else c["round"]
         rows.append(f"<tr><th>{c['id']}</th><td>{html.escape(c['source'])}</td><td>{round_}</td>"
                     f"<td style='text-align:left'>{html.escape(c['text'])}</td><td>{c['trials']}</td>"
@@ -88,10 +119,10 @@ def proposals_section(proposals: dict[str, Any] | None) -> str:
                       f"{html.escape(json.dumps(r['refused_counts']))}; {r.get('lm_calls', 0)} LM calls</p>"
                       f"<ul>{refused}</ul>")
     return (f"<h2>Instruction pool and proposal rounds</h2><p>Refused in all: "
-            f"{html.escape(json.dumps(proposals['refused_counts']))}. Search: the instruction's best trial; dev: its "
-            "re-scored trial where it was among the candidates.</p>"
+            f"{html.escape(json.dumps(proposals['refused_counts']))}. Search: the instruction's best trial; selection: its "
+            "candidate's figures where it was among the candidates.</p>"
             "<table><thead><tr><th>id</th><th>source</th><th>round</th><th>instruction</th><th>trials</th>"
-            "<th>Spearman search</th><th>Spearman dev</th><th>MAE search</th><th>MAE dev</th></tr></thead>"
+            "<th>Spearman search</th><th>Spearman selection</th><th>MAE search</th><th>MAE selection</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>{''.join(rounds)}")
 
 
@@ -126,6 +157,7 @@ by the rule "{html.escape(str(search.get('pick_rule')))}". Dev figures are in-sa
 test was scored once.</p>
 <h2>Metrics (calibrated scores, 95% bootstrap intervals)</h2>
 {_table(rows)}
+{gain_paragraph(metrics)}
 {selection_section(metrics.get("selection"))}
 {proposals_section(metrics.get("proposals"))}
 <h2>Figures</h2>
