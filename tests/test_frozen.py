@@ -117,8 +117,7 @@ def test_judge_json_is_one_strict_schema(change, message):
 
 def test_a_kind_registered_later_loads_from_judge_json(monkeypatch):
     """``KINDS`` is read from the registry at every use, so a kind added with ``register`` also loads."""
-    from judgetune.judges import KINDS, LengthJudge, register
-    from judgetune.judges import _registry
+    from judgetune.judges import KINDS, LengthJudge, _registry, register
 
     monkeypatch.setattr(_registry, "_REGISTRY", dict(_registry._REGISTRY))
 
