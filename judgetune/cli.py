@@ -11,6 +11,7 @@ import traceback
 from pathlib import Path
 
 from judgetune import datasets, evaluation, judges, reproduce, tuning
+from judgetune._files import atomic_write, clashes, write_bytes, write_text
 from judgetune.errors import JudgetuneError, NothingJudgedError, redact
 
 EXIT_USER_ERROR = 2  # bad input or options: nothing was run
@@ -352,7 +353,7 @@ def _tune_criteria(args: argparse.Namespace) -> None:
     summary_dir = args.runs_dir / name
     summary_dir.mkdir(parents=True, exist_ok=True)
     summary = {"data": args.data, "judge": args.judge, "criteria": criteria}
-    (summary_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_text(summary_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     if args.json:
         print(json.dumps({"summary": str(summary_dir / "summary.json"), **summary}, indent=2))
         return
@@ -419,7 +420,7 @@ def _score(args: argparse.Namespace) -> None:
     from judgetune.tuning import write_predictions
 
     out = args.out.resolve()
-    if args.data not in datasets.CATALOG and out == Path(args.data).resolve() or out == args.config.resolve():
+    if clashes(args.out, [args.config, *([] if args.data in datasets.CATALOG else [args.data])]):  # links too
         raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the scores elsewhere")
     if out.is_dir() or not out.parent.is_dir():
         raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
@@ -577,14 +578,14 @@ def _nrp(args: argparse.Namespace) -> None:
         raise JudgetuneError(str(err)) from None
     out = args.out or Path("runs") / f"nrp-{Path(args.data).name}-{result['chosen'].replace(':', '-')}"
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "answers.jsonl").open("w", encoding="utf-8") as handle:
+    with atomic_write(out / "answers.jsonl") as handle:
         handle.writelines(json.dumps(a) + "\n" for a in result["answers"])
     summary = {k: v for k, v in result.items() if k != "answers"}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    (out / "nrp_by_system.png").write_bytes(nrp_by_system(result["answers"], result["systems"], seed=args.seed))
+    write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_bytes(out / "nrp_by_system.png", nrp_by_system(result["answers"], result["systems"], seed=args.seed))
     by_size = nrp_vs_size(result["systems"], collection.sizes)
     if by_size:
-        (out / "nrp_vs_size.png").write_bytes(by_size)
+        write_bytes(out / "nrp_vs_size.png", by_size)
     if args.json:
         print(json.dumps(summary, indent=2))
         return

@@ -21,8 +21,8 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from judgetune.calibration import Calibrator, calibrator_from_dict
-from judgetune.datasets import Example, describe, example_from_record, expected, problems_from
-from judgetune.errors import API_KEY_ENVS, JudgetuneError
+from judgetune.datasets import Example, describe, example_from_record, expected, problems_from, read_json
+from judgetune.errors import API_KEY_ENVS, DataValidationError, JudgetuneError
 from judgetune.judges import BuildContext, Judge, JudgeSpec, Verdict, build, judge_class
 
 SCHEMA_VERSION = 1
@@ -198,14 +198,12 @@ class JudgeConfig:
         path = Path(path)
         if path.is_dir():
             raise ConfigError(f"{path}: expected a judge config file (judge.json), found a folder")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+        try:  # the strict reader: repeated keys, deep nesting and values of the wrong JSON type refused
+            data = read_json(path, model=JudgeConfigModel)
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such judge config") from None
-        except UnicodeDecodeError as err:
-            raise ConfigError(f"{path}: expected UTF-8 JSON, found undecodable bytes ({err.reason})") from None
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path}: line {err.lineno}: not JSON ({err.msg})") from None
+        except DataValidationError as err:
+            raise ConfigError(str(err)) from None
         return cls.from_dict(data, where=str(path))
 
     @classmethod

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 
+from judgetune.datasets._json import ascii_number
 from judgetune.datasets._validation import Cell, expected
 
 
@@ -134,9 +135,7 @@ def _text(value: Any) -> str:
 def _number(value: Any) -> float:
     if isinstance(value, Cell):  # CSV/TSV: the cell must read as a plain number ("1_0" is not 10)
         try:
-            if "_" in value:
-                raise ValueError(value)
-            number = float(value)
+            number = ascii_number(value)  # not "1_0", not "٣" (float reads both)
         except ValueError:
             raise expected("a number") from None
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
