@@ -84,6 +84,10 @@ def _line_of_depth(text: str, limit: int) -> int:
     return 1
 
 
+def _too_deep(where: str, line: int, field: str) -> str:
+    return f"{where}:{line}: {field}: expected JSON nested at most {MAX_DEPTH} levels deep, found deeper nesting"
+
+
 def parse_json(text: str, *, where: str, line: int = 1, what: str = "JSON",
                field: str = "row") -> tuple[Any, str | None]:
     """``(value, None)``, or ``(None, problem)`` where ``problem`` reads ``where:LINE: field: expected ..., found ...``.
@@ -98,12 +102,12 @@ def parse_json(text: str, *, where: str, line: int = 1, what: str = "JSON",
         return None, (f"{where}:{at}: {err.key}: expected each key once in an object, found {err.key!r} twice "
                       "(JSON readers disagree on which one counts)")
     except RecursionError:
-        return None, f"{where}:{line + _line_of_depth(text, MAX_DEPTH) - 1}: {field}: expected JSON nested at most {MAX_DEPTH} levels deep, found deeper nesting"
+        return None, _too_deep(where, line + _line_of_depth(text, MAX_DEPTH) - 1, field)
     except json.JSONDecodeError as err:
         return None, (f"{where}:{line + err.lineno - 1}: {field}: expected {what}, found invalid JSON ({err.msg} at "
                       f"column {err.colno})")
     if _depth_exceeds(value, MAX_DEPTH):
-        return None, f"{where}:{line + _line_of_depth(text, MAX_DEPTH) - 1}: {field}: expected JSON nested at most {MAX_DEPTH} levels deep, found deeper nesting"
+        return None, _too_deep(where, line + _line_of_depth(text, MAX_DEPTH) - 1, field)
     return value, None
 
 
