@@ -118,6 +118,10 @@ def _labels(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",")]
     if len(names) < 2 or not all(names) or len(set(names)) < len(names):
         raise argparse.ArgumentTypeError(f"expected two or more distinct column names separated by commas, got {text!r}")
+    bad = [n for n in names if not _RUN_NAME.fullmatch(n) or ".." in n]  # each names a run folder, RUN-NAME
+    if bad:
+        raise argparse.ArgumentTypeError(f"expected column names usable in a run folder name (letters, digits, '.', "
+                                         f"'_', '-'; no '..'), got {', '.join(map(repr, bad))}")
     return names
 
 
@@ -844,7 +848,8 @@ def main(argv: list[str] | None = None) -> int:
     except NothingJudgedError as err:
         _error(err, args)
         return EXIT_NOTHING_JUDGED
-    except (JudgetuneError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
+    except (JudgetuneError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
+            argparse.ArgumentTypeError) as err:  # the last: a derived name checked after parsing
         _error(err, args)
         return EXIT_USER_ERROR
     return 0
