@@ -422,7 +422,7 @@ def fail_dead_trials(study: optuna.Study) -> list[int]:
 def require_existing_storage(storage: str) -> None:
     """Refuse an SQLite URL whose file does not exist (opening it would create an empty database)."""
     from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+    from sqlalchemy.exc import ArgumentError
 
     try:
         url = make_url(storage)
