@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import logging
 import math
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
@@ -277,12 +278,24 @@ class JudgeConfig:
         values = np.asarray([raw[i] for i in kept], dtype=float)
         if self.calibrator is not None:
             mapped = calibrator_from_dict(self.calibrator).predict(values)
+            _warn_if_pinned(mapped, values, self.label_range)
         else:  # uncalibrated: the judge's range mapped linearly onto the human one
             (a, b), (lo, hi) = judge.range_for(examples), self.label_range
             mapped = lo + (values - a) * (hi - lo) / (b - a)
         for i, value in zip(kept, mapped):
             out[i] = float(value)
         return out
+
+
+def _warn_if_pinned(mapped: np.ndarray, raw: np.ndarray, label_range: list[float]) -> None:
+    """Warn when a calibrator sends every item (two or more) to one end of the scale: its outputs lie off the
+    scale for them (a hand-edited or foreign calibrator), and every item would silently get that end."""
+    for end, name in ((label_range[1], "top"), (label_range[0], "bottom")):
+        if len(raw) > 1 and np.all(mapped == end):
+            logging.getLogger(__name__).warning(
+                "the calibrator maps all %d items (raw scores %g to %g) to the %s of the scale, %g: its outputs "
+                "lie off the scale for them; check the calibrator in the judge config", len(raw), raw.min(), raw.max(),
+                name, end)
 
 
 def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *,
