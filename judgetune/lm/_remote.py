@@ -119,14 +119,17 @@ class OpenAICompatibleClient:
                                     limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
 
     def complete(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float = 0.0,
-                 stop: list[str] | None = None, top_logprobs: int | None = None, seed: int | None = None) -> Completion:
-        """One chat completion; ``top_logprobs`` asks for that many alternatives per answer token.
+                 stop: list[str] | None = None, top_logprobs: int | None = None, seed: int | None = None,
+                 extra: dict[str, Any] | None = None) -> Completion:
+        """One chat completion; ``top_logprobs`` asks for that many alternatives per answer token; ``extra``
+        adds fields to the request body (``continue_final_message``).
 
         Raises:
             LMCallError: permanent errors at once, transient ones after the retries.
         """
         request = request_body(self.spec, messages, max_tokens=max_tokens, temperature=temperature, stop=stop,
                                top_logprobs=top_logprobs, seed=seed)
+        request.update(extra or {})
         completion = self._call(self._attempt, request)
         if stop and "stop" not in request:  # a reasoning model got no stop strings: cut here instead
             cut = min((i for i in (completion.text.find(s) for s in stop) if i >= 0), default=len(completion.text))
