@@ -187,29 +187,25 @@ def _evaluate(args: argparse.Namespace) -> None:
     splits = datasets.split_examples(examples, seed=args.seed)
     if not splits[args.split]:
         raise JudgetuneError(f"{args.data}: the {args.split} split is empty")
-    draw = None
-    if args.protocol:  # LINKAGE's protocol: the split's questions with their drawn references
-        from judgetune.evaluation import draw_references
-
-        grades = sorted({e.label for e in examples if e.label is not None})
-        draw = draw_references(datasets.limit_by_group(splits[args.split], args.limit, seed=args.seed),
-                               per_grade=args.per_grade, seed=args.seed, mode=args.protocol, grades=grades)
-        if not draw.candidates:
-            raise JudgetuneError(f"{args.data}: no {args.split} question qualifies for the {args.protocol} protocol "
-                                 f"with {args.per_grade} reference(s) per grade")
-        splits["train"] = draw_references(splits["train"], per_grade=args.per_grade, seed=args.seed,
-                                          mode=args.protocol, grades=grades).candidates
-        test = draw.candidates
-    else:
-        test = datasets.limit_by_group(splits[args.split], args.limit, seed=args.seed)
+    # a protocol (group, linkage) applies to the scored split and to the training data alike
+    grades = sorted({e.label for e in examples if e.label is not None})
+    draw = evaluation.apply_protocol(datasets.limit_by_group(splits[args.split], args.limit, seed=args.seed),
+                                     args.protocol, per_grade=args.per_grade, seed=args.seed, grades=grades)
+    if args.protocol:
+        splits["train"] = evaluation.apply_protocol(splits["train"], args.protocol, per_grade=args.per_grade,
+                                                    seed=args.seed, grades=grades).candidates
+    test = draw.candidates
     params = dict(args.param or [])
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
     try:
-        judge = judges.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
+        judge = judges.make_judge(args.judge, lm, train=splits["train"],
                                     label_range=label_range, params=params, seed=args.seed)
     except ValueError as err:  # a bad --param
         raise JudgetuneError(str(err)) from None
+    if judge.needs_groups and not args.protocol:
+        raise JudgetuneError(f"judge {args.judge} with {judge.group_reason()} compares an item with the other answers "
+                             "of its question: pass --protocol group (or linkage)")
     if args.show_prompt and lm is not None:
         lm.transcript = []
         judge(test[0])
@@ -218,7 +214,8 @@ def _evaluate(args: argparse.Namespace) -> None:
     result = evaluation.evaluate_judge(judge, test, train=splits["train"], label_range=label_range,
                                      n_resamples=args.resamples, seed=args.seed, progress=not args.json)
     _some_judged([v.raw for v in result["verdicts"] if not v.parsed], len(test), what=f"{args.judge} judgments")
-    protocol = None if draw is None else {**draw.summary(), "qualified": draw.qualified, "skipped": draw.skipped}
+    protocol = ({"protocol": None} if not args.protocol else
+                {**draw.summary(), "qualified": draw.qualified, "skipped": draw.skipped})
     if args.json:
         print(json.dumps({"judge": judge.settings(), "data": args.data, "split": args.split,
                           "label_range": result["label_range"], "protocol": protocol, "rows": result["rows"]}, indent=2))
@@ -228,9 +225,11 @@ def _evaluate(args: argparse.Namespace) -> None:
     if "scoring_mode" in judge.params:
         knobs = {k: judge.params[k] for k in ("n_samples", "temperature") if k in judge.params}
         print(f"scoring mode {judge.params['scoring_mode']}" + "".join(f", {k} {v}" for k, v in knobs.items()))
-    if draw is not None:
-        print(f"protocol {draw.mode}, {draw.per_grade} reference(s) per grade: {len(draw.qualified)} questions "
+    if args.protocol == "linkage":
+        print(f"protocol linkage, {draw.per_grade} reference(s) per grade: {len(draw.qualified)} questions "
               f"qualify, {len(draw.skipped)} skipped (--json lists them with the reason)")
+    else:
+        print(f"protocol {args.protocol or 'none (every item scored alone)'}")
     print(evaluation.format_rows(result["rows"]))
 
 
@@ -268,6 +267,26 @@ def _text_or_file(text: str | None) -> str | None:
     return content
 
 
+def _protocol_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--protocol", choices=evaluation.PROTOCOLS,
+                        help="score items together by question (default: every item alone, from the judge and the "
+                             "item): group (a judge may compare an item with its question's other answers, never "
+                             "their labels) or linkage (per question, references drawn by grade from its labeled "
+                             "answers and removed from the candidates); both need a group on every item")
+    parser.add_argument("--per-grade", type=_count, default=1,
+                        help="references per grade for --protocol linkage (1 or 2 in the paper)")
+
+
+def _protocol_field(args: argparse.Namespace) -> dict:
+    """The tuner's protocol settings, when the tuner takes them (refused by name otherwise)."""
+    if not getattr(args, "protocol", None):
+        return {}
+    if "protocol" not in getattr(tuning.RunSpec, "__dataclass_fields__", {}):
+        raise JudgetuneError("--protocol: this tuner does not take a protocol yet (tune without it; evaluate and "
+                             "score take --protocol)")
+    return {"protocol": args.protocol, "per_grade": args.per_grade}
+
+
 def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunSpec:
     name = args.run or _run_name(re.sub(r"[^A-Za-z0-9._-]+", "-", f"{args.judge}-{Path(args.data).stem}").strip("-."))
     proposals = args.proposals if args.proposals is not None else (3 if args.proposer else 0)
@@ -281,7 +300,7 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
                               scale=None if args.scale is None else [args.scale.low, args.scale.high],
                               criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
                               rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
-                              **_mapping(args, label))
+                              gate=args.gate, **_mapping(args, label), **_protocol_field(args))
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
 
@@ -316,6 +335,7 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]
     print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free({**test, **config.metrics["cost"]["test"]})},
                                   *baselines]))
+    print(tuning.gain_line(config.metrics))
     print(f"frozen judge: {run_dir / 'judge.json'}\nreport: {run_dir / 'report.html'}")
 
 
@@ -351,7 +371,8 @@ def _tune_criteria(args: argparse.Namespace) -> None:
         config, run_dir = _tune_one(spec, args)
         test, baselines = config.metrics["test"], config.metrics["baselines"]
         criteria.append({"label": label, "run": str(run_dir), "config": str(run_dir / "judge.json"),
-                         "params": config.params, "test": test, "baselines": baselines})
+                         "params": config.params, "test": test, "baselines": baselines,
+                         "gain": config.metrics.get("gain"), "vs_constant": config.metrics.get("vs_constant")})
         rows += [{"name": f"{label}: tuned (test)", **_cost_free(test)},
                  *({"name": f"{label}: {b}", **_cost_free(r)} for b, r in baselines.items())]
     summary_dir = args.runs_dir / name
@@ -363,6 +384,8 @@ def _tune_criteria(args: argparse.Namespace) -> None:
         return
     print(f"{len(criteria)} criteria tuned on {args.data} with the {args.judge} judge (test split, calibrated)")
     print(evaluation.format_rows(rows))
+    for c in criteria:
+        print(f"{c['label']}: " + tuning.gain_line({"gain": c["gain"], "vs_constant": c["vs_constant"]}))
     print("frozen judges: " + ", ".join(c["config"] for c in criteria) + f"\nsummary: {summary_dir / 'summary.json'}")
 
 
@@ -420,7 +443,7 @@ def _tuned_mapping(config, path: Path) -> dict:
 
 
 def _score(args: argparse.Namespace) -> None:
-    from judgetune.config import JudgeConfig, load_config_lm, score_examples
+    from judgetune.config import JudgeConfig, load_config_lm, score_protocol
     from judgetune.tuning import write_predictions
 
     out = args.out.resolve()
@@ -441,12 +464,43 @@ def _score(args: argparse.Namespace) -> None:
     else:
         examples = datasets.read_examples(args.data, require_label=False, **mapping)
     lm = load_config_lm(config, timeout=args.timeout)
-    verdicts, scores = score_examples(config, examples, lm, progress=True)
+    scored = score_protocol(config, examples, lm, protocol=args.protocol, per_grade=args.per_grade, seed=args.seed,
+                            progress=True)
+    examples, verdicts, scores = scored.items, scored.verdicts, scored.scores
+    if args.protocol:
+        print(f"protocol {args.protocol}: {json.dumps({k: v for k, v in scored.protocol.items() if k != 'qualified'})}",
+              file=sys.stderr)
     write_predictions(args.out, examples, verdicts, scores)
     failed = [v.raw for v, s in zip(verdicts, scores) if s is None]
     print(f"{len(examples)} items scored into {args.out} ({len(failed)} failed judgments, score null"
           + (f"; the first because: {failed[0]}" if failed else "") + ")")
     _some_judged(failed, len(examples), what="judgments")
+
+
+def _audit(args: argparse.Namespace) -> None:
+    from judgetune import audit
+    from judgetune.config import JudgeConfig, load_config_lm
+
+    config = JudgeConfig.load(args.config)
+    mapping = _mapping(args, stored=_tuned_mapping(config, args.config))
+    if args.data in datasets.CATALOG:
+        examples, _ = datasets.load_data(args.data, mirror=args.mirror, **mapping)
+    else:
+        examples = datasets.read_examples(args.data, require_label=False, **mapping)
+    if args.split != "all":
+        examples = datasets.split_examples(examples, seed=config.seed)[args.split]
+    demos = {d.get("id") for d in config.demos}  # the judge's own demos are not audited
+    pool = [e for e in examples if e.id not in demos]
+    examples = datasets.limit_by_group(pool, args.limit, seed=args.seed)
+    lm = load_config_lm(config, timeout=args.timeout)
+    result = audit.audit(config, examples, lm, pool=pool, probes=args.probe, n_resamples=args.resamples,
+                         seed=args.seed, progress=not args.json)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"audit of the {config.judge} judge {args.config} on {args.data} ({len(examples)} items; effects with 95% "
+          "intervals, q corrected across probes, MDE at power 0.8)")
+    print(audit.format_audit(result))
 
 
 def _compare(args: argparse.Namespace) -> None:
@@ -633,6 +687,12 @@ def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) 
         parser.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
 
 
+def _audit_probes() -> tuple[str, ...]:
+    from judgetune.audit import PROBES
+
+    return tuple(PROBES)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="judgetune", description="Tune, calibrate and freeze LLM judges.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -669,11 +729,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=_seed, default=0, help="seeds the split, the demos, the references and the bootstrap")
     ev.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
                     help="a judge setting, e.g. k=4, reasoning=true, scale=0-5 (repeatable)")
-    ev.add_argument("--protocol", choices=("linkage", "all"),
-                    help="graded answer lists: draw references by grade per question and remove them from the "
-                         "candidates, skipping questions short of a grade (linkage), or keep every question with "
-                         "references drawn from each answer's other answers (all)")
-    ev.add_argument("--per-grade", type=_count, default=1, help="references per grade for --protocol (1 or 2 in the paper)")
+    _protocol_option(ev)
     ev.add_argument("--resamples", type=_count, default=1000, help="bootstrap resamples for the intervals")
     ev.add_argument("--show-prompt", action="store_true", help="print the prompts sent for the first item (stderr)")
     _timeout_option(ev, no_cache=True)
@@ -715,13 +771,17 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--proposals", type=int, help="candidate instructions per round (default 3 with --proposer, else 0)")
     tune.add_argument("--rounds", type=int, default=2, help="proposal rounds (the trials are shared out between them)")
     tune.add_argument("--demo-draws", type=int, default=8, help="seeded demo draws searched (the demo_seed knob)")
-    tune.add_argument("--rescore", type=int, default=4, help="Pareto-front trials re-scored on dev before picking")
+    tune.add_argument("--rescore", type=int, default=4, help="strongest trials (by search figures) scored on every "
+                      "non-test item beside the default judge before choosing")
+    tune.add_argument("--gate", default="on", choices=tuning.GATES, help="on: a tuned judge replaces the default only "
+                      "on a gain that holds at 95%% (see docs/tuning.md); off: the old rule, best dev figure wins")
     tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
     _timeout_option(tune)
     tune.add_argument("--heartbeat", type=_count, default=10,
                       help="seconds between a trial's heartbeats; a trial silent for three is retried")
     tune.add_argument("--json", action="store_true")
+    _protocol_option(tune)
     tune.set_defaults(handler=_tune)
 
     demo = commands.add_parser("demo", help="the embedded defaults end to end: likelihood, rubric, embedding and "
@@ -747,9 +807,29 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
     score.add_argument("--out", required=True, type=Path, help="JSONL file to write (never the input)")
     score.add_argument("--force", action="store_true", help="replace --out when it exists")
+    _protocol_option(score)
+    score.add_argument("--seed", type=_seed, default=0, help="seeds the linkage protocol's reference draw")
     _timeout_option(score)
     score.add_argument("--mirror", type=Path)
     score.set_defaults(handler=_score)
+
+    aud = commands.add_parser("audit", help="probe a frozen judge for position, verbosity and consistency biases")
+    aud.add_argument("--config", required=True, type=Path)
+    aud.add_argument("--data", required=True, metavar="NAME|FILE")
+    aud.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
+                     help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
+    aud.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
+    aud.add_argument("--split", default="all", choices=("train", "dev", "test", "all"),
+                     help="the split of the judge's seed to audit (default all items but the judge's demos)")
+    aud.add_argument("--probe", action="append", choices=sorted(_audit_probes()), help="run only this probe (repeatable)")
+    aud.add_argument("--limit", type=_count, help="audit at most N items (whole groups, in a seeded order)")
+    aud.add_argument("--seed", type=_seed, default=0)
+    aud.add_argument("--resamples", type=_count, default=1000)
+    _timeout_option(aud)
+    aud.add_argument("--mirror", type=Path)
+    aud.add_argument("--json", action="store_true", help='print {"probes": [{probe, effect, low, high, p, q, mde, n, '
+                                                         '...}], "not_applicable": [...]}')
+    aud.set_defaults(handler=_audit)
 
     compare = commands.add_parser("compare", help="score several frozen judges on the same items, with paired tests")
     compare.add_argument("--data", required=True, metavar="NAME|FILE")

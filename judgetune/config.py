@@ -13,18 +13,31 @@ import hashlib
 import json
 import logging
 import math
-from dataclasses import asdict, dataclass, field
+import platform
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from judgetune.calibration import Calibrator, calibrator_from_dict
-from judgetune.datasets import Example, describe, example_from_record, expected, problems_from, read_json
+from judgetune.datasets import Example, describe, example_from_record, problems_from, read_json
 from judgetune.errors import API_KEY_ENVS, DataValidationError, JudgetuneError
-from judgetune.judges import BuildContext, Judge, JudgeSpec, Verdict, build, judge_class
+from judgetune.judges import (
+    KINDS,
+    PROTOCOLS,
+    BuildContext,
+    Judge,
+    JudgeSpec,
+    Verdict,
+    apply_protocol,
+    build,
+    check_params,
+    check_settings,
+    judge_class,
+)
 
 SCHEMA_VERSION = 1
 PACKAGES = ("judgetune", "dspy", "optuna", "scikit-learn", "numpy", "llama_cpp_python", "sentence-transformers")
@@ -50,27 +63,10 @@ class ConfigError(JudgetuneError):
     """A judge config file that cannot be loaded; the message names the file and the field."""
 
 
-def _judge_kind(value: Any) -> str:
-    from judgetune.judges import KINDS
-
-    if value not in KINDS:
-        raise expected(f"one of {', '.join(KINDS)}")
-    return value
-
-
-def _label_range(value: Any) -> list[float]:
-    if not isinstance(value, list) or len(value) != 2 or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
-        raise expected("[low, high]")
-    if not value[0] < value[1]:
-        raise expected("[low, high] with low below high (a reversed range would invert every score)")
-    return [float(v) for v in value]
-
-
 class LMModel(BaseModel):
     """The LM a judge runs on: its spec and endpoint, never a key."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     spec: str
     kind: str | None = None
@@ -80,41 +76,21 @@ class LMModel(BaseModel):
                                    "null: decided from the model name")
 
 
-class JudgeParams(BaseModel):
-    """A judge's settings: those every LM judge has are named here; each kind adds its own."""
-
-    model_config = ConfigDict(extra="allow")
-
-    scoring_mode: Literal["logprobs", "sampled", "parsed"] | None = Field(
-        default=None, description="how an LM judge reads its label: logprobs (the label distribution), sampled "
-        "(n_samples answers at a temperature, labels parsed, add-0.5 smoothed) or parsed (one greedy answer); "
-        "absent: chosen for the LM (a server is probed for top_logprobs)")
-    n_samples: Annotated[int, Field(ge=1)] | None = Field(default=None, description="answers per item (sampled mode)")
-    temperature: Annotated[float, Field(ge=0)] | None = Field(default=None, description="sampling temperature "
-                                                                                        "(sampled mode)")
-
-
-class JudgeConfigModel(BaseModel):
-    """The schema of judge.json (``judgetune schema`` prints it as JSON Schema)."""
-
-    model_config = ConfigDict(extra="forbid", title="judgetune judge config")
-
-    schema_version: Literal[1] = Field(description="format version of this file")
-    judge: Annotated[str, BeforeValidator(_judge_kind)] = Field(description="judge kind")
-    params: JudgeParams = Field(description="the judge's settings (chosen by the tuner)")
-    lm: LMModel | None = Field(description="the LM of an LM judge (null for judges without one)")
-    instruction: str | None = Field(description="the instruction text (null when the kind has none)")
-    demos: list[dict[str, Any]] = Field(description="few-shot demos in full, as data rows")
-    calibrator: dict[str, Any] | None = Field(description="fitted calibrator (null: the judge's range mapped linearly)")
-    label_range: Annotated[list[float], BeforeValidator(_label_range)] = Field(description="[low, high] human scale")
-    metrics: dict[str, Any] = Field(default_factory=dict, description="what the judge earned, with intervals")
-    data: dict[str, Any] = Field(default_factory=dict, description="fingerprints of the data it was tuned on")
-    seed: Annotated[int, Field(ge=0)] = 0
-    versions: dict[str, Any] = Field(default_factory=dict, description="package versions")
-    created: str = ""
-    fitted: dict[str, Any] | None = Field(default=None, description="a hybrid judge's fitted model")
-    criterion: str | None = Field(default=None, description="what is judged, in the user's words (the instruction "
-                                                            "pool started from it); null when none was given")
+def reproduction(judge: Judge) -> dict[str, Any]:
+    """What reproducing a judge's figures needs besides its settings: the engine and how it ran
+    (threads, items decoded side by side), package versions and the machine."""
+    lm = getattr(judge, "lm", None)
+    out: dict[str, Any] = {"machine": platform.machine(), "python": platform.python_version()}
+    if lm is None:
+        return {"engine": None, **out}
+    model = getattr(lm, "model", None)
+    engine = getattr(model, "backend", None) if model is not None else "server"
+    try:
+        llama = metadata.version("llama_cpp_python")
+    except metadata.PackageNotFoundError:
+        llama = None
+    return {"engine": engine, "model_id": getattr(lm, "model_id", None), "threads": getattr(model, "n_threads", None),
+            "batch_size": getattr(lm, "batch_size", None), "llama_cpp_python": llama, **out}
 
 
 _KEY_FIELDS = {"api_key", "apikey", "key", "authorization", "token"}
@@ -122,7 +98,7 @@ _KEY_FIELDS = {"api_key", "apikey", "key", "authorization", "token"}
 
 def config_schema() -> dict[str, Any]:
     """The JSON Schema of judge.json."""
-    return JudgeConfigModel.model_json_schema()
+    return JudgeConfig.model_json_schema()
 
 
 def _non_finite(value: Any, path: str = "") -> list[str]:
@@ -150,36 +126,62 @@ def demos_from_records(records: list[dict[str, Any]], *, where: str) -> list[Exa
     return demos
 
 
-@dataclass
-class JudgeConfig:
-    judge: str
-    params: dict[str, Any]
-    lm: dict[str, Any] | None
-    instruction: str | None
-    demos: list[dict[str, Any]]
-    calibrator: dict[str, Any] | None
-    label_range: list[float]
-    metrics: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
-    versions: dict[str, Any] = field(default_factory=versions)
-    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-    schema_version: int = SCHEMA_VERSION
-    fitted: dict[str, Any] | None = None  # a hybrid judge's fitted model (HybridModel.to_dict); absent otherwise
-    criterion: str | None = None  # what is judged, in the user's words (the instruction pool started from it)
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class JudgeConfig(BaseModel):
+    """judge.json: a frozen judge (``judgetune schema`` prints this model as JSON Schema).
+
+    Types are strict: a value of the wrong JSON type is refused, never coerced. What only the judge
+    kinds know (settings against the kind's declared ones, the LM an LM judge needs, the demos, the
+    calibrator, a fitted judge's state) is checked by :meth:`from_dict`, which :meth:`load` uses.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, title="judgetune judge config")
+
+    schema_version: Literal[1] = Field(default=SCHEMA_VERSION, description="format version of this file")
+    judge: str = Field(description="judge kind (one of the registered kinds)")
+    params: dict[str, Any] = Field(description="the judge's settings (chosen by the tuner); only the kind's own")
+    lm: dict[str, Any] | None = Field(description="the LM of an LM judge (null for judges without one): "
+                                      "{spec, kind, model, api_base, reasoning}, never a key")
+    instruction: str | None = Field(description="the instruction text (null when the kind has none)")
+    demos: list[dict[str, Any]] = Field(description="few-shot demos in full, as data rows")
+    calibrator: dict[str, Any] | None = Field(description="fitted calibrator (null: the judge's range mapped linearly)")
+    label_range: list[float] = Field(min_length=2, max_length=2, description="[low, high] human scale")
+    metrics: dict[str, Any] = Field(default_factory=dict, description="what the judge earned, with intervals")
+    data: dict[str, Any] = Field(default_factory=dict, description="fingerprints of the data it was tuned on")
+    seed: Annotated[int, Field(ge=0)] = 0
+    versions: dict[str, Any] = Field(default_factory=versions, description="package versions")
+    created: str = Field(default_factory=_now)
+    fitted: dict[str, Any] | None = Field(default=None, description="a fitted judge's learned state (hybrid: its "
+                                          "model and BM25 corpus statistics; bm25: corpus statistics)")
+    criterion: str | None = Field(default=None, description="what is judged, in the user's words (the instruction "
+                                                            "pool started from it); null when none was given")
+    protocol: Literal["group", "linkage"] | None = Field(
+        default=None, description="the protocol its figures were produced under (null: every item scored alone "
+        "from the judge's state and the item; group/linkage: see docs/judges.md)")
+    reproduce: dict[str, Any] = Field(default_factory=dict, description="what reproducing its figures needs: "
+                                      "engine, threads, items decoded side by side, llama.cpp version, machine")
 
     @classmethod
     def from_judge(cls, judge: Judge, *, lm: dict | None, calibrator: Calibrator | None,
                    label_range: tuple[float, float], **extra: Any) -> JudgeConfig:
         spec = judge.spec()
+        extra.setdefault("reproduce", reproduction(judge))
+        if judge.needs_groups:
+            extra.setdefault("protocol", "group")  # the only way such a judge could have been scored
         return cls(judge=spec.kind, params=dict(spec.params), lm=lm, instruction=spec.instruction,
                    demos=[d.to_dict() for d in spec.demos or ()], calibrator=calibrator.to_dict() if calibrator else None,
                    label_range=[float(label_range[0]), float(label_range[1])],
                    fitted=None if spec.fitted is None else dict(spec.fitted), **extra)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": self.schema_version, **{k: v for k, v in asdict(self).items()
-                                                           if k != "schema_version" and not (k == "fitted" and v is None)}}
+        data = self.model_dump(mode="json")
+        if data["fitted"] is None:
+            del data["fitted"]
+        return data
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -197,20 +199,12 @@ class JudgeConfig:
             ConfigError: naming the file and every bad field (nothing is built from a broken config).
         """
         path = Path(path)
-        if path.is_dir():
-            raise ConfigError(f"{path}: expected a judge config file (judge.json), found a folder")
-        try:  # the strict reader: repeated keys, deep nesting and values of the wrong JSON type refused
-            data = read_json(path, model=JudgeConfigModel)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such judge config") from None
-        except DataValidationError as err:
-            raise ConfigError(str(err)) from None
-        return cls.from_dict(data, where=str(path))
+        return cls.from_dict(read_config_json(path), where=str(path))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, where: str = "config") -> JudgeConfig:
-        """Validate a config's plain data (:class:`JudgeConfigModel`, then what only the judge kinds
-        know: an LM for an LM judge, the calibrator, the demos, a hybrid's fitted model).
+        """Validate a config's plain data: the model's strict types, then what only the judge kinds know
+        (settings by name and value, an LM for an LM judge, the calibrator, the demos, a fitted state).
 
         Raises:
             ConfigError: every problem found, one per line, each naming the field.
@@ -221,39 +215,68 @@ class JudgeConfig:
         if isinstance(data.get("schema_version"), int) and data["schema_version"] != SCHEMA_VERSION:
             raise ConfigError(f"{where}: schema_version: expected {SCHEMA_VERSION}, found {data['schema_version']} "
                               "(written by another judgetune version)")
+        if "schema_version" not in data:
+            problems.append(f"{where}: schema_version: missing (expected {SCHEMA_VERSION})")
         checked = data
         if isinstance(data.get("lm"), dict) and any(k.lower() in _KEY_FIELDS for k in data["lm"]):
             problems.append(f"{where}: lm: expected no key (a key never belongs in a config file); remove it and "
                             f"set ${API_KEY_ENVS[0]} in the environment")  # the key itself is never echoed
             checked = {**data, "lm": {k: v for k, v in data["lm"].items() if k.lower() not in _KEY_FIELDS}}
         try:
-            model = JudgeConfigModel.model_validate(checked)
+            config = cls.model_validate(checked)
         except ValidationError as err:
             problems += problems_from(err, where, known="a field of judge.json (`judgetune schema` prints them)")
-            model = None
-        if problems or model is None:
+            config = None
+        if config is not None:
+            problems += config.kind_problems(where)
+        if problems or config is None:
             raise ConfigError("\n".join(dict.fromkeys(problems)))
-        kind = model.judge
-        if judge_class(kind).needs_lm_with(model.params.model_dump(exclude_none=True)) and model.lm is None:
-            raise ConfigError(f"{where}: lm: expected an object with the LM spec for judge {kind}, found nothing")
-        demos_from_records(model.demos, where=where)
-        if model.calibrator is not None:
-            try:
-                calibrator_from_dict(model.calibrator)
-            except (KeyError, TypeError, ValueError) as err:
-                raise ConfigError(f"{where}: calibrator: {err}") from None
-        if judge_class(kind).fits and not isinstance(model.fitted, dict):
-            raise ConfigError(f"{where}: fitted: expected the {kind} judge's fitted model (an object)")
-        if model.fitted is not None:
-            if not judge_class(kind).fits:
-                raise ConfigError(f"{where}: fitted: only a judge that is fitted (hybrid) has a fitted model (an object)")
-            from judgetune.judges import HybridModel
+        return config
 
+    def kind_problems(self, where: str = "config") -> list[str]:
+        """What is wrong with this config for its judge kind, one line per problem (``where: field: ...``)."""
+        if self.judge not in KINDS:
+            return [f"{where}: judge: expected one of {', '.join(KINDS)}, found {describe(self.judge)}"]
+        problems: list[str] = []
+        if self.lm is not None:
             try:
-                HybridModel.from_dict(model.fitted)
-            except (TypeError, ValueError) as err:
-                raise ConfigError(f"{where}: {err}") from None
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+                LMModel.model_validate(self.lm)
+            except ValidationError as err:
+                problems += [p.replace(f"{where}: ", f"{where}: lm.", 1) for p in problems_from(
+                    err, where, known="an LM field (spec, kind, model, api_base, reasoning)")]
+        low, high = self.label_range
+        if not low < high:
+            problems.append("label_range: expected [low, high] with low below high (a reversed range would invert "
+                            "every score)")
+        cls = judge_class(self.judge)
+        unknown = check_settings(self.judge, self.params)
+        problems += unknown
+        if not unknown:
+            try:
+                check_params(cls.space_for(self.params), self.params, judge=self.judge)
+            except ValueError as err:
+                problems.append(f"params: {err}")
+        if cls.needs_lm_with(self.params) and self.lm is None:
+            problems.append(f"lm: expected an object with the LM spec for judge {self.judge}, found nothing")
+        try:
+            demos_from_records(self.demos, where=where)
+        except ConfigError as err:
+            problems += str(err).splitlines()
+        if self.calibrator is not None:
+            try:
+                calibrator_from_dict(self.calibrator)
+            except (KeyError, TypeError, ValueError) as err:
+                problems.append(f"calibrator: {err}")
+        if cls.fits and not isinstance(self.fitted, dict):
+            problems.append(f"fitted: expected the {self.judge} judge's fitted state (an object)")
+        elif self.fitted is not None and not cls.fits:
+            problems.append(f"fitted: only a judge that is fitted (hybrid, bm25) has a fitted state, not {self.judge}")
+        elif self.fitted is not None:
+            try:
+                cls.check_fitted(self.fitted)
+            except (TypeError, ValueError, KeyError) as err:
+                problems.append(str(err) if str(err).startswith("fitted") else f"fitted: {err}")
+        return [p if p.startswith(f"{where}: ") else f"{where}: {p}" for p in problems]
 
     def demo_examples(self) -> list[Example]:
         return demos_from_records(self.demos, where="config")
@@ -264,24 +287,28 @@ class JudgeConfig:
                          demos=tuple(self.demo_examples()) if judge_class(self.judge).uses_prompt else None,
                          fitted=self.fitted, seed=self.seed)
 
-    def build_judge(self, lm=None, *, pool: list[Example] | None = None) -> Judge:
-        """The judge this config describes, on ``lm`` (references drawn from ``pool`` where the kind needs them)."""
-        return build(self.spec(), BuildContext(lm=lm, pool=pool or [], label_range=tuple(self.label_range)))
+    def build_judge(self, lm=None, *, pool: Any = None) -> Judge:
+        """The judge this config describes, on ``lm``: its frozen state alone (``pool`` is ignored, kept for
+        older callers; what an item is scored against is what it carries, see ``judges.apply_protocol``)."""
+        return build(self.spec(), BuildContext(lm=lm, label_range=(self.label_range[0], self.label_range[1])))
 
     def calibrated(self, verdicts: list[Verdict], judge: Judge, examples: list[Example]) -> list[float | None]:
-        """Scores on the human scale: the calibrator's map of each parsed raw score (None for a failure)."""
-        raw = [v.score for v in verdicts]
-        kept = [i for i, r in enumerate(raw) if r is not None]
-        out: list[float | None] = [None] * len(raw)
+        """Scores on the human scale: the calibrator's map of each parsed raw score (None for a failure);
+        uncalibrated, each item's range (the judge's, for that item alone) mapped linearly onto the human one."""
+        out: list[float | None] = [None] * len(verdicts)
+        kept = [i for i, v in enumerate(verdicts) if v.score is not None]
         if not kept:
             return out
-        values = np.asarray([raw[i] for i in kept], dtype=float)
+        values = np.asarray([verdicts[i].score for i in kept], dtype=float)
         if self.calibrator is not None:
             mapped = calibrator_from_dict(self.calibrator).predict(values)
             _warn_if_pinned(mapped, values, self.label_range)
-        else:  # uncalibrated: the judge's range mapped linearly onto the human one
-            (a, b), (lo, hi) = judge.range_for(examples), self.label_range
-            mapped = lo + (values - a) * (hi - lo) / (b - a)
+        else:
+            (lo, hi) = self.label_range
+            mapped = []
+            for i, value in zip(kept, values):
+                a, b = judge.range_for([examples[i]])
+                mapped.append(lo + (value - a) * (hi - lo) / (b - a))
         for i, value in zip(kept, mapped):
             out[i] = float(value)
         return out
@@ -298,12 +325,75 @@ def _warn_if_pinned(mapped: np.ndarray, raw: np.ndarray, label_range: list[float
                 name, end)
 
 
-def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *,
-                   progress: bool = False) -> tuple[list[Verdict], list[float | None]]:
-    """Verdicts and calibrated scores of a frozen judge on ``examples`` (references drawn from them)."""
-    judge = config.build_judge(lm, pool=examples)
-    verdicts = judge.judge_all(examples, progress=progress)
-    return verdicts, config.calibrated(verdicts, judge, examples)
+def read_config_json(path: Path) -> Any:
+    """The parsed JSON of a judge config file.
+
+    Raises:
+        ConfigError: a folder, a missing file, undecodable bytes or text that is not JSON.
+    """
+    if path.is_dir():
+        raise ConfigError(f"{path}: expected a judge config file (judge.json), found a folder")
+    try:  # the strict reader: repeated keys, deep nesting and values of the wrong JSON type refused
+        return read_json(path, model=JudgeConfig)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such judge config") from None
+    except DataValidationError as err:
+        raise ConfigError(str(err)) from None
+
+
+JudgeConfigModel = JudgeConfig  # the one schema, under its former name
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """A frozen judge's scores under a protocol: the scored ``items`` (under ``linkage`` the candidates,
+    carrying their drawn references; the drawn answers are no candidates), their verdicts and calibrated
+    scores, and the protocol record every figure made from them carries."""
+
+    items: list[Example]
+    verdicts: list[Verdict]
+    scores: list[float | None]
+    protocol: dict[str, Any]
+
+
+def score_protocol(config: JudgeConfig, examples: list[Example], lm=None, *, protocol: str | None = None,
+                   per_grade: int = 1, seed: int = 0, grades: list[float] | None = None, judge: Judge | None = None,
+                   progress: bool = False) -> Scoring:
+    """Score ``examples`` with a frozen judge under ``protocol`` (None: each item from the judge's state and
+    the item alone). ``judge``: the config's judge, already built (built here otherwise).
+
+    Raises:
+        JudgetuneError: a judge that compares an item with its group scored without a protocol, an unknown
+            protocol, or items without a group under one.
+    """
+    judge = judge if judge is not None else config.build_judge(lm)
+    if protocol is None and judge.needs_groups:
+        raise JudgetuneError(f"judge {config.judge} with {judge.group_reason()} compares an item with the other "
+                             "answers of its question; score it under a protocol (--protocol group, or "
+                             "protocol='group' and a group on every item)")
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise JudgetuneError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)} (or none)")
+    draw = apply_protocol(examples, protocol, per_grade=per_grade, seed=seed, grades=grades)
+    verdicts = judge.judge_all(draw.candidates, progress=progress)
+    record = {"protocol": protocol} if protocol != "linkage" else {
+        **draw.summary(), "qualified": draw.qualified, "skipped": draw.skipped}
+    return Scoring(draw.candidates, verdicts, config.calibrated(verdicts, judge, draw.candidates), record)
+
+
+def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *, protocol: str | None = None,
+                   judge: Judge | None = None, progress: bool = False) -> tuple[list[Verdict], list[float | None]]:
+    """Verdicts and calibrated scores of a frozen judge on ``examples``, in order: each item from the judge's
+    state and the item alone (``protocol`` None), or its group's items' texts (``group``). LINKAGE's protocol
+    changes which items are candidates: use :func:`score_protocol`.
+
+    Raises:
+        JudgetuneError: see :func:`score_protocol`.
+    """
+    if protocol == "linkage":
+        raise JudgetuneError("the linkage protocol removes the drawn references from the candidates: "
+                             "use score_protocol, whose result names the scored items")
+    scoring = score_protocol(config, examples, lm, protocol=protocol, judge=judge, progress=progress)
+    return scoring.verdicts, scoring.scores
 
 
 def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0):

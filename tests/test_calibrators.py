@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from judgetune.calibration import (
+    ConstantCalibrator,
     IsotonicCalibrator,
     LinearCalibrator,
     calibrator_from_dict,
@@ -27,7 +28,59 @@ def test_linear_calibrator_never_turns_a_judge_upside_down():
     raw = np.linspace(0, 1, 20)
     gold = 4 - 3 * raw  # scores that fall as the labels rise
     cal = LinearCalibrator((0, 5)).fit(raw, gold)
-    assert cal.slope_ == 0 and cal.predict([0.0, 1.0]).tolist() == pytest.approx([gold.mean()] * 2)
+    assert cal.slope_ == 0 and cal.predict([0.0, 1.0]).tolist() == pytest.approx([np.median(gold)] * 2)
+
+
+def test_linear_calibrator_fits_the_median_line_not_the_mean_one():
+    # a fifth of the labels sit far above the line: least squares follows them, median regression does not
+    rng = np.random.default_rng(4)
+    raw = rng.uniform(0, 1, 100)
+    gold = 1 + 2 * raw
+    gold[::5] += 3
+    cal = LinearCalibrator((0, 10)).fit(raw, gold)
+    assert cal.slope_ == pytest.approx(2, abs=1e-6) and cal.intercept_ == pytest.approx(1, abs=1e-6)
+    least_squares = np.polyfit(raw, gold, 1)
+    assert least_squares[1] > 1.4  # what the mean fit would have shipped
+
+
+def l1_isotonic_by_linear_programming(x, y):
+    """The least-absolute-error non-decreasing fit at the data points, solved as a linear program."""
+    from scipy.optimize import linprog
+
+    order = np.argsort(x, kind="stable")
+    xs, ys, n = x[order], y[order], len(x)
+    cost = np.concatenate([np.zeros(n), np.ones(n)])  # variables: f (n), t (n); minimize sum t
+    rows, bounds = [], []
+
+    def row(pairs: dict[int, float], bound: float) -> None:
+        a = np.zeros(2 * n)
+        for index, value in pairs.items():
+            a[index] = value
+        rows.append(a)
+        bounds.append(bound)
+
+    for i in range(n):  # |f_i - y_i| <= t_i
+        row({i: 1, n + i: -1}, ys[i])
+        row({i: -1, n + i: -1}, -ys[i])
+    for i in range(n - 1):  # f_i <= f_{i+1}, equal for equal x
+        row({i: 1, i + 1: -1}, 0.0)
+        if xs[i] == xs[i + 1]:
+            row({i: -1, i + 1: 1}, 0.0)
+    result = linprog(cost, A_ub=np.array(rows), b_ub=np.array(bounds), bounds=[(None, None)] * (2 * n))
+    return result.fun / n
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_isotonic_calibrator_has_the_least_absolute_error_of_any_monotone_map(seed):
+    from sklearn.isotonic import IsotonicRegression
+
+    rng = np.random.default_rng(seed)
+    raw = np.round(rng.uniform(0, 1, 40), 1)  # ties in the raw scores
+    gold = np.where(rng.uniform(size=40) < 0.6, 5.0, rng.integers(0, 6, 40).astype(float))  # skewed to the top
+    fitted = np.mean(np.abs(IsotonicCalibrator((0, 5)).fit(raw, gold).predict(raw) - gold))
+    assert fitted == pytest.approx(l1_isotonic_by_linear_programming(raw, gold), abs=1e-9)
+    squared = np.mean(np.abs(IsotonicRegression().fit(raw, gold).predict(raw) - gold))
+    assert fitted <= squared + 1e-12 and fitted <= np.mean(np.abs(np.median(gold) - gold)) + 1e-12
 
 
 def test_a_flat_calibrator_is_said_once_not_shipped_silently(caplog):
@@ -51,7 +104,7 @@ def test_isotonic_calibrator_is_monotone_and_within_the_scale():
     assert np.all(np.diff(grid) >= 0) and grid.min() >= 0 and grid.max() <= 5
 
 
-@pytest.mark.parametrize("cls", [LinearCalibrator, IsotonicCalibrator])
+@pytest.mark.parametrize("cls", [LinearCalibrator, IsotonicCalibrator, ConstantCalibrator])
 def test_calibrators_round_trip_through_json(cls):
     rng = np.random.default_rng(1)
     raw, gold = rng.uniform(0, 1, 50), rng.uniform(0, 5, 50)
@@ -70,6 +123,10 @@ def test_cross_validation_picks_the_kind_that_fits():
     line = 1 + 2 * raw + rng.normal(0, 0.5, 300)
     chosen, cv = fit_calibrator(raw, line, label_range=(0, 5))
     assert chosen.kind == "linear" and cv["linear"] < cv["isotonic"]
+    noise = rng.integers(0, 6, 300).astype(float)  # labels the scores know nothing about
+    fits = [fit_calibrator(raw, noise, label_range=(0, 5), seed=seed)[0] for seed in range(5)]
+    assert sum(c.kind == "constant" for c in fits) >= 4  # the folds' luck may favour a near-flat map once
+    assert next(c for c in fits if c.kind == "constant").predict([0.0, 1.0]).tolist() == [np.median(noise)] * 2
 
 
 def test_bad_calibrator_data_is_refused():

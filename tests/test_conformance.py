@@ -10,7 +10,7 @@ import pytest
 
 from judgetune import datasets
 from judgetune.config import JudgeConfig
-from judgetune.judges import KINDS, SIGNALS, BuildContext, JudgeSpec, build, judge_class
+from judgetune.judges import KINDS, SIGNALS, BuildContext, JudgeSpec, build, draw_references, judge_class
 
 MINILM_ONLY = {f"use_{name}": "mpnet" not in name for name in SIGNALS}
 # kind -> (data set, settings): settings keep each kind quick while exercising demos and references
@@ -40,8 +40,11 @@ def data(data_root):
     llmbar = datasets.load("llmbar-natural", root=data_root)
     trec = datasets.load("linkage-trec-dl-nf", root=data_root)
     groups = sorted({e.group_key for e in trec})
-    trec_train = datasets.sample_per_group([e for e in trec if e.group_key in groups[:6]], 8, seed=0)
-    trec_items = [e for e in trec if e.group_key == groups[6]][:6]
+    # LINKAGE's protocol: each candidate carries its question's drawn references (what refsim, linkage read)
+    trec = draw_references([e for e in trec if e.group_key in groups[:12]], per_grade=1, seed=0)
+    qualified = sorted(trec.qualified)
+    trec_train = datasets.sample_per_group([e for e in trec.candidates if e.group_key in qualified[:6]], 8, seed=0)
+    trec_items = [e for e in trec.candidates if e.group_key == qualified[6]][:6]
     return {"msrpar": ([e for e in msrpar if e.meta["split"] == "train"][:40],
                        [e for e in msrpar if e.meta["split"] == "test"][:2], (0.0, 5.0)),
             "llmbar": (llmbar[2:12], llmbar[:2], (-1.0, 1.0)),
@@ -58,7 +61,7 @@ def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
     train, items, label_range = data[name]
     needs_lm = judge_class(kind).needs_lm
     items = items[:2] if needs_lm else items
-    context = BuildContext(lm=lm if needs_lm else None, train=train, pool=items, label_range=label_range)
+    context = BuildContext(lm=lm if needs_lm else None, train=train, label_range=label_range)
     judge = build(JudgeSpec(kind, params, seed=3), context)
     verdicts = judge.judge_all(items)
     assert any(v.parsed for v in verdicts), [v.raw for v in verdicts]
@@ -66,7 +69,7 @@ def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
     config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"} if needs_lm else None, calibrator=None,
                                     label_range=label_range, seed=3)
     loaded = JudgeConfig.from_dict(json.loads(json.dumps(config.to_dict())))
-    again = loaded.build_judge(context.lm, pool=items)
+    again = loaded.build_judge(context.lm)
     assert again.spec() == judge.spec()
     assert [v.score for v in again.judge_all(items)] == [v.score for v in verdicts]
 
@@ -78,7 +81,7 @@ def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
         assert prompt["signature"]["instructions"] == config.instruction
         assert prompt["demos"] == config.demos and len(config.demos) == params["k"]
         blank = build(JudgeSpec(kind, {**params, "k": 0, "instruction": list(type(judge).INSTRUCTIONS)[-1]}, seed=3),
-                      BuildContext(lm=lm, pool=items, label_range=label_range))
+                      BuildContext(lm=lm, train=train, label_range=label_range))
         assert blank.instruction != judge.instruction and not blank.demos
         blank.load_state(json.loads(json.dumps(state)))
         assert blank.instruction == judge.instruction and blank.demos == judge.demos

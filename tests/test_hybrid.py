@@ -16,7 +16,7 @@ from judgetune import datasets
 from judgetune.config import ConfigError, JudgeConfig
 from judgetune.datasets import Example, Reference
 from judgetune.evaluation import cross_fit, draw_references, question_folds
-from judgetune.judges import SIGNALS, HybridJudge, ReferencePool, build_judge, make_judge
+from judgetune.judges import SIGNALS, HybridJudge, build_judge, make_judge
 
 MINILM_ONLY = {f"use_{name}": "mpnet" not in name for name in SIGNALS}
 
@@ -136,7 +136,7 @@ def test_hybrid_fits_scores_and_freezes_to_the_same_numbers(trec, tmp_path):
         path = config.save(tmp_path / "judge.json")
         loaded = JudgeConfig.load(path)
         assert loaded.fitted["features"] == judge.model_.features
-        again = loaded.build_judge(pool=test).judge_all(test)
+        again = loaded.build_judge().judge_all(test)
         assert [v.score for v in again] == [v.score for v in verdicts]
 
 
@@ -146,8 +146,7 @@ def test_nrp_takes_a_hybrid_that_scores_each_answer_alone_and_refuses_one_normal
     from judgetune.nrp import JudgeRanker
 
     draw = draw_references(trec, per_grade=1, seed=0)
-    alone = {**MINILM_ONLY, "normalization": "global", "use_bm25": False}
-    for name, settings in (("z", MINILM_ONLY), ("global", alone)):
+    for name, settings in (("z", {**MINILM_ONLY, "normalization": "z"}), ("global", MINILM_ONLY)):
         judge = HybridJudge(**settings).fit(draw.candidates)
         JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 3.0)).save(tmp_path / f"{name}.json")
     with pytest.raises(JudgetuneError, match="scores an answer relative to the others"):
@@ -188,7 +187,7 @@ def test_a_broken_fitted_model_is_refused_naming_the_field(trec, tmp_path, field
     with pytest.raises(ConfigError, match=message):
         JudgeConfig.from_dict(data)
     data.pop("fitted")
-    with pytest.raises(ConfigError, match="fitted: expected the hybrid judge's fitted model"):
+    with pytest.raises(ConfigError, match="fitted: expected the hybrid judge's fitted state"):
         JudgeConfig.from_dict(data)
 
 
@@ -208,7 +207,7 @@ def test_the_default_hybrid_on_data_of_one_item_per_group_normalizes_globally_an
     examples = [Example(id=f"p{i}", answer=a, references=(Reference(r, None),), label=y, group=f"g{i}")
                 for i, (r, a, y) in enumerate(pairs)]
     no_mpnet = {f"use_{name}": False for name in SIGNALS if "mpnet" in name}
-    judge = make_judge("hybrid", train=examples[:8], pool=[], label_range=(0.0, 5.0), params=no_mpnet)
+    judge = make_judge("hybrid", train=examples[:8], label_range=(0.0, 5.0), params=no_mpnet)
     assert judge.params["normalization"] == "global"
     assert not judge.params["use_minilm-question"] and not judge.params["use_refsim-minilm"]  # no question, no grades
     assert judge.dropped_ == []  # nothing left to drop after the fit: the defaults already fit the data
@@ -298,21 +297,51 @@ def test_reference_similarity_encodes_nothing_for_items_it_cannot_score(monkeypa
     assert spy.texts == {scored.answer, *(r.text for r in refs)}
 
 
-def test_make_judge_fits_the_hybrid_on_training_data_alone(trec, monkeypatch):
-    """The evaluate / tune path: references for the scored split come from its own pool, never into the fit."""
+def test_make_judge_fits_the_hybrid_on_training_data_alone_and_scores_with_what_each_item_carries(trec, monkeypatch):
+    """The evaluate / tune path under the linkage protocol: the fit touches training texts only, and a
+    scored answer is compared with the reference list it carries, never with another candidate."""
     spy = Spy(monkeypatch)
     groups = sorted({e.group_key for e in trec})
-    train = [e for e in trec if e.group_key in groups[:5]]
-    test = [e for e in trec if e.group_key in groups[5:]]
+    train = draw_references([e for e in trec if e.group_key in groups[:5]], per_grade=1, seed=0).candidates
+    test = draw_references([e for e in trec if e.group_key in groups[5:]], per_grade=1, seed=0).candidates
     spy.on = True
-    judge = make_judge("hybrid", train=train, pool=test, label_range=(0.0, 3.0), params=MINILM_ONLY)
+    judge = make_judge("hybrid", train=train, label_range=(0.0, 3.0), params=MINILM_ONLY)
     spy.on = False
-    assert spy.texts and spy.texts <= texts_of(train) | {r.text for e in train for r in ReferencePool(train).graded(e)}
+    assert "refsim-minilm" in judge.signals and "bm25" in judge.signals
+    assert spy.texts and spy.texts <= texts_of(train)
     assert not spy.texts & (texts_of(test) - texts_of(train))
-    verdicts = judge.judge_all(test)  # references for test answers are drawn among the test answers
-    assert all(v.parsed for v in verdicts)
+    verdicts = judge.judge_all(test)
+    assert all(v.parsed and "imputed" not in v.detail for v in verdicts)
     for e in test:
-        assert e.answer not in {r.text for r in judge.signal_judge("refsim-minilm").references_for(e)}
+        assert judge.signal_judge("refsim-minilm").references_for(e) == e.references
+        assert e.answer not in {r.text for r in e.references}
+
+
+def test_a_hybrid_without_references_of_its_own_leaves_reference_similarity_out(trec):
+    """Without a protocol no item carries graded references, so the signal is left out before the fit."""
+    assert HybridJudge.left_out(trec)["use_refsim-minilm"][0] is False
+    assert HybridJudge.left_out(trec)["normalization"][0] == "global"
+    assert "normalization" not in HybridJudge.left_out(trec, protocol="group")
+
+
+def test_a_frozen_hybrid_normalized_within_a_question_scores_only_under_the_group_protocol(trec, tmp_path):
+    from judgetune import FrozenJudge
+    from judgetune.errors import JudgetuneError
+
+    judge = HybridJudge(**MINILM_ONLY, normalization="z").fit(trec[:40])
+    config = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 3.0))
+    assert config.protocol == "group"
+    frozen = FrozenJudge(JudgeConfig.from_dict(config.to_dict()))
+    one_group = [e for e in trec if e.group_key == trec[-1].group_key]
+    with pytest.raises(JudgetuneError, match="normalization z compares an item with the other answers"):
+        frozen.score(answer="an answer", question="a question")
+    with pytest.raises(JudgetuneError, match="normalization z compares an item"):
+        frozen.score_many(one_group)
+    with pytest.raises(JudgetuneError, match="requires a group"):
+        frozen.score_many([Example(id="x", answer="a", question="q")], protocol="group")
+    scored = frozen.score_many(one_group, protocol="group")
+    assert len({round(s.score, 6) for s in scored}) > 1
+    assert [s.id for s in scored] == [e.id for e in one_group]
 
 
 def test_mpnet_is_joined_from_its_packaged_parts_and_encodes():
@@ -385,8 +414,8 @@ def test_the_likelihood_signal_gets_the_lm_from_the_builder_and_a_frozen_hybrid_
     test = [e for e in trec if e.group_key == groups[5]][:4]
     assert not HybridJudge().params["use_likelihood-question"]  # off unless switched on
     with pytest.raises(ValueError, match="need an LM"):
-        make_judge("hybrid", train=train, pool=test, label_range=(0.0, 3.0), params=params)
-    judge = make_judge("hybrid", embedded_lm, train=train, pool=test, label_range=(0.0, 3.0), params=params)
+        make_judge("hybrid", train=train, label_range=(0.0, 3.0), params=params)
+    judge = make_judge("hybrid", embedded_lm, train=train, label_range=(0.0, 3.0), params=params)
     assert judge.signals == ["minilm-question", "likelihood-question"]
     verdicts = judge.judge_all(test)
     assert all(v.parsed and v.detail["features"]["likelihood-question"] < 0 for v in verdicts)  # a mean log-prob
@@ -397,6 +426,6 @@ def test_the_likelihood_signal_gets_the_lm_from_the_builder_and_a_frozen_hybrid_
         JudgeConfig.from_dict({**data, "lm": None})
     loaded = JudgeConfig.from_dict(data)
     with pytest.raises(ValueError, match="need an LM"):
-        loaded.build_judge(None, pool=test)
-    again = loaded.build_judge(embedded_lm, pool=test)
+        loaded.build_judge(None)
+    again = loaded.build_judge(embedded_lm)
     assert [v.score for v in again.judge_all(test)] == [v.score for v in verdicts]

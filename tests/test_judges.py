@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from judgetune.datasets import Example, Reference
-from judgetune.evaluation import judge_row
+from judgetune.evaluation import draw_references, judge_row
 from judgetune.judges import (
     LinkageJudge,
     PairwiseJudge,
@@ -141,10 +141,15 @@ def test_linkage_positions_and_rank_to_score():
     assert [demo_position(g, refs) for g in (3, 2, 1, 0)] == [1, 2, 3, 4]
 
 
+def candidates(group: list[Example], seed: int = 1) -> list[Example]:
+    """LINKAGE's protocol: one answer per grade drawn as references, the rest candidates carrying them."""
+    return draw_references(group, per_grade=1, seed=seed).candidates
+
+
 def test_linkage_scores_the_expected_position_among_sorted_references():
-    group = graded_group()
+    group = candidates(graded_group())
     lm = ScriptedLM(fixed({"2": 0.5, "4": 0.5}))  # expected position 3 of 1..5
-    judge = LinkageJudge(lm, pool=ReferencePool(group), seed=1)
+    judge = LinkageJudge(lm, seed=1)
     verdict = judge(group[0])
     assert verdict.score == pytest.approx(0.5)
     prompt = lm.calls[-1]["messages"][-1]["content"]
@@ -201,11 +206,11 @@ def test_linkage_demos_carry_their_references_into_the_frozen_settings():
     demo_pool = [Example(id=f"d/{g}-{i}", question="d?", answer=f"demo {g}-{i}", label=float(g), group="d")
                  for g in range(4) for i in range(2)]
     lm = ScriptedLM(fixed({"1": 1.0}))
-    judge = LinkageJudge(lm, pool=ReferencePool([*group, *demo_pool]), demo_pool=demo_pool, k=2, seed=3)
+    judge = LinkageJudge(lm, pool=ReferencePool(demo_pool), demo_pool=demo_pool, k=2, seed=3)
     frozen = judge.settings()["demos"]
     assert len(frozen) == 2 and all(len(d["references"]) == 4 for d in frozen)
-    elsewhere = LinkageJudge(lm, pool=ReferencePool(group), demos=judge.demos, k=2, seed=3)  # scored on other data
-    elsewhere(group[0])
+    elsewhere = LinkageJudge(lm, demos=judge.demos, k=2, seed=3)  # scored on other data
+    elsewhere(candidates(group)[0])
     prompt = lm.calls[-1]["messages"]
     assert sum("demo " in m["content"] for m in prompt) >= 2  # both demos shown, with their references
 
@@ -223,19 +228,30 @@ def test_an_oracle_placing_every_answer_correctly_gets_perfect_rank_correlation(
         mine = int(user.split("[[ ## answer ## ]]")[1].split("answer ")[1][0])
         return {str(1 + sum(g > mine for g in grades)): 1.0}
 
-    verdicts = LinkageJudge(ScriptedLM(oracle), pool=ReferencePool(group), seed=5).judge_all(group)
+    group = candidates(group, seed=5)
+    verdicts = LinkageJudge(ScriptedLM(oracle), seed=5).judge_all(group)
     assert spearmanr([v.score for v in verdicts], [e.label for e in group]).statistic == pytest.approx(1.0)
+
+
+def test_linkage_reads_only_the_references_an_item_carries():
+    """No pool of other items at scoring time: without references of its own (and generation off) an item
+    fails with the reason, whatever it is scored with."""
+    lm = ScriptedLM(fixed({"1": 1.0}))
+    bare = graded_group()
+    verdicts = LinkageJudge(lm, generate=False).judge_all(bare)
+    assert not any(v.parsed for v in verdicts) and "carries fewer than two graded references" in verdicts[0].raw
 
 
 def test_linkage_prompts_of_different_list_lengths_share_instruction_and_demos():
     """The embedded model evaluates a shared prompt prefix once: items with 2 and 4 references must differ
     only in their own turn, not in the system message (which once named the last position)."""
-    full, sparse = graded_group(), [e for e in graded_group() if e.label in (0.0, 3.0)]
-    sparse = [replace(e, group="s", id=e.id.replace("q/", "s/")) for e in sparse]
+    full = candidates(graded_group())
+    sparse = [replace(e, group="s", id=e.id.replace("q/", "s/"),
+                      references=tuple(r for r in e.references if r.grade in (0.0, 3.0))) for e in full]
     demo_pool = [Example(id=f"d/{g}-{i}", question="d?", answer=f"demo {g}-{i}", label=float(g), group="d")
                  for g in range(4) for i in range(2)]
     lm = ScriptedLM(fixed({"1": 1.0}))
-    judge = LinkageJudge(lm, pool=ReferencePool([*full, *sparse, *demo_pool]), demo_pool=demo_pool, k=2, seed=3)
+    judge = LinkageJudge(lm, pool=ReferencePool(demo_pool), demo_pool=demo_pool, k=2, seed=3)
     judge(full[0]), judge(sparse[0])
     long_list, short_list = lm.calls[-2], lm.calls[-1]
     assert len(long_list["labels"]) == 5 and len(short_list["labels"]) == 3  # 4 and 2 references

@@ -112,8 +112,7 @@ def test_source_comes_from_the_data_and_is_not_searched(msrpar, data_root):
     """A source the data lacks fails every item, so the tuner never searches it: the data decides."""
     import optuna
 
-    from judgetune.tuning import RunSpec
-    from judgetune.tuning._search import suggest
+    from judgetune.tuning import RunSpec, suggest
 
     train, _, _ = msrpar
     trec = datasets.load("linkage-trec-dl-nf", root=data_root)[:20]
@@ -176,8 +175,7 @@ def test_server_without_completions_endpoint_says_what_is_missing(msrpar):
 
 def test_a_tuning_run_gives_the_likelihood_judge_no_scoring_mode():
     """Only label-reading judges have a scoring mode; settling one for the likelihood judge crashed every trial."""
-    from judgetune.tuning import RunSpec
-    from judgetune.tuning._search import settled_params
+    from judgetune.tuning import RunSpec, settled_params
 
     spec = RunSpec(name="lik", judge="likelihood", data="sts2012-msrpar", fixed={"k": 0})
     assert settled_params(spec, object()) == {"k": 0}  # the LM is never asked for a mode

@@ -6,14 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from judgetune.calibration import fit_calibrator
+from judgetune.calibration import cross_fitted, fit_calibrator, group_folds
 from judgetune.datasets import Example, Reference
+from judgetune.judges import Verdict
 from judgetune.tuning import (
     Candidate,
     Miss,
     ProposalTask,
     clean_proposal,
-    cross_fitted,
+    objectives,
     proposal_prompt,
     refusal,
     seed_instructions,
@@ -61,13 +62,38 @@ def test_the_proposer_prompt_shows_criterion_examples_and_misses():
         assert part in text
 
 
-def test_cross_fitted_mae_is_the_shipping_calibrators_cross_validated_mae():
-    rng = np.random.default_rng(0)
-    raw = rng.uniform(0, 1, 40)
-    gold = np.clip(np.round(5 * raw + rng.normal(0, 1, 40)), 0, 5)
-    pred, kind = cross_fitted(raw, gold, label_range=(0, 5), seed=3)
-    _, cv = fit_calibrator(raw, gold, label_range=(0, 5), seed=3)
-    assert kind == min(cv, key=cv.get)
+def grouped_items(seed: int = 0):
+    """Twelve questions of eight answers; each question shifts its answers' raw scores and labels alike,
+    so a calibrator that saw a question's other answers knows its offset (an optimistic fold)."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat([f"q{i}" for i in range(12)], 8)
+    offset = rng.uniform(0, 4, 12).repeat(8)
+    raw = offset + rng.normal(0, 0.05, 96)
+    gold = np.clip(np.round(offset + rng.normal(0, 0.6, 96)), 0, 5)
+    return raw, gold, groups
+
+
+def test_folds_never_put_one_question_on_both_sides():
+    _, _, groups = grouped_items()
+    cv, keys = group_folds(len(groups), groups.tolist(), seed=3)
+    tested = []
+    for train, test in cv.split(np.zeros(len(keys)), groups=keys):
+        assert not set(groups[train]) & set(groups[test])
+        tested += test.tolist()
+    assert sorted(tested) == list(range(len(groups)))  # every item held out exactly once
+
+
+def test_the_search_objective_uses_the_calibrators_group_folds():
+    raw, gold, groups = grouped_items()
+    pred, kind, maes = cross_fitted(raw, gold, label_range=(0, 5), groups=groups.tolist(), seed=3)
+    _, cv = fit_calibrator(raw, gold, label_range=(0, 5), groups=groups.tolist(), seed=3)
+    assert maes == cv and kind == min(cv, key=cv.get)
     assert float(np.mean(np.abs(pred - gold))) == pytest.approx(cv[kind])
-    linear = 1 + 4 * raw  # what a linear rescale of a 1-5 judge would give: not what is measured
-    assert float(np.mean(np.abs(pred - gold))) != pytest.approx(float(np.mean(np.abs(linear - gold))))
+    # the trial objective on the same items, with their questions, gives the same MAE
+    examples = [Example(id=f"a{i}", question=f"question {g}", answer=f"answer {i}", group=g, label=float(y))
+                for i, (g, y) in enumerate(zip(groups, gold))]
+    mae, _, info = objectives([Verdict(float(r)) for r in raw], examples, label_range=(0, 5), seed=3)
+    assert mae == pytest.approx(cv[kind]) and info["calibrator"] == kind
+    # item-wise folds leak each question's offset to the isotonic map: its MAE is lower, so the grouping is real
+    _, _, by_item = cross_fitted(raw, gold, label_range=(0, 5), seed=3)
+    assert by_item["isotonic"] < cv["isotonic"] - 0.05, (by_item, cv)

@@ -50,13 +50,28 @@ def test_tune_writes_a_frozen_judge_config(run):
     assert {"train", "dev", "test"} <= set(data["metrics"]) and data["metrics"]["test"]["n"] >= 2
     assert data["metrics"]["test"]["mae_ci"][0] <= data["metrics"]["test"]["mae"] <= data["metrics"]["test"]["mae_ci"][1]
     assert len(data["demos"]) == data["params"]["k"] and all("label" in d for d in data["demos"])
-    assert data["calibrator"]["kind"] in ("isotonic", "linear")
+    assert data["calibrator"]["kind"] in ("isotonic", "linear", "constant")
     assert set(data["data"]["files"]) and all(len(h) == 64 for h in data["data"]["files"].values())
     search = data["metrics"]["search"]
     assert search["trials"] == {"COMPLETE": 3} or sum(search["trials"].values()) == 3
     assert search["lm_calls"] > 0 and search["tokens"] > 0
-    for trial in study_of(run).get_trials():
-        assert trial.user_attrs["lm_calls"] >= 0 and trial.user_attrs["tokens"] > 0
+    trials = study_of(run).get_trials()
+    assert trials[0].user_attrs["incumbent"] is True  # the default judge is the first trial
+    # a fresh cache: the first trial computes one answer per item; a trial repeating earlier settings, none
+    assert trials[0].user_attrs["lm_calls"] == trials[0].user_attrs["items_scored"] == 8
+    for i, trial in enumerate(trials):
+        assert trial.user_attrs["tokens"] > 0
+        if any(t.params == trial.params for t in trials[:i]):
+            assert trial.user_attrs["lm_calls"] == 0
+        else:
+            assert 0 < trial.user_attrs["lm_calls"] <= trial.user_attrs["items_scored"]
+    assert sum(t.user_attrs["lm_calls"] for t in trials) == search["lm_calls"]
+    gain = data["metrics"]["gain"]
+    assert {"spearman", "mae", "gated", "n"} <= set(gain) and gain["n"] == data["metrics"]["test"]["n"]
+    for key in ("spearman", "mae"):
+        g = gain[key]
+        assert g["value"] is None or g["low"] <= g["high"]
+    assert gain["gated"] == data["metrics"]["selection"]["gated"]
 
 
 def test_score_reproduces_the_test_predictions_exactly(run, tmp_path, env):
@@ -138,13 +153,16 @@ def test_compare_prints_both_judges_and_a_paired_test(run, tmp_path, env, capsys
     assert result["pairs"][0]["items"] == 8 and "p_value" in result["pairs"][0]
 
 
-def test_call_budget_stops_the_search(env, tmp_path, monkeypatch):
+def test_call_budget_stops_the_search(env, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "fresh-cache"))  # every answer costs a call
     assert main(["tune", *TINY[:TINY.index("--trials")], "--trials", "10", *TINY[TINY.index("--trials") + 2:],
                  "--max-calls", "5", "--run", "budget", "--runs-dir", str(tmp_path)]) == 0
     trials = study_of(tmp_path / "budget").get_trials()
     assert len(trials) == 1  # the first trial alone spends more than 5 calls
     assert trials[0].user_attrs["lm_calls"] > 5
+    out = capsys.readouterr()
+    assert "trial 0: MAE " in out.err and "(1/10 finished)" in out.err  # progress during the search, off a terminal
+    assert "gain over the default judge on" in out.out  # what tuning bought, in one line
 
 
 def test_a_killed_trial_is_retried_with_its_cached_answers(env, tmp_path):

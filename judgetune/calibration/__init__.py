@@ -1,13 +1,21 @@
-"""Calibrators: maps from a judge's raw score onto the human scale, fitted on dev, serialized as JSON."""
+"""Calibrators: maps from a judge's raw score onto the human scale (fitted for absolute error), the
+one group-wise fold scheme they are cross-validated with, serialized as JSON."""
 
 from judgetune.calibration._calibrators import (
+    CALIBRATOR_KINDS,
+    CALIBRATORS,
     Calibrator,
+    ConstantCalibrator,
     IsotonicCalibrator,
     LinearCalibrator,
     calibrator_from_dict,
+    cross_fitted,
     cross_validated_mae,
     fit_calibrator,
+    group_folds,
+    isotonic_l1,
 )
 
-__all__ = ["Calibrator", "IsotonicCalibrator", "LinearCalibrator", "calibrator_from_dict", "cross_validated_mae",
-           "fit_calibrator"]
+__all__ = ["CALIBRATORS", "CALIBRATOR_KINDS", "Calibrator", "ConstantCalibrator", "IsotonicCalibrator",
+           "LinearCalibrator", "calibrator_from_dict", "cross_fitted", "cross_validated_mae", "fit_calibrator",
+           "group_folds", "isotonic_l1"]

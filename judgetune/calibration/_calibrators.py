@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin, clone
-from sklearn.isotonic import IsotonicRegression
-from sklearn.linear_model import LinearRegression
-from sklearn.model_selection import GroupKFold, cross_val_score
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.linear_model import QuantileRegressor
+from sklearn.model_selection import GroupKFold, cross_val_predict
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +65,23 @@ class Calibrator(RegressorMixin, BaseEstimator):
 
 
 class LinearCalibrator(Calibrator):
-    """An affine map (least squares), clipped to the scale. Its slope is never negative: calibration maps
-    a judge onto the human scale and keeps its order (as isotonic does); a judge whose scores fall as
-    the labels rise gets slope 0, the labels' mean, instead of being turned upside down by a few items."""
+    """An affine map fitted by median (L1) regression, clipped to the scale: the error that counts is the
+    absolute one, and the conditional median minimizes it (least squares fits the mean). Its slope is
+    never negative: calibration maps a judge onto the human scale and keeps its order (as isotonic
+    does); a judge whose scores fall as the labels rise gets slope 0, the labels' median, instead of
+    being turned upside down by a few items."""
 
     kind = "linear"
 
     def fit(self, raw: Any, gold: Sequence[float]) -> LinearCalibrator:
         self._range()
-        model = LinearRegression(positive=True).fit(_column(raw).reshape(-1, 1), np.asarray(gold, dtype=float))
-        self.slope_, self.intercept_ = float(model.coef_[0]), float(model.intercept_)
+        x, y = _column(raw), np.asarray(gold, dtype=float)
+        slope, intercept = 0.0, float(np.median(y))
+        if np.ptp(x) > 0:
+            model = QuantileRegressor(quantile=0.5, alpha=0.0, solver="highs").fit(x.reshape(-1, 1), y)
+            if model.coef_[0] > 0:  # L1 is convex: with a falling fit the best non-negative slope is 0
+                slope, intercept = float(model.coef_[0]), float(model.intercept_)
+        self.slope_, self.intercept_ = slope, intercept
         return self
 
     def _map(self, raw: np.ndarray) -> np.ndarray:
@@ -86,29 +92,76 @@ class LinearCalibrator(Calibrator):
                 "intercept": self.intercept_}
 
 
+def isotonic_l1(x: np.ndarray, y: np.ndarray) -> tuple[list[float], list[float]]:
+    """The non-decreasing fit of ``y`` on ``x`` with the least absolute error, as knots (x, y).
+
+    Pool-adjacent-violators with medians: items of equal ``x`` start as one block, a block's value
+    is the median of its labels, and neighbouring blocks that violate the order are merged (the
+    median of the union) until none does. PAVA solves any separable convex loss this way; for the
+    absolute error the block minimizer is the median. Each block gives a knot at its lowest and its
+    highest ``x``; between blocks the map is linear (as scikit-learn's IsotonicRegression predicts).
+    """
+    order = np.argsort(x, kind="stable")
+    xs, ys = x[order], y[order]
+    blocks: list[tuple[float, float, list[float], float]] = []  # (x low, x high, labels, median)
+    for value in np.unique(xs):
+        labels = ys[xs == value].tolist()
+        low = high = float(value)
+        while blocks and blocks[-1][3] > float(np.median(labels)):
+            prev = blocks.pop()
+            labels, low = prev[2] + labels, prev[0]
+        blocks.append((low, high, labels, float(np.median(labels))))
+    knots_x, knots_y = [], []
+    for low, high, _, median in blocks:
+        knots_x += [low] if low == high else [low, high]
+        knots_y += [median] if low == high else [median, median]
+    return knots_x, knots_y
+
+
 class IsotonicCalibrator(Calibrator):
-    """Monotone non-decreasing step-wise linear map (scikit-learn's IsotonicRegression), stored as its knots."""
+    """Monotone non-decreasing step-wise linear map with the least absolute error (see ``isotonic_l1``),
+    stored as its knots."""
 
     kind = "isotonic"
 
     def fit(self, raw: Any, gold: Sequence[float]) -> IsotonicCalibrator:
         low, high = self._range()
-        model = IsotonicRegression(y_min=low, y_max=high, out_of_bounds="clip")
-        model.fit(_column(raw), np.asarray(gold, dtype=float))
-        self.x_, self.y_ = [float(x) for x in model.X_thresholds_], [float(y) for y in model.y_thresholds_]
+        x, y = isotonic_l1(_column(raw), np.asarray(gold, dtype=float))
+        self.x_, self.y_ = x, [float(min(max(v, low), high)) for v in y]
         return self
 
     def _map(self, raw: np.ndarray) -> np.ndarray:
         if len(self.x_) == 1:
             return np.full_like(raw, self.y_[0])
-        return np.interp(raw, self.x_, self.y_)  # what IsotonicRegression.predict does, clipping at the ends
+        return np.interp(raw, self.x_, self.y_)  # clips at the ends, as IsotonicRegression(out_of_bounds="clip")
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "label_range": [float(v) for v in self.label_range], "x": self.x_, "y": self.y_}
 
 
-CALIBRATORS: dict[str, type[Calibrator]] = {"linear": LinearCalibrator, "isotonic": IsotonicCalibrator}
-_FIELDS = {"linear": ("slope", "intercept"), "isotonic": ("x", "y")}
+class ConstantCalibrator(Calibrator):
+    """The trivial map: every raw score to the training labels' median (the best constant under absolute
+    error). A candidate form, so that cross-validation can say when the judge's scores buy nothing."""
+
+    kind = "constant"
+
+    def fit(self, raw: Any, gold: Sequence[float]) -> ConstantCalibrator:
+        low, high = self._range()
+        _column(raw)
+        self.value_ = float(min(max(float(np.median(np.asarray(gold, dtype=float))), low), high))
+        return self
+
+    def _map(self, raw: np.ndarray) -> np.ndarray:
+        return np.full(raw.shape, self.value_)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "label_range": [float(v) for v in self.label_range], "value": self.value_}
+
+
+CALIBRATORS: dict[str, type[Calibrator]] = {"linear": LinearCalibrator, "isotonic": IsotonicCalibrator,
+                                            "constant": ConstantCalibrator}
+CALIBRATOR_KINDS = ("isotonic", "linear", "constant")  # the forms a run chooses among, by cross-validated MAE
+_FIELDS = {"linear": ("slope", "intercept"), "isotonic": ("x", "y"), "constant": ("value",)}
 
 
 def calibrator_from_dict(data: dict[str, Any]) -> Calibrator:
@@ -135,7 +188,9 @@ def calibrator_from_dict(data: dict[str, Any]) -> Calibrator:
         raise ValueError(f"label_range: expected [low, high], got {data['label_range']!r}")
     calibrator = CALIBRATORS[kind](tuple(finite(v, "label_range") for v in data["label_range"]))
     calibrator._range()
-    if kind == "linear":
+    if kind == "constant":
+        calibrator.value_ = finite(data["value"], "value")
+    elif kind == "linear":
         calibrator.slope_, calibrator.intercept_ = finite(data["slope"], "slope"), finite(data["intercept"], "intercept")
     else:
         x, y = data["x"], data["y"]
@@ -147,24 +202,54 @@ def calibrator_from_dict(data: dict[str, Any]) -> Calibrator:
     return calibrator
 
 
+def group_folds(n_items: int, groups: Sequence[str] | None = None, *, folds: int = 5,
+                seed: int = 0) -> tuple[GroupKFold, np.ndarray]:
+    """The one fold scheme of calibration, search and selection: ``GroupKFold`` (shuffled, seeded), a
+    question's answers always on one side; each item its own group when ``groups`` is None (or names
+    a single group). Returns the splitter and the group array to pass with it."""
+    if groups is not None and len(groups) != n_items:
+        raise ValueError(f"groups has {len(groups)} entries for {n_items} pairs")
+    keys = np.arange(n_items) if groups is None or len(set(groups)) < 2 else np.asarray([str(g) for g in groups])
+    n_splits = max(2, min(folds, len(set(keys.tolist()))))
+    return GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed), keys
+
+
+def cross_fitted(raw: Sequence[float], gold: Sequence[float], *, label_range: tuple[float, float],
+                 groups: Sequence[str] | None = None, kinds: Sequence[str] = CALIBRATOR_KINDS, folds: int = 5,
+                 seed: int = 0) -> tuple[np.ndarray, str, dict[str, float]]:
+    """Out-of-fold calibrated predictions (``cross_val_predict`` over ``group_folds``) of the calibrator
+    kind with the lowest MAE among ``kinds``, that kind, and every kind's out-of-fold MAE.
+
+    Raises:
+        ValueError: fewer than 4 pairs, lists of different lengths, an unknown kind.
+    """
+    x, y = _column(raw), np.asarray(gold, dtype=float)
+    if len(x) != len(y) or len(x) < 4:
+        raise ValueError(f"need at least 4 (raw, human) pairs of equal length to calibrate, got {len(x)}")
+    unknown = sorted(set(kinds) - set(CALIBRATORS))
+    if unknown:
+        raise ValueError(f"calibrator kinds must be among {sorted(CALIBRATORS)}, got {unknown}")
+    cv, keys = group_folds(len(x), groups, folds=folds, seed=seed)
+    preds, maes = {}, {}
+    for kind in kinds:
+        preds[kind] = cross_val_predict(CALIBRATORS[kind](label_range), x.reshape(-1, 1), y, groups=keys, cv=cv)
+        maes[kind] = float(np.mean(np.abs(preds[kind] - y)))
+    best = min(kinds, key=lambda k: (maes[k], list(kinds).index(k)))
+    return preds[best], best, maes
+
+
 def cross_validated_mae(kind: str, raw: Sequence[float], gold: Sequence[float], *, label_range: tuple[float, float],
                         groups: Sequence[str] | None = None, folds: int = 5, seed: int = 0) -> float:
-    """Mean absolute error of a calibrator kind on held-out folds, whole groups held out together
-    (each item its own group when ``groups`` is None)."""
-    x, y = _column(raw).reshape(-1, 1), np.asarray(gold, dtype=float)
-    groups = np.arange(len(x)) if groups is None or len(set(groups)) < 2 else np.asarray(groups)
-    n_splits = min(folds, len(set(groups.tolist())))
-    cv = GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-    scores = cross_val_score(clone(CALIBRATORS[kind](label_range)), x, y, groups=groups, cv=cv,
-                             scoring="neg_mean_absolute_error", error_score="raise")
-    return float(-np.mean(scores))
+    """Mean absolute error of a calibrator kind on held-out folds (``group_folds``: whole groups held out)."""
+    return cross_fitted(raw, gold, label_range=label_range, groups=groups, kinds=(kind,), folds=folds, seed=seed)[2][kind]
 
 
 def fit_calibrator(raw: Sequence[float], gold: Sequence[float], *, label_range: tuple[float, float],
-                   groups: Sequence[str] | None = None, kinds: Sequence[str] = ("isotonic", "linear"), folds: int = 5,
+                   groups: Sequence[str] | None = None, kinds: Sequence[str] = CALIBRATOR_KINDS, folds: int = 5,
                    seed: int = 0) -> tuple[Calibrator, dict]:
-    """The calibrator kind with the lowest group-wise cross-validated MAE, refitted on all the data,
-    and the CV figures.
+    """The calibrator kind with the lowest group-wise cross-validated MAE (``cross_fitted``), refitted on
+    all the data, and every kind's CV MAE. When the constant wins, or the fitted map is flat, it says so
+    in one warning: the judge's scores then buy nothing over the labels' median on these items.
 
     Args:
         groups: the examples' groups (questions); a fold never splits one.
@@ -174,15 +259,15 @@ def fit_calibrator(raw: Sequence[float], gold: Sequence[float], *, label_range: 
     """
     if len(raw) != len(gold) or len(raw) < 4:
         raise ValueError(f"need at least 4 (raw, human) pairs of equal length to calibrate, got {len(raw)}")
-    if groups is not None and len(groups) != len(raw):
-        raise ValueError(f"groups has {len(groups)} entries for {len(raw)} pairs")
-    cv = {kind: cross_validated_mae(kind, raw, gold, label_range=label_range, groups=groups, folds=folds, seed=seed)
-          for kind in kinds}
-    best = min(cv, key=cv.get)
+    _, best, cv = cross_fitted(raw, gold, label_range=label_range, groups=groups, kinds=kinds, folds=folds, seed=seed)
     calibrator = CALIBRATORS[best](label_range).fit(raw, gold)
     mapped = calibrator.predict(raw)
-    if np.ptp(mapped) == 0:
-        log.warning("the %s calibrator fitted on %d dev items is flat: every item will get the same score, %.3f "
-                    "(the judge's dev scores do not rise with the labels); the frozen judge ranks nothing",
+    if best == "constant":
+        log.warning("the constant calibrator (the labels' median, %.3f) has the lowest cross-validated MAE on these %d "
+                    "items (%s): the judge's scores do not beat guessing the median; the frozen judge ranks nothing",
+                    float(mapped[0]), len(raw), ", ".join(f"{k} {v:.3f}" for k, v in cv.items()))
+    elif np.ptp(mapped) == 0:
+        log.warning("the %s calibrator fitted on %d items is flat: every item will get the same score, %.3f "
+                    "(the judge's scores do not rise with the labels); the frozen judge ranks nothing",
                     best, len(raw), float(mapped[0]))
     return calibrator, cv

@@ -11,8 +11,16 @@ from judgetune.evaluation._evaluate import (
     pair_accuracy,
     timed_verdicts,
 )
-from judgetune.evaluation._protocol import MODES, ProtocolDraw, cross_fit, draw_references, question_folds
+from judgetune.evaluation._protocol import (
+    MODES,
+    PROTOCOLS,
+    ProtocolDraw,
+    apply_protocol,
+    cross_fit,
+    draw_references,
+    question_folds,
+)
 
-__all__ = ["MODES", "ProtocolDraw", "agreement", "compare_scores", "cost_per_item", "cross_fit", "draw_references",
-           "evaluate_judge", "format_rows", "judge_row", "label_range_of", "pair_accuracy", "paired_test",
-           "question_folds", "timed_verdicts"]
+__all__ = ["MODES", "PROTOCOLS", "ProtocolDraw", "agreement", "apply_protocol", "compare_scores", "cost_per_item",
+           "cross_fit", "draw_references", "evaluate_judge", "format_rows", "judge_row", "label_range_of",
+           "pair_accuracy", "paired_test", "question_folds", "timed_verdicts"]

@@ -13,6 +13,7 @@ import dspy
 import numpy as np
 
 from judgetune.datasets import Example, example_from_record
+from judgetune.errors import JudgetuneError
 from judgetune.judges._adapter import ForcedChoiceAdapter
 from judgetune.judges._prompting import SCORING, make_signature
 from judgetune.judges._space import Choice, IntRange, Param, check_params
@@ -33,17 +34,33 @@ class Judge(dspy.Module):
     ``score_range`` is the range of ``Verdict.score``.
 
     What building one needs is declared on the class (read by ``judges.build``): ``needs_lm`` (or
-    :meth:`needs_lm_with` when a setting switches an LM on);
-    ``uses_references`` (graded references drawn from a pool, seeded); ``uses_prompt`` (an
-    instruction and demos picked from training examples); ``fits`` (fitted on training examples);
-    and :meth:`data_defaults`, settings that fit the data when the user sets none.
+    :meth:`needs_lm_with` when a setting switches an LM on); ``uses_references`` (its demos carry
+    graded references drawn from the training examples, seeded); ``seeded`` (it takes the spec's
+    seed); ``uses_prompt`` (an instruction and demos picked from training examples); ``fits``
+    (fitted on training examples, its fitted state checked by :meth:`check_fitted`); and
+    :meth:`data_defaults`, settings that fit the data when the user sets none.
+
+    What a judge reads when it scores: its own state and the item (with the references the item
+    carries), never another item, unless :meth:`needs_groups_with` says its settings compare an item
+    with the other items of its group; such a judge scores only under a protocol (``group``,
+    ``linkage``) and refuses items without a group.
     """
 
     kind: ClassVar[str]
     needs_lm: ClassVar[bool] = True
     uses_references: ClassVar[bool] = False
+    seeded: ClassVar[bool] = False
     uses_prompt: ClassVar[bool] = False
     fits: ClassVar[bool] = False
+
+    @classmethod
+    def needs_groups_with(cls, params: dict[str, Any]) -> bool:
+        """Whether a judge of these settings compares an item with the other items of its group."""
+        return False
+
+    @classmethod
+    def check_fitted(cls, fitted: dict[str, Any]) -> None:
+        """Check a fitting judge's fitted state (from judge.json). Raises ValueError naming the field."""
 
     @classmethod
     def needs_lm_with(cls, params: dict[str, Any]) -> bool:
@@ -78,9 +95,30 @@ class Judge(dspy.Module):
         raise NotImplementedError
 
     @property
+    def needs_groups(self) -> bool:
+        """Whether this judge compares an item with the other items of its group (a protocol's judge)."""
+        return self.needs_groups_with(self.params)
+
+    @property
     def scores_alone(self) -> bool:
         """Whether an item's score is independent of the other items judged with it (NRP needs this)."""
-        return True
+        return not self.needs_groups
+
+    def require_groups(self, examples: Sequence[Example]) -> None:
+        """Refuse items without a group when this judge compares an item with its group.
+
+        Raises:
+            JudgetuneError: naming the judge, why it needs groups and the items without one.
+        """
+        missing = [e.id for e in examples if e.group is None]
+        if missing:
+            raise JudgetuneError(
+                f"judge {self.kind} with {self.group_reason()} compares an item with the other answers of its "
+                f"question: it scores only under the group or linkage protocol, with a group on every item; "
+                f"{len(missing)} item(s) have none (first: {missing[0]})")
+
+    def group_reason(self) -> str:
+        return "these settings"
 
     def range_for(self, examples: Sequence[Example]) -> tuple[float, float]:
         """The range of the scores this judge gives these examples (``score_range`` unless the data changes it)."""

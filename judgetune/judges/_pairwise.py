@@ -2,16 +2,16 @@
 preference for a position cancels out.
 
 Two modes. ``answers``: answer vs answer_b; the score is the preference for answer_b in [-1, 1]
-(positive: answer_b better, 0: tie). ``references``: the candidate against each graded reference of
-its question (LINKAGE's pairwise baseline); the score is the grade-weighted mean of its win rates
-(a tie counts half), in [0, 1], each reference weighing its grade minus the lowest grade plus one.
+(positive: answer_b better, 0: tie). ``references``: the candidate against each graded reference the
+item carries (LINKAGE's pairwise baseline; the ``linkage`` protocol draws them from its question); the
+score is the grade-weighted mean of its win rates (a tie counts half), in [0, 1], each reference
+weighing its grade minus the lowest grade plus one.
 """
 
 from __future__ import annotations
 
 from judgetune.datasets import Example
 from judgetune.judges._base import LMJudge
-from judgetune.judges._references import ReferencePool
 from judgetune.judges._space import Choice, IntRange, Param
 from judgetune.judges._verdict import Verdict, add_usage
 
@@ -33,15 +33,15 @@ class PairwiseJudge(LMJudge):
     }
 
     INPUTS, OUTPUT, OUTPUT_DESCRIPTION = ("question", "reference", "answer_a", "answer_b"), "better", "A, B or tie"
-    uses_references = True
+    seeded = True
 
     @classmethod
     def data_defaults(cls, examples, label_range):
         return {"mode": "answers" if any(ex.answer_b is not None for ex in examples) else "references"}
 
-    def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0, **kwargs):
+    def __init__(self, lm=None, *, seed: int = 0, **kwargs):
         super().__init__(lm, **kwargs)
-        self.pool, self.seed = pool or ReferencePool(), seed
+        self.seed = seed
 
     @classmethod
     def space(cls) -> list[Param]:
@@ -82,9 +82,10 @@ class PairwiseJudge(LMJudge):
             if example.answer_b is None:
                 return Verdict.failed("pairwise mode 'answers' needs answer_b; use mode=references for single answers")
             return self.compare(example.question, example.answer, example.answer_b, reference)
-        references = self.pool.sample(example, per_grade=self.params["per_grade"], seed=self.seed)
+        references = tuple(r for r in example.references if r.grade is not None)
         if not references:
-            return Verdict.failed("no graded references for this question (pairwise mode 'references')")
+            return Verdict.failed("no graded references on this item (pairwise mode 'references'; the linkage "
+                                  "protocol draws them from its question)")
         low = min(r.grade for r in references)
         wins, weights, usage = [], [], {}
         for ref in references:

@@ -8,10 +8,10 @@ score is answer_b's minus answer's, as for the other text baselines.
 from __future__ import annotations
 
 import functools
-import logging
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -19,8 +19,7 @@ from judgetune.datasets import Example, Reference
 from judgetune.judges._base import Judge
 from judgetune.judges._baselines import target_text
 from judgetune.judges._encoders import ENCODERS, encode, encoder_left_out
-from judgetune.judges._references import ReferencePool
-from judgetune.judges._space import Choice, IntRange, Param
+from judgetune.judges._space import Choice, Param
 from judgetune.judges._verdict import Verdict
 
 GRADE_POSITIONS = ("best", "second", "third", "fourth")
@@ -50,23 +49,43 @@ def _combine(values: Sequence[float]) -> float:
     return float(values[0]) if len(values) == 1 else float(values[1] - values[0])
 
 
+def own_graded(example: Example) -> tuple[Reference, ...]:
+    """The graded references an item carries (two or more; none otherwise)."""
+    own = tuple(r for r in example.references if r.grade is not None)
+    return own if len(own) >= 2 else ()
+
+
 class BM25Scorer:
     """BM25 of texts for a query under a fixed corpus's term statistics, so that a text's score does not
     depend on the texts scored with it. The scoring is bm25s's Lucene variant (its idf and term-frequency
     functions, k1=1.5, b=0.75) over :func:`terms`, as in the ``bm25`` judge; on the corpus's own
-    documents it gives bm25s's scores. A query term the corpus lacks weighs its Lucene idf at df = 0.
+    documents it gives bm25s's scores. A query term the corpus lacks weighs its Lucene idf at df = 0;
+    with an empty corpus every term weighs the same and a text's length is its own average.
+    ``stats()`` is the corpus statistics as plain JSON; ``from_stats`` rebuilds the scorer from them.
     """
 
-    def __init__(self, corpus: Sequence[str], *, k1: float = 1.5, b: float = 0.75):
+    def __init__(self, corpus: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75):
         # private on purpose: bm25s 0.3.16 has no public per-term idf/tf weights; BM25.get_scores scores indexed docs only
         from bm25s.scoring import _score_idf_lucene, _score_tfc_lucene
 
         self._idf, self._tfc, self.k1, self.b = _score_idf_lucene, _score_tfc_lucene, k1, b
+        corpus = list(corpus)
         tokens = terms(corpus) if corpus else []
         self._terms: dict[str, list[str]] = dict(zip(corpus, tokens))  # texts are scored again and again in NRP
         self.n_documents = len(tokens)
         self.average_length = sum(map(len, tokens)) / max(1, len(tokens))
         self.document_frequency = Counter(t for doc in tokens for t in set(doc))
+
+    def stats(self) -> dict:
+        return {"n_documents": self.n_documents, "average_length": self.average_length,
+                "document_frequency": dict(sorted(self.document_frequency.items()))}
+
+    @classmethod
+    def from_stats(cls, stats: dict, *, k1: float = 1.5, b: float = 0.75) -> BM25Scorer:
+        scorer = cls(k1=k1, b=b)
+        scorer.n_documents, scorer.average_length = int(stats["n_documents"]), float(stats["average_length"])
+        scorer.document_frequency = Counter(stats["document_frequency"])
+        return scorer
 
     def scores(self, query: str, texts: Sequence[str]) -> list[float]:
         new = [t for t in dict.fromkeys([query, *texts]) if t not in self._terms]
@@ -77,7 +96,8 @@ class BM25Scorer:
         for text in texts:
             tokens = self._terms[text]
             tf = Counter(tokens)
-            out.append(float(sum(idf[t] * self._tfc(tf[t], len(tokens), self.average_length, self.k1, self.b)
+            average = self.average_length if self.n_documents else max(1, len(tokens))
+            out.append(float(sum(idf[t] * self._tfc(tf[t], len(tokens), average, self.k1, self.b)
                                  for t in query_terms if tf[t])))
         return out
 
@@ -98,51 +118,64 @@ class _BatchSignal(Judge):
 
 
 class BM25Judge(_BatchSignal):
-    """BM25 (bm25s, Lucene variant, k1=1.5, b=0.75) of the answer for its question (or reference) as the query.
+    """BM25 (bm25s's Lucene variant, k1=1.5, b=0.75) of the answer for its question (or reference) as the query.
 
-    The corpus whose statistics BM25 uses is the answers judged together, per group: a question's
-    candidates are scored against each other, as a retrieval engine would see them. An ungrouped
-    item is its own corpus of one or two answers.
+    The corpus statistics (document frequencies, average length) are those of the training answers,
+    frozen at ``fit`` into the fitted state, so an item's score depends on it alone. Built without
+    training data the corpus is empty: every query term weighs the same.
     """
 
     kind = "bm25"
+    fits = True
     score_range = (0.0, 50.0)  # BM25 is unbounded above; 50 is beyond what passage-length texts reach
-    scores_alone = False  # the corpus is the batch
+
+    def __init__(self, lm=None, *, fitted: dict | None = None, **params):
+        super().__init__(lm, **params)
+        if fitted is not None:
+            self.check_fitted(fitted)
+        self.fitted_ = fitted if fitted is not None else BM25Scorer().stats()
+        self._scorer = BM25Scorer.from_stats(self.fitted_)
 
     @classmethod
     def space(cls) -> list[Param]:
         return [Choice("target", ("auto", "question", "reference"), "auto")]
 
-    def judge_all(self, examples: Sequence[Example], *, progress: bool = False) -> list[Verdict]:
-        import bm25s
+    @classmethod
+    def check_fitted(cls, fitted: dict) -> None:
+        ok = (isinstance(fitted, dict) and isinstance(fitted.get("n_documents"), int) and fitted["n_documents"] >= 0
+              and isinstance(fitted.get("average_length"), (int, float)) and fitted["average_length"] >= 0
+              and isinstance(fitted.get("document_frequency"), dict)
+              and all(isinstance(k, str) and isinstance(v, int) and v > 0 for k, v in fitted["document_frequency"].items()))
+        if not ok:
+            raise ValueError("fitted: expected BM25 corpus statistics {n_documents: integer, average_length: number, "
+                             "document_frequency: {term: positive integer}}")
 
-        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index it builds
-        verdicts: list[Verdict | None] = [None] * len(examples)
-        by_group: dict[str, list[int]] = defaultdict(list)
-        for i, ex in enumerate(examples):
-            if target_text(ex, self.params["target"]) is None:
-                verdicts[i] = Verdict.failed(f"no {self.params['target']} text to use as the query")
+    def fit(self, examples: Sequence[Example]) -> BM25Judge:
+        """Freeze the corpus statistics of the training examples' answers."""
+        docs = list(dict.fromkeys(a for ex in examples for a in _answers(ex)))
+        self.fitted_ = BM25Scorer(docs).stats()
+        self._scorer = BM25Scorer.from_stats(self.fitted_)
+        return self
+
+    def judge_all(self, examples: Sequence[Example], *, progress: bool = False) -> list[Verdict]:
+        verdicts = []
+        for ex in examples:
+            query = target_text(ex, self.params["target"])
+            if query is None:
+                verdicts.append(Verdict.failed(f"no {self.params['target']} text to use as the query"))
+            elif not terms([query])[0]:
+                verdicts.append(Verdict.failed(f"the {self.params['target']} text has no content terms "
+                                               f"(only stopwords or punctuation): {query!r}"))
             else:
-                by_group[ex.group_key].append(i)
-        for members in by_group.values():
-            docs = list(dict.fromkeys(a for i in members for a in _answers(examples[i])))
-            retriever = bm25s.BM25()
-            retriever.index(bm25s.tokenize(docs, stopwords="en", stemmer=_stem_words(), show_progress=False),
-                            show_progress=False)
-            index = {d: k for k, d in enumerate(docs)}
-            queries = {target_text(examples[i], self.params["target"]) for i in members}
-            query_terms = {q: terms([q])[0] for q in queries}
-            scores = {q: retriever.get_scores(t) for q, t in query_terms.items() if t}
-            for i in members:
-                query = target_text(examples[i], self.params["target"])
-                if query not in scores:
-                    verdicts[i] = Verdict.failed(f"the {self.params['target']} text has no content terms "
-                                                 f"(only stopwords or punctuation): {query!r}")
-                    continue
-                row = scores[query]
-                values = [float(row[index[a]]) for a in _answers(examples[i])]
-                verdicts[i] = Verdict(_combine(values), detail={"bm25": values})
+                values = self._scorer.scores(query, _answers(ex))
+                verdicts.append(Verdict(_combine(values), detail={"bm25": values}))
         return verdicts
+
+    def settings(self) -> dict:
+        return {**super().settings(), "fitted": self.fitted_}
+
+    def spec(self):
+        return replace(super().spec(), fitted=self.fitted_)
 
 
 class OverlapJudge(_BatchSignal):
@@ -187,8 +220,8 @@ class ReferenceSimilarityJudge(_BatchSignal):
     """How close the answer is to the references of each grade: the maximum cosine similarity
     (sentence embeddings) to the references of that grade.
 
-    References are the example's own graded ones (two or more), else ``per_grade`` of each grade
-    drawn from the other graded answers of its question (``pool``, seeded, never the candidate).
+    References are the ones the example carries (two or more graded ones; under the LINKAGE protocol,
+    the list drawn for its question); an item without them fails. No other item is read.
     ``readout`` says what the score is: ``expected`` is the grade expected under a softmax of the
     per-grade similarities (temperature ``0.05``), ``best`` .. ``fourth`` the similarity to the
     best, second-best ... grade present (a missing position takes the lowest grade present).
@@ -197,11 +230,6 @@ class ReferenceSimilarityJudge(_BatchSignal):
 
     kind = "refsim"
     TEMPERATURE = 0.05
-    uses_references = True
-
-    def __init__(self, lm=None, *, pool: ReferencePool | None = None, seed: int = 0, **params):
-        super().__init__(lm, **params)
-        self.pool, self.seed = pool or ReferencePool(), seed
 
     @classmethod
     def left_out(cls, examples: Sequence[Example]) -> dict[str, tuple[str, str]]:
@@ -210,8 +238,7 @@ class ReferenceSimilarityJudge(_BatchSignal):
 
     @classmethod
     def space(cls) -> list[Param]:
-        return [Choice("model", ENCODERS, "minilm"), Choice("readout", ("expected", *GRADE_POSITIONS), "expected"),
-                IntRange("per_grade", 1, 2, 1)]
+        return [Choice("model", ENCODERS, "minilm"), Choice("readout", ("expected", *GRADE_POSITIONS), "expected")]
 
     score_range = (-1.0, 1.0)
 
@@ -224,10 +251,7 @@ class ReferenceSimilarityJudge(_BatchSignal):
         return (low - high, high - low) if any(ex.answer_b is not None for ex in examples) else (low, high)
 
     def references_for(self, example: Example) -> tuple[Reference, ...]:
-        own = tuple(r for r in example.references if r.grade is not None)
-        if len(own) >= 2:
-            return own
-        return self.pool.sample(example, per_grade=self.params["per_grade"], seed=self.seed)
+        return own_graded(example)
 
     def judge_all(self, examples: Sequence[Example], *, progress: bool = False) -> list[Verdict]:
         refs = [self.references_for(ex) for ex in examples]
@@ -265,6 +289,3 @@ class ReferenceSimilarityJudge(_BatchSignal):
             verdicts.append(Verdict(_combine(values), distribution,
                                     detail={"by_grade": by_grade, "grades": grades, "references": len(rs)}))
         return verdicts
-
-    def settings(self) -> dict:
-        return {**super().settings(), "seed": self.seed}

@@ -53,18 +53,49 @@ def _f(value: Any) -> str:
 
 
 def selection_section(selection: dict[str, Any] | None) -> str:
-    """The front re-scored on dev: search-split vs dev figures of each candidate, the chosen one marked."""
+    """The candidates (the default first) with their search figures and their figures on every non-test
+    item (out-of-fold calibrated), the gate's verdict, the chosen one marked."""
     if not selection:
         return ""
+
+    def name(r: dict) -> str:
+        label = "default" if r.get("default") else f"trial {r['number']}"
+        return label + (" (chosen)" if r["chosen"] else "") + (f" (rejected: {r['rejected']})" if r.get("rejected") else "")
+
     body = "".join(
-        f"<tr><th>{r['number']}{' (chosen)' if r['chosen'] else ''}</th><td>{html.escape(str(r['instruction']))}</td>"
-        f"<td>{_f(r['search']['spearman'])}</td><td>{_f(r['dev']['spearman'])}</td><td>{_f(r['search']['mae'])}</td>"
-        f"<td>{_f(r['dev']['mae'])}</td><td>{'yes' if r['on_front'] else 'no'}</td></tr>" for r in selection["rows"])
-    return (f"<h2>Selection on dev</h2><p>Candidates re-scored on dev ({selection.get('lm_calls', 0)} LM calls) and "
-            f"picked by {html.escape(selection['rule'])} on dev. MAE is after a cross-fitted calibrator. The gap "
-            "between the search and dev columns is how much of a trial's search figure was luck.</p>"
-            "<table><thead><tr><th>trial</th><th>instruction</th><th>Spearman search</th><th>Spearman dev</th>"
-            f"<th>MAE search</th><th>MAE dev</th><th>on front</th></tr></thead><tbody>{body}</tbody></table>")
+        f"<tr><th>{html.escape(name(r))}</th><td>{html.escape(json.dumps(r['params']))}</td>"
+        f"<td>{_f((r.get('search') or {}).get('spearman'))}</td><td>{_f(r['spearman'])}</td>"
+        f"<td>{_f((r.get('search') or {}).get('mae'))}</td><td>{_f(r['mae'])}</td>"
+        f"<td>{_f(r.get('advantage_dev'))}</td></tr>" for r in selection["rows"])
+    test = selection.get("test") or {}
+    if selection.get("gate") == "on":
+        verdict = (f"The gate {'passed' if test.get('passed') else 'did not pass'}: the best challenger's advantage "
+                   f"on the {test.get('items')} dev items was {_f(test.get('winner_advantage'))}, its max-corrected "
+                   f"lower bound {_f(test.get('lower_bound'))} ({test.get('challengers')} challengers). "
+                   + ("The default judge shipped." if selection.get("gated") else "The challenger shipped."))
+        intro = (f"Candidates scored on {selection.get('items')} non-test items ({selection.get('lm_calls', 0)} LM "
+                 f"calls), MAE out of fold; chosen by {html.escape(selection['rule'])}. {verdict}")
+    else:
+        intro = (f"Gate off (the old rule): candidates re-scored on dev ({selection.get('lm_calls', 0)} LM calls), "
+                 f"picked by {html.escape(selection['rule'])} on dev.")
+    return (f"<h2>Selection</h2><p>{intro}</p>"
+            "<table><thead><tr><th>candidate</th><th>settings</th><th>Spearman search</th><th>Spearman selection</th>"
+            "<th>MAE search</th><th>MAE selection</th><th>advantage (dev)</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
+def gain_paragraph(metrics: dict[str, Any]) -> str:
+    """What tuning bought: shipped minus default on test (``metrics.gain``), in one line."""
+    g = metrics.get("gain")
+    if not g or not g.get("spearman"):
+        return ""
+    signed = lambda x: "-" if x is None else f"{x:+.3f}"  # noqa: E731
+    parts = [f"{label} {signed(g[k]['value'])} [{signed(g[k]['low'])}, {signed(g[k]['high'])}]"
+             for label, k in (("Spearman", "spearman"), ("per-group Spearman", "spearman_per_group"), ("MAE", "mae"))
+             if g.get(k)]
+    verdict = "the default judge shipped (no reliable gain found)" if g["gated"] else "a tuned judge shipped"
+    return (f"<h2>Gain over the default judge</h2><p>Shipped minus default on the same {g['n']} test items (paired "
+            f"95% interval; MAE: negative is better): {html.escape(', '.join(parts))}; {verdict}.</p>")
 
 
 def proposals_section(proposals: dict[str, Any] | None) -> str:
@@ -73,7 +104,7 @@ def proposals_section(proposals: dict[str, Any] | None) -> str:
         return ""
     rows = []
     for c in proposals["instructions"]:
-        search, dev = c.get("search") or {}, c.get("dev") or {}
+        search, dev = c.get("search") or {}, c.get("selection") or c.get("dev") or {}
         round_ = "-" if c["round"] is None else c["round"]
         rows.append(f"<tr><th>{c['id']}</th><td>{html.escape(c['source'])}</td><td>{round_}</td>"
                     f"<td style='text-align:left'>{html.escape(c['text'])}</td><td>{c['trials']}</td>"
@@ -89,11 +120,33 @@ def proposals_section(proposals: dict[str, Any] | None) -> str:
                       f"{html.escape(json.dumps(r['refused_counts']))}; {r.get('lm_calls', 0)} LM calls</p>"
                       f"<ul>{refused}</ul>")
     return (f"<h2>Instruction pool and proposal rounds</h2><p>Refused in all: "
-            f"{html.escape(json.dumps(proposals['refused_counts']))}. Search: the instruction's best trial; dev: its "
-            "re-scored trial where it was among the candidates.</p>"
+            f"{html.escape(json.dumps(proposals['refused_counts']))}. Search: the instruction's best trial; selection: its "
+            "candidate's figures where it was among the candidates.</p>"
             "<table><thead><tr><th>id</th><th>source</th><th>round</th><th>instruction</th><th>trials</th>"
-            "<th>Spearman search</th><th>Spearman dev</th><th>MAE search</th><th>MAE dev</th></tr></thead>"
+            "<th>Spearman search</th><th>Spearman selection</th><th>MAE search</th><th>MAE selection</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>{''.join(rounds)}")
+
+
+def audit_section(audit: dict[str, Any] | None) -> str:
+    """The audit of the frozen judge: each probe's effect with its 95% interval, q (corrected across
+    probes), the minimum detectable effect and how to read it; then the probes that did not apply."""
+    if not audit:
+        return ""
+    body = "".join(
+        f"<tr><th>{html.escape(r['probe'])}</th><td>{r['effect']:+.3f} <small>[{r['low']:+.3f}, {r['high']:+.3f}]"
+        f"</small></td><td>{_f(r['q'])}</td><td>{_f(r['mde'])}</td><td>{r['n']}</td>"
+        f"<td style='text-align:left'>{html.escape(r.get('reading', ''))}</td>"
+        f"<td style='text-align:left'><small>{html.escape(r.get('unit', ''))}</small></td></tr>"
+        for r in audit.get("probes", []))
+    skipped = "".join(f"<li>{html.escape(r['probe'])}: {html.escape(r['why'])}</li>"
+                      for r in audit.get("not_applicable", []))
+    return ("<h2>Audit</h2><p>How far the score moves when something that should not matter changes (see "
+            "docs/audit.md): effect with its 95% bootstrap interval (clustered by question), q after the "
+            "Benjamini-Hochberg correction across the probes, and the minimum detectable effect (MDE) at power 0.8. "
+            "No effect found with an MDE above the size that matters means too few items to tell.</p>"
+            "<table><thead><tr><th>probe</th><th>effect [95% interval]</th><th>q</th><th>MDE</th><th>n</th>"
+            f"<th>reading</th><th>unit</th></tr></thead><tbody>{body}</tbody></table>"
+            + (f"<p>Not run:</p><ul>{skipped}</ul>" if skipped else ""))
 
 
 def build_report(*, study: optuna.Study, config: JudgeConfig, predictions: list[dict[str, Any]]) -> str:
@@ -127,8 +180,10 @@ by the rule "{html.escape(str(search.get('pick_rule')))}". Dev figures are in-sa
 test was scored once.</p>
 <h2>Metrics (calibrated scores, 95% bootstrap intervals)</h2>
 {_table(rows)}
+{gain_paragraph(metrics)}
 {selection_section(metrics.get("selection"))}
 {proposals_section(metrics.get("proposals"))}
+{audit_section(metrics.get("audit"))}
 <h2>Figures</h2>
 {''.join(figures)}
 <h2>Frozen settings</h2>

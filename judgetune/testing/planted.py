@@ -12,6 +12,11 @@ so only one instruction, one demo subset and one k give ``s = 1`` (a Spearman of
 proposer, it writes decoys, an empty, an over-long and a repeated proposal, and the planted
 instruction only when its prompt holds a reflection (the current instruction and its misses).
 Answers are cached like :class:`judgetune.lm.JudgeLM`'s, and only computed ones are counted.
+
+The gate's testbeds (:class:`GateLM`) use the same distributions with a weight that depends on the
+instruction alone: in the null testbed every instruction gets the same weight (judges differ by
+noise only), in the planted one :data:`GATE_INSTRUCTION` gets more. ``GATE_SPEC`` holds the run
+settings both use (a rubric judge whose only searched knob is the instruction).
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ class PlantedLM:
         self.engine, self.label_calls = _Counter(), 0
         self._cache: dict[str, object] = {}
         self.transcript = None
+        self.salt = ""  # mixed into the noise's seed: one testbed, independent noise per seeded run
 
     @functools.cached_property
     def dspy_lm(self):
@@ -89,7 +95,7 @@ class PlantedLM:
             self.label_calls += 1
             item = ITEM.findall(messages[-1]["content"])[-1]
             s = self.signal(messages)
-            noise = np.random.default_rng(int(hashlib.sha256(key.encode()).hexdigest()[:12], 16)).dirichlet(
+            noise = np.random.default_rng(int(hashlib.sha256((self.salt + key).encode()).hexdigest()[:12], 16)).dirichlet(
                 np.full(len(labels), 0.7))
             truth = np.asarray([float(label) == self.labels[item] for label in labels], dtype=float)
             probs = s * truth + (1 - s) * noise
@@ -122,3 +128,36 @@ class PlantedLM:
 
     def close(self) -> None:
         pass
+
+
+GATE_INSTRUCTION = ("Check the answer against the reference one fact at a time and score by how many of the "
+                    "reference's facts it keeps.")
+GATE_CRITERION = "Score how well the answer agrees with the reference, from 0 (not at all) to 5 (fully)."
+GATE_ITEMS = 250  # items per testbed run: 60/20/20 by the default split, so 50 dev and 50 test items
+# run settings of the gate testbeds: only the instruction is searched, among three (the criterion alone,
+# which is the default, the criterion with the rubric's task wording, and GATE_INSTRUCTION)
+GATE_SPEC = {"judge": "rubric", "fixed": {"reasoning": False, "scoring": "expected", "scale": "0-5", "k": 0},
+             "criterion": GATE_CRITERION, "instructions": [GATE_INSTRUCTION], "n_trials": 10, "search_items": 30,
+             "chunk": 30, "rescore": 4}
+
+
+class GateLM(PlantedLM):
+    """Weight ``base`` on the true label for every instruction, ``base + boost`` when the system prompt
+    carries :data:`GATE_INSTRUCTION` (``boost=0``: the null testbed). Noise is independent per prompt
+    and per ``salt``."""
+
+    def __init__(self, labels: dict[str, float], *, base: float = 0.3, boost: float = 0.0, salt: str = ""):
+        super().__init__(labels, (), 0)
+        self.base, self.boost, self.salt = base, boost, salt
+
+    @classmethod
+    def for_testbed(cls, examples: Sequence[Example], kind: str, seed: int) -> GateLM:
+        """The LM of the ``"null"`` or ``"planted"`` testbed for run ``seed`` on these items."""
+        if kind not in ("null", "planted"):
+            raise ValueError(f"testbed must be 'null' or 'planted', got {kind!r}")
+        number = {e.id: ITEM.search(e.answer).group(1) for e in examples}
+        return cls({number[e.id]: e.label for e in examples}, boost=0.35 if kind == "planted" else 0.0,
+                   salt=f"{kind}:{seed}:")
+
+    def signal(self, messages: list[dict]) -> float:
+        return self.base + self.boost * (GATE_INSTRUCTION in messages[0]["content"])

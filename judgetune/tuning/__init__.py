@@ -1,42 +1,45 @@
 """Tuning: an Optuna study over a judge's search space against human labels, and the run that turns
-its choice into a calibrated, frozen judge config."""
+its choice into a calibrated, frozen judge config. Modules follow the run's stages: ``_spec``,
+``_splits``, ``_space``, ``_objective``, ``_study``, ``_proposals`` (with ``_pool``), ``_selection``
+(and the gate), ``_run`` (finish and ``tune``)."""
 
+from judgetune.tuning._objective import MAX_FAILURE_RATE, Objective, lm_calls, objectives, ranked, search_key
 from judgetune.tuning._pool import Candidate, InstructionPool, refusal, seed_instructions
-from judgetune.tuning._proposals import Miss, ProposalTask, clean_proposal, proposal_prompt, propose_round
-from judgetune.tuning._run import finish, proposals_summary, select_on_dev, tune, write_predictions
-from judgetune.tuning._search import (
-    PICK_RULES,
-    SAMPLERS,
+from judgetune.tuning._proposals import (
+    Miss,
+    ProposalTask,
+    clean_proposal,
+    load_proposer,
+    proposal_prompt,
+    proposal_round,
+    propose_round,
+)
+from judgetune.tuning._run import finish, freeze, gain, gain_line, proposals_summary, tune, write_predictions
+from judgetune.tuning._selection import Reject, candidate_trials, gate, rejection, select, select_on_dev
+from judgetune.tuning._space import default_params, judge_for, pool_seeds, settled_params, suggest
+from judgetune.tuning._spec import GATES, PICK_RULES, SAMPLERS, RunSpec
+from judgetune.tuning._splits import Splits, fit_space, prepare_splits
+from judgetune.tuning._study import (
     CallBudget,
-    Objective,
-    RunSpec,
-    Splits,
+    TrialProgress,
     default_storage,
     finished_trials,
-    fit_space,
     join_study,
-    judge_for,
-    lm_calls,
-    load_proposer,
     load_run_lm,
     load_study,
     make_sampler,
-    objectives,
     open_study,
-    pick_trial,
-    pool_seeds,
-    prepare_splits,
     run_trials,
     search_summary,
     storage_for,
-    suggest,
     total_calls,
 )
-from judgetune.tuning._selection import cross_fitted
 
-__all__ = ["PICK_RULES", "SAMPLERS", "CallBudget", "Candidate", "InstructionPool", "Miss", "Objective", "ProposalTask",
-           "RunSpec", "Splits", "clean_proposal", "cross_fitted", "default_storage", "finish", "finished_trials",
-           "fit_space", "join_study", "judge_for", "lm_calls", "load_proposer", "load_run_lm", "load_study",
-           "make_sampler", "objectives", "open_study", "pick_trial", "pool_seeds", "prepare_splits", "proposal_prompt",
-           "proposals_summary", "propose_round", "refusal", "run_trials", "search_summary", "seed_instructions",
-           "select_on_dev", "storage_for", "suggest", "total_calls", "tune", "write_predictions"]
+__all__ = ["GATES", "MAX_FAILURE_RATE", "PICK_RULES", "SAMPLERS", "CallBudget", "Candidate", "InstructionPool", "Miss",
+           "Objective", "ProposalTask", "Reject", "RunSpec", "Splits", "TrialProgress", "candidate_trials",
+           "clean_proposal", "default_params", "default_storage", "finish", "finished_trials", "fit_space", "freeze",
+           "gain", "gain_line", "gate", "join_study", "judge_for", "lm_calls", "load_proposer", "load_run_lm",
+           "load_study", "make_sampler", "objectives", "open_study", "pool_seeds", "prepare_splits",
+           "proposal_prompt", "proposal_round", "proposals_summary", "propose_round", "ranked", "refusal",
+           "rejection", "run_trials", "search_key", "search_summary", "seed_instructions", "select",
+           "select_on_dev", "settled_params", "storage_for", "suggest", "total_calls", "tune", "write_predictions"]

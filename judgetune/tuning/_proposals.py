@@ -10,13 +10,26 @@ line) and refused when empty, too long or a repeat of one in the pool (see ``_po
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import optuna
+
+from judgetune.calibration import cross_fitted
 from judgetune.datasets import Example
+from judgetune.lm import JudgeLM, load_lm
+from judgetune.tuning._objective import lm_calls, ranked
+from judgetune.tuning._pool import InstructionPool
+from judgetune.tuning._space import prompted
+from judgetune.tuning._spec import RunSpec
+from judgetune.tuning._splits import Splits
+
+log = logging.getLogger(__name__)
 
 MAX_TOKENS = 120
 STOP = ("\n\n", "[[", "<|im_end|>", "Example", "Examples:")
@@ -153,3 +166,63 @@ def propose_round(pool, lm, *, round: int, n: int, task: ProposalTask, examples:
         counts[kind] = counts.get(kind, 0) + 1
     return {"round": round, "source": source, "asked": n, "accepted": accepted, "refused": refused,
             "refused_counts": counts}
+
+
+# the proposal stage of a run (the functions above are its parts)
+
+def proposal_task(spec: RunSpec, splits: Splits) -> ProposalTask:
+    """What the proposer is told about this run's judge."""
+    fields = ["question"] if any(e.question for e in splits.search) else []
+    fields += ["references ranked best first"] if spec.judge == "linkage" else (
+        ["reference"] if any(e.references for e in splits.search) else [])
+    low, high = splits.label_range
+    answer = ("the position the answer takes among the references" if spec.judge == "linkage"
+              else f"a score from {low:g} (worst) to {high:g} (best)")
+    return ProposalTask(spec.criterion, (*fields, "answer"), answer)
+
+
+def best_misses(trial: optuna.trial.FrozenTrial, splits: Splits, *, count: int = 3, seed: int = 0) -> list[Miss]:
+    """The search items where ``trial``'s cross-fitted calibrated scores were furthest from the human ones."""
+    raw = trial.user_attrs.get("raw_scores") or []
+    kept = [(r, e) for r, e in zip(raw, splits.search) if r is not None]
+    if len(kept) < 4:
+        return []
+    gold = np.asarray([e.judgment for _, e in kept], dtype=float)
+    pred, _, _ = cross_fitted([r for r, _ in kept], gold, label_range=splits.label_range,
+                              groups=[e.group_key for _, e in kept], seed=seed)
+    worst = np.argsort(-np.abs(pred - gold), kind="stable")[:count]
+    return [Miss(shown_fields(kept[i][1]), float(gold[i]), float(pred[i])) for i in worst]
+
+
+def proposal_round(study: optuna.Study, spec: RunSpec, splits: Splits, proposer: JudgeLM, r: int) -> dict[str, Any]:
+    """Round ``r``: candidates grounded on the criterion and training examples, and from round 1 on the
+    current best's misses; each accepted one is queued as a trial with the best trial's other settings."""
+    pool = InstructionPool(study)
+    best = None
+    if r > 0:
+        complete = [t for t in study.best_trials if "instruction" in t.params]
+        best = ranked(complete, "spearman", 1)[0] if complete else None
+    current = pool.texts()[best.params["instruction"]] if best is not None else None
+    calls0 = lm_calls(proposer)
+    record = propose_round(pool, proposer, round=r, n=spec.proposals, task=proposal_task(spec, splits),
+                           examples=splits.demo_pool, current=current,
+                           misses=best_misses(best, splits, seed=spec.seed) if best is not None else (),
+                           seed=spec.seed)
+    record.update(lm_calls=lm_calls(proposer) - calls0, based_on_trial=best.number if best is not None else None)
+    pool.record_round(record)
+    if best is not None:  # as many as the trials left allow (a queued trial past the budget would never run)
+        finished = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
+                                                                optuna.trial.TrialState.PRUNED)))
+        for new_id in record["accepted"][:max(0, spec.n_trials - finished)]:
+            study.enqueue_trial({**best.params, "instruction": new_id}, skip_if_exists=True)
+    log.info("proposal round %d: %d accepted, refused %s", r, len(record["accepted"]), record["refused_counts"])
+    return record
+
+
+def load_proposer(spec: RunSpec, lm: JudgeLM | None) -> JudgeLM | None:
+    """The proposer LM: the judge's own unless ``spec.proposer`` names another (None: no proposals)."""
+    if not spec.proposals or not prompted(spec.judge):
+        return None
+    if spec.proposer is None or spec.proposer == spec.lm:
+        return lm
+    return load_lm(spec.proposer, api_base=spec.api_base)

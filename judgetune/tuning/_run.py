@@ -1,5 +1,6 @@
-"""One tuning run from data to a calibrated judge config: search, re-score the front on dev and
-choose there, calibrate on dev, test once.
+"""Stage 8, finish: freeze the chosen judge (calibrated on every labeled non-test item), test it once,
+test the default the same way, and write what tuning bought (``metrics.gain``: shipped minus
+default on the same test items, with paired grouped-bootstrap 95% intervals).
 
 Writes under ``runs/NAME/``: ``study.db`` (unless another storage is given), ``judge.json`` (the
 frozen config) and ``test_predictions.jsonl``; the report is rendered from these by ``judgetune.report``.
@@ -8,10 +9,12 @@ frozen config) and ``test_predictions.jsonl``; the report is rendered from these
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jsonlines
+import numpy as np
 import optuna
 
 from judgetune import datasets
@@ -22,25 +25,24 @@ from judgetune.datasets import Example, groups_of
 from judgetune.errors import NothingJudgedError, redact
 from judgetune.evaluation import agreement, cost_per_item, timed_verdicts
 from judgetune.judges import Verdict
-from judgetune.lm import parse_lm_spec
-from judgetune.stats import constant_baseline, evaluate_predictions, random_baseline_spread
-from judgetune.tuning._pool import InstructionPool
-from judgetune.tuning._search import (
-    RunSpec,
-    Splits,
-    default_storage,
-    judge_for,
-    lm_calls,
-    load_proposer,
-    load_run_lm,
-    objectives,
-    open_study,
-    prepare_splits,
-    run_trials,
-    search_summary,
-    settled_params,
+from judgetune.lm import JudgeLM, parse_lm_spec
+from judgetune.stats import (
+    bootstrap_mean_interval,
+    constant_baseline,
+    correlation,
+    evaluate_predictions,
+    paired_difference,
+    per_group_values,
+    random_baseline_spread,
 )
-from judgetune.tuning._selection import front_candidates, pick_by_dev
+from judgetune.tuning._objective import ranked
+from judgetune.tuning._pool import InstructionPool
+from judgetune.tuning._proposals import load_proposer
+from judgetune.tuning._selection import Reject, select, select_on_dev
+from judgetune.tuning._space import default_params, judge_for, settled_params
+from judgetune.tuning._spec import RunSpec
+from judgetune.tuning._splits import Splits, prepare_splits
+from judgetune.tuning._study import default_storage, load_run_lm, open_study, run_trials, search_summary
 
 log = logging.getLogger(__name__)
 
@@ -53,60 +55,21 @@ def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdic
                        **({} if score is not None else {"failure": redact(verdict.raw or "no score")})})
 
 
-def rescore_candidates(study: optuna.Study, spec: RunSpec) -> list[optuna.trial.FrozenTrial]:
-    """The front's best ``spec.rescore`` trials by the pick rule, then the best complete trial of each
-    proposed instruction not among them (at most ``spec.rescore`` more), so every proposal gets dev figures."""
-    chosen = front_candidates(study.best_trials, spec.pick, spec.rescore)
-    seen = {t.params.get("instruction") for t in chosen}
-    proposed = {c.id for c in InstructionPool(study).candidates() if c.round is not None}
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    extra = []
-    for instruction in sorted(proposed - seen):
-        trials = [t for t in complete if t.params.get("instruction") == instruction]
-        if trials:
-            extra.append(front_candidates(trials, spec.pick, 1)[0])
-    return chosen + front_candidates(extra, spec.pick, spec.rescore)
-
-
-def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm) -> tuple[optuna.trial.FrozenTrial, dict]:
-    """Re-score the candidates (see ``rescore_candidates``) on dev and pick by the rule on their dev figures."""
-    if not study.best_trials:
-        raise ValueError(f"study {study.study_name} has no completed trial to choose from")
-    instructions = InstructionPool(study).texts()
-    front = {t.number for t in study.best_trials}
-    calls0, rows, trials = lm_calls(lm), [], {}
-    for trial in rescore_candidates(study, spec):
-        params = {**trial.params, **splits.data_fixed, **settled_params(spec, lm)}
-        judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.dev,
-                          label_range=splits.label_range, instructions=instructions)
-        mae, rho, info = objectives(judge.judge_all(splits.dev), splits.dev, label_range=splits.label_range,
-                                    seed=spec.seed)
-        trials[trial.number] = trial
-        rows.append({"number": trial.number, "instruction": trial.params.get("instruction"), "params": trial.params,
-                     "on_front": trial.number in front,
-                     "search": {"mae": trial.values[0], "spearman": trial.values[1]},
-                     "dev": {"mae": mae, "spearman": rho, **info}})
-    chosen = pick_by_dev(rows, spec.pick)
-    for row in rows:
-        row["chosen"] = row is chosen
-    return trials[chosen["number"]], {"rule": spec.pick, "rows": rows, "chosen_trial": chosen["number"],
-                                      "lm_calls": lm_calls(lm) - calls0}
-
-
 def proposals_summary(study: optuna.Study, selection: dict) -> dict[str, Any]:
     """Every instruction of the pool with its best search trial and dev figures, and the proposal rounds."""
     pool = InstructionPool(study)
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     dev = {}
     for row in selection["rows"]:
-        if row["instruction"] is not None and row["instruction"] not in dev:
-            dev[row["instruction"]] = {"trial": row["number"], **row["dev"]}
+        instruction = row["params"].get("instruction")
+        if instruction is not None and instruction not in dev:
+            dev[instruction] = {"trial": row["number"], "mae": row["mae"], "spearman": row["spearman"]}
     instructions = []
     for c in pool.candidates():
         trials = [t for t in complete if t.params.get("instruction") == c.id]
-        best = max(trials, key=lambda t: (t.values[1], -t.values[0], -t.number)) if trials else None
+        best = ranked(trials, "spearman", 1)[0] if trials else None
         search = {"trial": best.number, "mae": best.values[0], "spearman": best.values[1]} if best else None
-        instructions.append({**c.to_dict(), "trials": len(trials), "search": search, "dev": dev.get(c.id)})
+        instructions.append({**c.to_dict(), "trials": len(trials), "search": search, "selection": dev.get(c.id)})
     rounds = pool.rounds()
     refused: dict[str, int] = {}
     for r in rounds:
@@ -115,40 +78,145 @@ def proposals_summary(study: optuna.Study, selection: dict) -> dict[str, Any]:
     return {"instructions": instructions, "rounds": rounds, "refused_counts": refused}
 
 
-def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000) -> JudgeConfig:
-    """Re-score the front on dev and choose there, calibrate on dev, evaluate once on test, and freeze."""
-    trial, selection = select_on_dev(study, spec, splits, lm)
-    params = {**trial.params, **splits.data_fixed, **settled_params(spec, lm)}
-    judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.train, label_range=splits.label_range,
-                      instructions=InstructionPool(study).texts())
+def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str], *,
+           progress: bool = True) -> tuple[JudgeConfig, dict]:
+    """The frozen config of a trial's parameters, its calibrator fitted on every labeled non-test item
+    (search and dev, group-wise CV choosing the form), and the calibrator's CV figures."""
+    full = {**params, **splits.data_fixed, **settled_params(spec, lm)}
+    judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, pool=splits.train, label_range=splits.label_range,
+                      instructions=instructions)
     lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if lm is not None else None
     staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed)
-    # dev: fit the calibrator on the raw scores of the frozen judge
-    dev_judge = staged.build_judge(lm, pool=splits.dev)
-    dev_verdicts, dev_seconds = timed_verdicts(dev_judge, splits.dev, progress=True)
-    dev_pairs = [(v.score, e.judgment, e.group_key) for v, e in zip(dev_verdicts, splits.dev) if v.parsed]
-    if not dev_pairs:
-        raise NothingJudgedError(f"not one of the {len(splits.dev)} dev items could be judged; the first because: "
-                                 f"{redact(dev_verdicts[0].raw or 'no score')}")
-    calibrator, cv = fit_calibrator([p for p, _, _ in dev_pairs], [g for _, g, _ in dev_pairs],
-                                    groups=[q for _, _, q in dev_pairs], label_range=splits.label_range, seed=spec.seed)
+    items = splits.selection
+    fit_judge = staged.build_judge(lm, pool=items)
+    verdicts, _ = timed_verdicts(fit_judge, items, progress=progress)
+    pairs = [(v.score, e.judgment, e.group_key) for v, e in zip(verdicts, items) if v.parsed]
+    if not pairs:
+        raise NothingJudgedError(f"not one of the {len(items)} search and dev items could be judged; the first "
+                                 f"because: {redact(verdicts[0].raw or 'no score')}")
+    calibrator, cv = fit_calibrator([p for p, _, _ in pairs], [g for _, g, _ in pairs],
+                                    groups=[q for _, _, q in pairs], label_range=splits.label_range, seed=spec.seed)
     config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=calibrator, label_range=splits.label_range,
                                     seed=spec.seed, criterion=spec.criterion)
+    return config, cv
+
+
+def _interval(diff: dict) -> dict[str, float | None]:
+    return {"value": diff["difference"], "low": diff["ci"][0], "high": diff["ci"][1]}
+
+
+def _mae(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean(np.abs(a - b)))
+
+
+def gain(shipped: Sequence[float | None], default: Sequence[float | None], examples: Sequence[Example], *,
+         gated: bool, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Shipped minus default on the test items both judged: Spearman, MAE (lower is better, so a negative
+    MAE gain is an improvement) and, where the data has groups, the per-group Spearman, each as
+    ``{"value", "low", "high"}`` with a paired 95% interval (the same whole groups drawn for both)."""
+    kept = [(a, b, e) for a, b, e in zip(shipped, default, examples) if a is not None and b is not None]
+    a, b = np.asarray([k[0] for k in kept], dtype=float), np.asarray([k[1] for k in kept], dtype=float)
+    gold = [k[2].judgment for k in kept]
+    groups = groups_of([k[2] for k in kept])
+    common = {"n_resamples": n_resamples, "seed": seed}
+    out: dict[str, Any] = {"n": len(kept), "gated": gated}
+    if len(kept) < 2:
+        return {**out, "spearman": None, "mae": None}
+    out["spearman"] = _interval(paired_difference(correlation, a, b, gold, groups, **common))
+    out["mae"] = _interval(paired_difference(_mae, a, b, gold, groups, **common))
+    if groups is not None:
+        per_a = dict(zip(*_per_group(a, gold, groups)))
+        per_b = dict(zip(*_per_group(b, gold, groups)))
+        both = sorted(set(per_a) & set(per_b))
+        diffs = [per_a[g] - per_b[g] for g in both]
+        interval = bootstrap_mean_interval(diffs, **common)
+        out["spearman_per_group"] = {"value": float(np.mean(diffs)) if diffs else None, "low": interval.low,
+                                     "high": interval.high, "groups": len(diffs)}
+    return out
+
+
+def _per_group(pred: np.ndarray, gold: Sequence[float], groups: Sequence[str]) -> tuple[list[str], list[float]]:
+    """(group, Spearman) of each group where it is defined."""
+    names, values = [], []
+    for key in dict.fromkeys(groups):
+        idx = [i for i, g in enumerate(groups) if g == key]
+        value, _, _ = per_group_values(pred[idx], [gold[i] for i in idx], [key] * len(idx), correlation)
+        if value:
+            names.append(key)
+            values.append(value[0])
+    return names, values
+
+
+def versus_constant(scores: Sequence[float | None], examples: Sequence[Example], train_labels: Sequence[float], *,
+                    n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """The shipped judge's test MAE minus the constant predictor's (the training median), paired, and
+    ``worse``: true when the interval lies above 0 (the judge is worse than guessing, beyond noise)."""
+    kept = [(s, e) for s, e in zip(scores, examples) if s is not None]
+    if len(kept) < 2:
+        return {"mae": None, "worse": False}
+    pred = [s for s, _ in kept]
+    diff = _interval(paired_difference(_mae, pred, constant_baseline(train_labels, len(kept)),
+                                       [e.judgment for _, e in kept], groups_of([e for _, e in kept]),
+                                       n_resamples=n_resamples, seed=seed))
+    return {"mae": diff, "worse": diff["low"] is not None and diff["low"] > 0}
+
+
+def gain_line(metrics: dict[str, Any]) -> str:
+    """One line on what tuning bought: the gain over the default on test, and the gate's verdict."""
+    g = metrics.get("gain")
+    if not g or g.get("spearman") is None:
+        return "gain over the default judge: not measured"
+    fmt = lambda x: "-" if x is None else f"{x:+.3f}"  # noqa: E731
+    parts = [f"{name} {fmt(g[key]['value'])} [{fmt(g[key]['low'])}, {fmt(g[key]['high'])}]"
+             for name, key in (("Spearman", "spearman"), ("per-group Spearman", "spearman_per_group"), ("MAE", "mae"))
+             if g.get(key)]
+    verdict = ("the default shipped: no reliable gain on the selection items" if g["gated"] else "a tuned judge shipped")
+    line = f"gain over the default judge on {g['n']} test items (paired 95%): {', '.join(parts)}; {verdict}"
+    if metrics.get("vs_constant", {}).get("worse"):
+        c = metrics["vs_constant"]["mae"]
+        line += (f"\nwarning: test MAE is worse than the constant predictor's (the training median) by "
+                 f"{c['value']:.3f} [{c['low']:.3f}, {c['high']:.3f}]")
+    return line
+
+
+def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000,
+           reject: Reject | None = None, progress: bool = True) -> JudgeConfig:
+    """Choose (``select`` and its gate, or the old dev pick with ``spec.gate == "off"``), freeze and
+    calibrate on every labeled non-test item, evaluate once on test beside the default and the
+    trivial baselines, and write judge.json."""
+    if spec.gate == "on":
+        params, selection = select(study, spec, splits, lm, reject=reject)
+    else:
+        params, selection = select_on_dev(study, spec, splits, lm)
+    instructions = InstructionPool(study).texts()
+    config, cv = freeze(params, spec, splits, lm, instructions, progress=progress)
     metrics: dict[str, Any] = {}
-    for name, examples, verdicts, seconds in (("train", splits.search, None, 0.0),
-                                              ("dev", splits.dev, dev_verdicts, dev_seconds),
-                                              ("test", splits.test, None, 0.0)):
+    test_scores: list[float | None] = []
+    for name, examples in (("train", splits.search), ("dev", splits.dev), ("test", splits.test)):
         scoring_judge = config.build_judge(lm, pool=examples if name != "train" else splits.train)
-        if verdicts is None:
-            verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=True)
+        verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
         scores = config.calibrated(verdicts, scoring_judge, examples)
         metrics[name] = agreement(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed)
         if name != "train":  # cost apart from the figures: timings differ from run to run, agreement must not
             metrics.setdefault("cost", {})[name] = cost_per_item(verdicts, seconds)
         if name == "test":
+            test_scores = scores
             write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
             datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
-    metrics["dev"]["note"] = "in-sample for the calibrator (fitted on dev)"
+    for name in ("train", "dev"):
+        metrics[name]["note"] = "in-sample for the calibrator (fitted on the search and dev items)"
+    default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
+    if params == default:
+        default_scores = test_scores
+    else:  # the default, frozen and calibrated the same way, scored once on the same test items
+        default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress)
+        default_judge = default_config.build_judge(lm, pool=splits.test)
+        verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
+        default_scores = default_config.calibrated(verdicts, default_judge, splits.test)
+        metrics["default_test"] = agreement(default_scores, splits.test, splits.label_range,
+                                            n_resamples=n_resamples, seed=spec.seed)
+    metrics["gain"] = gain(test_scores, default_scores, splits.test, gated=params == default,
+                           n_resamples=n_resamples, seed=spec.seed)
     train_labels = [e.judgment for e in splits.train]
     gold = [e.judgment for e in splits.test]
     common = {"label_range": splits.label_range, "groups": groups_of(splits.test), "n_resamples": n_resamples,
@@ -157,8 +225,13 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
         "constant": evaluate_predictions(constant_baseline(train_labels, len(gold)), gold, **common),
         "random": random_baseline_spread(train_labels, gold, label_range=splits.label_range, groups=common["groups"],
                                          seed=spec.seed)}
+    metrics["vs_constant"] = versus_constant(test_scores, splits.test, train_labels, n_resamples=n_resamples,
+                                             seed=spec.seed)
+    if metrics["vs_constant"]["worse"]:
+        log.warning("%s: the shipped judge's test MAE is worse than the constant predictor's beyond noise (%s)",
+                    spec.name, metrics["vs_constant"]["mae"])
     metrics["calibrator_cv_mae"] = cv
-    metrics["search"] = {**search_summary(study), "chosen_trial": trial.number, "pick_rule": spec.pick}
+    metrics["search"] = {**search_summary(study), "chosen_trial": selection["chosen_trial"], "pick_rule": spec.pick}
     metrics["selection"] = selection
     metrics["proposals"] = proposals_summary(study, selection)
     config.metrics = metrics
@@ -172,21 +245,42 @@ def finish(spec: RunSpec, study, splits: Splits, lm, run_dir: Path, *, n_resampl
     return config
 
 
-def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | None = None,
-         heartbeat: int = 10, timeout: float = 60.0) -> tuple[JudgeConfig, Path, optuna.Study]:
-    """The main job. Re-running the same spec resumes the study where it stopped: a trial whose
-    process died on this machine is retried at once with its cached answers (one on another host
-    after three missed heartbeats). ``timeout`` is per attempt of a server call."""
+def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.storages.BaseStorage | None = None,
+         heartbeat: int = 10, timeout: float = 60.0, lm: JudgeLM | None = None,
+         sampler: optuna.samplers.BaseSampler | None = None, progress: bool = True,
+         reject: Reject | None = None, n_resamples: int = 1000) -> tuple[JudgeConfig, Path, optuna.Study]:
+    """The main job: spec, splits, search, proposals, selection and gate, finish.
+
+    Re-running the same spec resumes the study where it stopped: a trial whose process died on this
+    machine is retried at once with its cached answers (one on another host after three missed
+    heartbeats).
+
+    Args:
+        storage: an SQLAlchemy URL or an Optuna storage object (default: runs/NAME/study.db).
+        timeout: per attempt of a server call (for the LM the run loads itself).
+        lm: an LM object to judge with (the caller keeps and closes it); default: the spec's LM, loaded here.
+        sampler: an Optuna sampler object; default: the spec's sampler, seeded.
+        progress: a bar over the trials on a terminal, else one line per trial, and the scoring bars
+            (standard error); False: silent.
+        reject: a predicate over a candidate's selection row saying why it may not ship (or None).
+        n_resamples: bootstrap resamples of the reported intervals (the gate always draws 1000).
+
+    Returns:
+        The frozen config, the run folder, and the study.
+    """
     run_dir = Path(runs_dir) / spec.name
     run_dir.mkdir(parents=True, exist_ok=True)
-    study = open_study(spec, storage or default_storage(run_dir), heartbeat=heartbeat)
+    study = open_study(spec, default_storage(run_dir) if storage is None else storage, heartbeat=heartbeat,
+                       sampler=sampler)
     splits = prepare_splits(spec)
-    lm = load_run_lm(spec, timeout=timeout)
+    own = lm is None
+    if own:
+        lm = load_run_lm(spec, timeout=timeout)
     proposer = load_proposer(spec, lm)
     try:
-        run_trials(study, spec, lm, splits, proposer=proposer)
-        config = finish(spec, study, splits, lm, run_dir)
+        run_trials(study, spec, lm, splits, proposer=proposer, progress=progress)
+        config = finish(spec, study, splits, lm, run_dir, reject=reject, n_resamples=n_resamples, progress=progress)
     finally:
-        for model in {id(m): m for m in (lm, proposer) if m is not None}.values():
+        for model in {id(m): m for m in (lm, proposer) if m is not None and (own or m is not lm)}.values():
             model.close()
     return config, run_dir, study

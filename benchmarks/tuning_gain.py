@@ -1,0 +1,201 @@
+"""What tuning buys over the default judge, run by run, with intervals (issue 24).
+
+For each catalog set and judge: ``judgetune.tuning.tune`` with its default settings (the gate on),
+and once more with ``gate="off"`` (the old rule: the front re-scored on the dev split alone, the
+best dev figure wins; the default is no candidate). Each row reads the run's judge.json metrics:
+the default judge and the shipped one on the same test items, ``metrics.gain`` (shipped minus
+default, paired grouped-bootstrap 95% interval; Spearman per group where the data has groups),
+the MAE gain (negative is better), the shipped MAE beside the constant predictor's (training
+median), whether the default shipped (``gated``), LM calls (answers computed; the old-rule run
+reuses the first run's cached answers, so its count is lower) and wall seconds (inflated on a
+shared machine).
+
+Testbeds (deterministic LMs, ``judgetune.testing.planted.GateLM``): the null one (every
+instruction equal up to noise) counts the runs where the default shipped; the planted one (a truly
+better instruction) counts the runs where the gate passed and the test gain's interval excludes 0.
+
+    python benchmarks/tuning_gain.py [--quick] [--json] [--out PATH] [--sets ...] [--judges ...]
+        [--trials N ...] [--testbeds N_NULL N_PLANTED] [--no-sets]
+
+JSON: ``{"meta", "rows": [...], "testbeds": {"null": {"runs", "default_shipped"}, "planted": {"runs",
+"gain_detected"}}}``; with ``--out`` the file is rewritten after every row (``"complete": false``
+until the last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import optuna  # noqa: E402
+
+from judgetune.datasets import write_examples  # noqa: E402
+from judgetune.testing.planted import GATE_ITEMS, GATE_SPEC, GateLM, planted_examples  # noqa: E402
+from judgetune.tuning import RunSpec, tune  # noqa: E402
+
+# the sets of the issue, each with the judges that apply (embedding: the cheap control)
+SETS = {"sts2012-msrpar": ("likelihood", "hybrid", "embedding"),
+        "stsb": ("likelihood", "hybrid", "embedding"),
+        "summac-summeval": ("likelihood", "hybrid", "embedding"),
+        "summac-xsumfaith": ("likelihood", "hybrid", "embedding"),
+        "llmbar-natural": ("likelihood", "hybrid", "embedding"),
+        "linkage-webglm": ("hybrid", "embedding"),
+        "linkage-trec-dl-nf": ("hybrid", "embedding"),
+        "linkage-antique": ("hybrid", "embedding"),
+        "ragchecker": ("hybrid", "embedding")}
+
+
+def figure(metrics: dict[str, Any] | None, grouped: bool) -> float | None:
+    if not metrics:
+        return None
+    return metrics.get("spearman_per_group") if grouped else metrics.get("spearman")
+
+
+def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: float) -> dict[str, Any]:
+    m = config.metrics
+    gain = m["gain"]
+    grouped = gain.get("spearman_per_group") is not None
+    spearman = gain.get("spearman_per_group" if grouped else "spearman") or {}
+    mae = gain.get("mae") or {}
+    default = m.get("default_test", m["test"])
+    return {"dataset": dataset, "judge": judge, "rule": rule, "trials": trials, "n_test": gain["n"],
+            "spearman_kind": "per group" if grouped else "global",
+            "default_spearman": figure(default, grouped), "tuned_spearman": figure(m["test"], grouped),
+            "gain": spearman.get("value"), "gain_low": spearman.get("low"), "gain_high": spearman.get("high"),
+            "mae_gain": mae.get("value"), "mae_gain_low": mae.get("low"), "mae_gain_high": mae.get("high"),
+            "tuned_mae": m["test"].get("mae"), "constant_mae": m["baselines"]["constant"].get("mae"),
+            "mae_vs_constant": m["vs_constant"].get("mae"), "worse_than_constant": m["vs_constant"]["worse"],
+            "gated": gain["gated"], "calibrator": config.calibrator["kind"] if config.calibrator else None,
+            "lm_calls": m["search"]["lm_calls"] + m["selection"].get("lm_calls", 0), "seconds": round(seconds, 1)}
+
+
+def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, runs: str) -> list[dict[str, Any]]:
+    rows = []
+    for rule, gate in (("gate", "on"), ("old", "off")):
+        spec = RunSpec(name=f"gain-{dataset}-{judge}-{trials}-{gate}", judge=judge, data=dataset, seed=args.seed,
+                       n_trials=trials, search_items=args.search_items, dev_items=args.dev_items,
+                       test_items=args.test_items, fit_items=args.fit_items, gate=gate)
+        start = time.perf_counter()
+        config, _, _ = tune(spec, runs_dir=runs, progress=False, n_resamples=args.resamples)
+        rows.append(gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start))
+    return rows
+
+
+def testbed(kind: str, runs: int, folder: str) -> dict[str, Any]:
+    """``runs`` seeded runs of the ``kind`` testbed: how often the default shipped, how often the gate
+    passed with a test gain whose interval excludes 0."""
+    shipped = detected = 0
+    details = []
+    for seed in range(runs):
+        examples = planted_examples(GATE_ITEMS, seed=seed)
+        data = Path(folder) / f"{kind}{seed}.jsonl"
+        write_examples(data, examples)
+        spec = RunSpec(name=f"{kind}{seed}", data=str(data), seed=seed, **GATE_SPEC)
+        config, _, _ = tune(spec, runs_dir=folder, storage=optuna.storages.InMemoryStorage(),
+                            lm=GateLM.for_testbed(examples, kind, seed), progress=False, n_resamples=200)
+        gain, test = config.metrics["gain"], config.metrics["selection"]["test"]
+        shipped += gain["gated"]
+        detected += (not gain["gated"]) and gain["spearman"]["low"] > 0
+        details.append({"seed": seed, "gated": gain["gated"], "lower_bound": test.get("lower_bound"),
+                        "gain": gain["spearman"]})
+    key = "default_shipped" if kind == "null" else "gain_detected"
+    return {"runs": runs, key: shipped if kind == "null" else detected, "details": details}
+
+
+def meta(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return {"date": datetime.date.today().isoformat(), "commit": commit.strip(),
+            "machine": f"{os.cpu_count()}-core {platform.machine()}, load {load} (shared: timings inflated)",
+            "command": " ".join(["python", *sys.argv]), "quick": args.quick}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes (minutes per set and judge on 2 cores)")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument("--out", type=Path, help="write the JSON here (rewritten after every row)")
+    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    parser.add_argument("--judges", nargs="+", help="only these judges (of those that apply to each set)")
+    parser.add_argument("--trials", type=int, nargs="+", help="trial budgets (default: 4 quick, 12 full)")
+    parser.add_argument("--testbeds", type=int, nargs=2, metavar=("N_NULL", "N_PLANTED"), default=[40, 20])
+    parser.add_argument("--no-sets", action="store_true", help="run the testbeds only")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fit-items", type=int, default=None)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    args.trials = args.trials or [4 if args.quick else 12]
+    args.search_items = 16 if args.quick else 40
+    args.dev_items = 40 if args.quick else 150
+    args.test_items = 100 if args.quick else 300
+    args.resamples = 200 if args.quick else 1000
+    if args.quick and args.fit_items is None:
+        args.fit_items = 400  # the hybrid's fit and demo pool: 400 training items (seeded) keep a quick run quick
+    result: dict[str, Any] = {"meta": meta(args), "complete": False, "rows": [], "skipped": [], "testbeds": {}}
+
+    def save() -> None:
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+    with tempfile.TemporaryDirectory() as folder:
+        for kind, runs in (("null", args.testbeds[0]), ("planted", args.testbeds[1])):
+            if runs:
+                result["testbeds"][kind] = testbed(kind, runs, folder)
+                print(f"testbed {kind}: {json.dumps({k: v for k, v in result['testbeds'][kind].items() if k != 'details'})}",
+                      file=sys.stderr, flush=True)
+                save()
+        for dataset in [] if args.no_sets else args.sets:
+            for judge in SETS[dataset]:
+                if args.judges and judge not in args.judges:
+                    continue
+                for trials in args.trials:
+                    try:
+                        rows = set_rows(dataset, judge, trials, args, folder)
+                    except Exception as exc:  # a judge that does not fit this data: say so, keep the others
+                        result["skipped"].append({"dataset": dataset, "judge": judge, "trials": trials,
+                                                  "reason": f"{type(exc).__name__}: {exc}"[:500]})
+                        print(f"skipped {dataset} {judge}: {exc}", file=sys.stderr, flush=True)
+                        save()
+                        continue
+                    result["rows"].extend(rows)
+                    for r in rows:
+                        print(json.dumps(r), file=sys.stderr, flush=True)
+                    save()
+    gated = [r for r in result["rows"] if r["rule"] == "gate"]
+    gains = [r["gain"] for r in gated if r["gain"] is not None]
+    result["summary"] = {
+        "rows": len(gated), "significantly_worse": [f"{r['dataset']}/{r['judge']}/{r['trials']}" for r in gated
+                                                    if r["gain_high"] is not None and r["gain_high"] < 0],
+        "significantly_better": [f"{r['dataset']}/{r['judge']}/{r['trials']}" for r in gated
+                                 if r["gain_low"] is not None and r["gain_low"] > 0],
+        "mean_gain": sum(gains) / len(gains) if gains else None,
+        "worse_than_constant": [f"{r['dataset']}/{r['judge']}/{r['trials']}" for r in gated if r["worse_than_constant"]]}
+    result["complete"] = True
+    save()
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        for r in result["rows"]:
+            print(r)
+        print(result["testbeds"] and {k: {x: y for x, y in v.items() if x != "details"}
+                                      for k, v in result["testbeds"].items()})
+        print(result["summary"])
+
+
+if __name__ == "__main__":
+    main()

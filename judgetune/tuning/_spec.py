@@ -1,0 +1,67 @@
+"""Stage 1, the spec: everything one tuning run needs, stored as the study's user attributes, so
+``worker`` processes on other machines join the same study from the storage URL alone."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SAMPLERS = ("tpe", "nsga2", "random")
+PICK_RULES = ("spearman", "mae")
+GATES = ("on", "off")
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one tuning run needs; stored as the study's user attributes."""
+
+    name: str
+    judge: str
+    data: str
+    lm: str = "local:smollm2"
+    api_base: str | None = None
+    seed: int = 0
+    n_trials: int = 12
+    sampler: str = "tpe"
+    search_items: int = 40
+    chunk: int = 10
+    dev_items: int | None = None
+    test_items: int | None = None
+    max_calls: int | None = None
+    per_question: int | None = None  # answers kept per question (group) in every split; None keeps all
+    fit_items: int | None = None  # training items (seeded, question by question) fitted judges fit on, demos come from
+    fixed: dict[str, Any] = field(default_factory=dict)
+    instructions: list[str] = field(default_factory=list)  # the user's own instruction variants
+    pick: str = "spearman"
+    scale: list[float] | None = None  # the human scale the user stated ([low, high]); None: the labels' range
+    criterion: str | None = None  # what is judged (and what each score level means), in the user's words
+    proposer: str | None = None  # LM spec of the proposer (default: the judge's LM)
+    proposals: int = 0  # candidate instructions asked for per round (0: no proposals)
+    rounds: int = 2  # proposal rounds; the trials are shared out between them
+    demo_draws: int = 8  # seeded demo draws searched (the ``demo_seed`` knob)
+    rescore: int = 4  # Pareto-front candidates re-scored on dev before one is picked
+    fields: dict[str, str] = field(default_factory=dict)  # Example field -> the data file's column
+    label: str | None = None  # the data file's column holding the human score (None: label / preference)
+    gate: str = "on"  # "on": a challenger replaces the default judge only on a reliable gain; "off": the old dev pick
+
+    def __post_init__(self) -> None:
+        if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:
+            raise ValueError(f"run name {self.name!r}: expected a plain name (letters, digits, '.', '_', '-'; "
+                             "no path, no '..'): a run lives in runs/NAME/")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+        if self.gate not in GATES:
+            raise ValueError(f"gate must be one of {GATES}, got {self.gate!r}")
+        if self.pick not in PICK_RULES:
+            raise ValueError(f"pick must be one of {PICK_RULES}, got {self.pick!r}")
+        if self.search_items < 4 or self.chunk < 1 or self.n_trials < 1:
+            raise ValueError("search_items must be >= 4, chunk and n_trials >= 1")
+        if self.fit_items is not None and self.fit_items < 4:
+            raise ValueError(f"fit_items must be >= 4 (or None for all), got {self.fit_items}")
+        if self.proposals < 0 or self.rounds < 1 or self.demo_draws < 1 or self.rescore < 1:
+            raise ValueError("proposals must be >= 0; rounds, demo_draws and rescore >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,71 @@
+"""Stage 2, splits and folds: train / dev / test by group (seeded), the search items, the demo pool,
+and the settings the data decides before the first trial. Folds inside these splits come from one
+helper, ``judgetune.calibration.group_folds`` (scikit-learn's ``GroupKFold``), shared by the search
+objective, the calibrator and selection."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from judgetune import datasets
+from judgetune.datasets import Example, limit_by_group, sample_per_group
+from judgetune.judges import judge_class
+from judgetune.tuning._spec import RunSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Splits:
+    search: list[Example]
+    demo_pool: list[Example]
+    train: list[Example]
+    dev: list[Example]
+    test: list[Example]
+    label_range: tuple[float, float]
+    data_fixed: dict[str, Any] = field(default_factory=dict)  # settings the data decides (see ``fit_space``)
+
+    @property
+    def selection(self) -> list[Example]:
+        """Every labeled non-test item the judges are scored on: the search items, then dev."""
+        return [*self.search, *self.dev]
+
+
+def fit_space(spec: RunSpec, train: list[Example]) -> dict[str, Any]:
+    """The settings of the judge's space that cannot change the result on this data (a signal that
+    needs references on reference-free data, an encoder that is not installed), fixed before the
+    first trial; what is left out and why is logged once here, never per trial. The user's
+    ``fixed`` settings take precedence."""
+    kind = judge_class(spec.judge)
+    decide = getattr(kind, "left_out", None)
+    left = {k: v for k, v in (decide(train) if decide else {}).items() if k not in spec.fixed}
+    by_reason: dict[tuple[str, str], list[str]] = {}
+    for name, (value, why) in left.items():  # a switch turned off is left out; any other knob is fixed
+        by_reason.setdefault(("left out", why) if value is False else ("fixed", why), []).append(
+            name if value is False else f"{name}={value}")
+    if by_reason:
+        log.warning("%s search space fitted to the data: %s", spec.judge,
+                    "; ".join(f"{verb} {', '.join(names)} ({why})" for (verb, why), names in by_reason.items()))
+    return {name: value for name, (value, _) in left.items()}
+
+
+def prepare_splits(spec: RunSpec) -> Splits:
+    """train / dev / test by group (seeded); the search items a seeded sample of train groups. With
+    ``per_question``, each question keeps that many of its answers (seeded) first."""
+    scale = None if spec.scale is None else datasets.Scale(*spec.scale)
+    examples, label_range = datasets.load_data(spec.data, scale=scale, fields=spec.fields, label=spec.label)
+    examples = [e for e in examples if e.judgment is not None]
+    splits = datasets.split_examples(examples, seed=spec.seed)
+    if spec.per_question is not None:  # many questions with a few answers each, rather than few whole questions
+        splits = {name: sample_per_group(items, spec.per_question, seed=spec.seed) for name, items in splits.items()}
+    search = limit_by_group(splits["train"], spec.search_items, seed=spec.seed)
+    search_groups = {e.group_key for e in search}
+    demo_pool = [e for e in splits["train"] if e.group_key not in search_groups]
+    demo_pool = limit_by_group(demo_pool, spec.fit_items, seed=spec.seed)  # a fit on 5,749 STS-B pairs encodes 11k texts
+    dev = limit_by_group(splits["dev"], spec.dev_items, seed=spec.seed)
+    test = limit_by_group(splits["test"], spec.test_items, seed=spec.seed)
+    if len(search) < 4 or len(dev) < 4 or len(test) < 2:
+        raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)})")
+    return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]))
