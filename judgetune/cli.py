@@ -72,6 +72,8 @@ def _number(cast: type, what: str, ok) -> callable:
     """An argparse type: ``cast(text)`` when ``ok`` holds for it, else a one-line error saying ``what`` was expected."""
     def parse(text: str):
         try:
+            if not text.isascii():  # int("٣") is 3: numbers are written in ASCII digits only
+                raise ValueError(text)
             value = cast(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
@@ -164,9 +166,11 @@ def _param(text: str) -> tuple[str, object]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
+        return key, datasets.strict_loads(value)
+    except json.JSONDecodeError:  # not JSON: the text itself
         return key, value
+    except datasets.JSONShapeError as err:  # a repeated key, too deep
+        raise argparse.ArgumentTypeError(f"{key}: {err}") from None
 
 
 def _print_prompts(transcript: list[dict]) -> None:
@@ -245,9 +249,12 @@ def _read_instructions(path: Path | None) -> list[str]:
     paragraph (blank-line separated)."""
     if path is None:
         return []
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path, "--instructions")
     if text.lstrip().startswith("["):
-        variants = json.loads(text)
+        value, problem = datasets.parse_json(text, where=str(path), what="a JSON list of strings", field="file")
+        if problem:
+            raise JudgetuneError(problem)
+        variants = value
         if not isinstance(variants, list) or not all(isinstance(v, str) and v.strip() for v in variants):
             raise JudgetuneError(f"{path}: expected a JSON list of non-empty strings")
         return [v.strip() for v in variants]
@@ -257,11 +264,25 @@ def _read_instructions(path: Path | None) -> list[str]:
     return variants
 
 
+def _read_text(path: Path, option: str) -> str:
+    """A small text file an option names, with the option and file in any error."""
+    try:
+        if path.stat().st_size > datasets.MAX_FILE_BYTES:
+            raise JudgetuneError(f"{option} {path}: expected a text file of at most {datasets.MAX_FILE_BYTES:,} bytes")
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise JudgetuneError(f"{option} {path}: no such file") from None
+    except IsADirectoryError:
+        raise JudgetuneError(f"{option} {path}: expected a file, found a folder") from None
+    except UnicodeDecodeError as err:
+        raise JudgetuneError(f"{option} {path}: expected UTF-8 text, found undecodable bytes ({err.reason})") from None
+
+
 def _text_or_file(text: str | None) -> str | None:
     """``text`` itself, or the contents of the file it names."""
     if text is None or not Path(text).is_file():
         return text
-    content = Path(text).read_text(encoding="utf-8").strip()
+    content = _read_text(Path(text), "--criterion").strip()
     if not content:
         raise JudgetuneError(f"{text}: the criterion file is empty")
     return content

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from judgetune.datasets._validation import problems_from
 from judgetune.errors import DataValidationError
 
-__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "ascii_number", "parse_json", "read_json"]
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "JSONShapeError", "ascii_number", "parse_json", "read_json", "strict_loads"]
 
 MAX_FILE_BYTES = 64 << 20  # a whole-file JSON (judge.json, a RAG item file); JSONL rows have their own limit
 MAX_DEPTH = 64  # levels of nested arrays and objects in one JSON value (a data row, judge.json)
@@ -86,6 +86,29 @@ def _line_of_depth(text: str, limit: int) -> int:
 
 def _too_deep(where: str, line: int, field: str) -> str:
     return f"{where}:{line}: {field}: expected JSON nested at most {MAX_DEPTH} levels deep, found deeper nesting"
+
+
+class JSONShapeError(ValueError):
+    """Valid JSON that the strict reader refuses: a repeated key, or nesting past ``MAX_DEPTH``."""
+
+
+def strict_loads(text: str) -> Any:
+    """``json.loads``, refusing repeated keys and nesting past ``MAX_DEPTH`` (for short texts such as an
+    option's value; files go through :func:`parse_json` / :func:`read_json`, which name the line).
+
+    Raises:
+        json.JSONDecodeError: not JSON.
+        JSONShapeError: a repeated key, or too deep.
+    """
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates)
+    except _Duplicate as err:
+        raise JSONShapeError(f"expected each key once in an object, found {err.key!r} twice") from None
+    except RecursionError:
+        raise JSONShapeError(f"expected JSON nested at most {MAX_DEPTH} levels deep, found deeper nesting") from None
+    if _depth_exceeds(value, MAX_DEPTH):
+        raise JSONShapeError(f"expected JSON nested at most {MAX_DEPTH} levels deep, found deeper nesting")
+    return value
 
 
 def parse_json(text: str, *, where: str, line: int = 1, what: str = "JSON",

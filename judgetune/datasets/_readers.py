@@ -26,7 +26,7 @@ from judgetune.errors import DataValidationError
 FIELDS = ("id", "question", "answer", "references", "reference", "context", "answer_b", "preference",
           "label", "group", "meta")
 _FORMATS = {".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}
-MAX_ROW_BYTES = 1 << 20  # the per-item size limit: a JSONL row of at most 1 MiB (CSV/TSV: csv's 131,072 per cell)
+MAX_ROW_BYTES = 1 << 20  # the per-item size limit: a JSONL row of at most 1 MiB, a CSV/TSV line of 1 Mi characters
 log = logging.getLogger(__name__)
 
 
@@ -189,6 +189,22 @@ def _bounded_lines(handle: BinaryIO) -> Iterator[bytes | None]:
         yield raw
 
 
+class _RowTooLong(Exception):
+    pass
+
+
+def _bounded_text_lines(handle) -> Iterator[str]:
+    """The lines of a text file, stopping with _RowTooLong at a line longer than ``MAX_ROW_BYTES`` characters
+    (never read whole)."""
+    while True:
+        line = handle.readline(MAX_ROW_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_ROW_BYTES and not line.endswith(("\n", "\r")):
+            raise _RowTooLong
+        yield line
+
+
 def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | None = None, *,
                 require_label: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
     """CSV is read as RFC 4180 quotes it (strictly: a stray quote is an error, never a merged row);
@@ -198,8 +214,12 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
     dialect = {"delimiter": ",", "strict": True} if kind == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: Excel's byte-order mark
-            reader = csv.reader(handle, **dialect)
-            header = next(reader, None)
+            reader = csv.reader(_bounded_text_lines(handle), **dialect)
+            try:
+                header = next(reader, None)
+            except _RowTooLong:
+                problems.append(f"{path}:1: header: expected at most {MAX_ROW_BYTES:,} characters, found a longer line")
+                return
             if header is None:
                 return
             header = [h.strip() for h in header]
@@ -226,8 +246,12 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
                     cells = next(reader)
                 except StopIteration:
                     break
+                except _RowTooLong:  # a line past the per-item limit: the rest of the file is not read
+                    problems.append(f"{path}:{start}: row: expected at most {MAX_ROW_BYTES:,} characters (the per-item "
+                                    "size limit), found a longer row; the rest of the file is not read")
+                    return
                 except csv.Error as err:
-                    if "field limit" in str(err):  # csv's own bound on a cell; the rest of the file is not read
+                    if "field limit" in str(err):  # csv's own bound on a quoted cell
                         problems.append(f"{path}:{start}: row: expected cells of at most {csv.field_size_limit():,} "
                                         "characters (the per-item size limit), found a longer one; the rest of the "
                                         "file is not read")
@@ -237,6 +261,10 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
                     return
                 line, start = start, reader.line_num + 1
                 if not cells:  # a blank line is not a row
+                    continue
+                if sum(map(len, cells)) > MAX_ROW_BYTES:  # quoted cells spanning many lines
+                    problems.append(f"{path}:{line}: row: expected at most {MAX_ROW_BYTES:,} characters (the per-item "
+                                    "size limit), found a longer row; shorten its texts")
                     continue
                 if len(cells) != len(header):
                     problems.append(f"{path}:{line}: row: expected {len(header)} {kind.upper()} cells, "

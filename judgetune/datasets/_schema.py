@@ -48,7 +48,7 @@ def parse_scale(text: str) -> Scale:
     Raises:
         ValueError: the text is no such range.
     """
-    found = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*(?:-|:|\.\.|to)\s*(-?\d+(?:\.\d+)?)\s*", text)
+    found = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*(?:-|:|\.\.|to)\s*(-?\d+(?:\.\d+)?)\s*", text, re.ASCII)
     if not found or not float(found.group(1)) < float(found.group(2)):
         raise ValueError(f"expected a scale LOW-HIGH with LOW below HIGH (e.g. 1-5 or -2..2), got {text!r}")
     return Scale(float(found.group(1)), float(found.group(2)), description=text.strip())
