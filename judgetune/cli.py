@@ -648,6 +648,9 @@ def _nrp(args: argparse.Namespace) -> None:
     from judgetune import nrp
     from judgetune.report import nrp_by_system, nrp_vs_size
 
+    if args.out is not None and Path(args.data).is_dir() and clashes(args.out, [args.data]):
+        raise JudgetuneError(f"--out {args.out}: that is the --data folder (its answers.jsonl would be replaced); "
+                             "write the results elsewhere")
     collection = _nrp_collection(args)
     rankers = [nrp.make_ranker(spec, collection) for spec in args.ranker]
     try:

@@ -304,3 +304,60 @@ def test_rubric_over_a_server_reads_labels_at_the_label_position_as_in_process(l
         tv = 0.5 * sum(abs(r.distribution[k] - loc.distribution[k]) for k in r.distribution)
         assert tv < 0.02  # tolerance: total variation of the renormalized label distributions
         assert abs(r.score - loc.score) < 0.1  # expected score on the 0-5 scale
+
+
+# --- the fresh sweep's findings ------------------------------------------------------------------------------------
+
+def test_a_csv_line_over_the_item_limit_is_refused_without_reading_it_whole(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("answer,label\na,1\n" + "x" * (2 << 20) + ",2\nb,3\n", encoding="utf-8")
+    with pytest.raises(DataValidationError, match=r"d.csv:3: row: expected at most 1,048,576 characters"):
+        read_examples(path)
+    quoted = tmp_path / "q.csv"  # one quoted cell over many lines
+    quoted.write_text('answer,label\n"' + "x\n" * 600_000 + '",1\nb,2\n', encoding="utf-8")
+    with pytest.raises(DataValidationError, match=r"q.csv:2: row: expected at most"):
+        read_examples(quoted)
+
+
+@pytest.mark.parametrize("option, value", [("--limit", "٣"), ("--scale", "١-٥"), ("--seed", "３")])
+def test_numbers_in_other_scripts_are_refused_in_options(tmp_path, run_cli, option, value):
+    code, _, err = run_cli(["evaluate", "--judge", "length", "--data", str(jsonl(tmp_path / "d.jsonl", rows())),
+                            option, value])
+    assert code == 2 and f"argument {option}: expected" in err
+
+
+@pytest.mark.parametrize("value, words", [("[" * 100_000 + "]" * 100_000, "nested at most"),
+                                          ('{"a": 1, "a": 2}', "found 'a' twice")])
+def test_param_values_go_through_the_strict_reader(tmp_path, run_cli, value, words):
+    code, _, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(jsonl(tmp_path / "d.jsonl", rows())),
+                            "--param", f"target={value}"])
+    assert code == 2 and "argument --param: target:" in err and words in err
+
+
+def test_an_instructions_file_goes_through_the_strict_reader(tmp_path, run_cli):
+    deep = tmp_path / "ins.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = run_cli(["tune", "--judge", "rubric", "--data", str(jsonl(tmp_path / "d.jsonl", rows())),
+                            "--instructions", str(deep), "--runs-dir", str(tmp_path / "runs")])
+    assert code == 2 and f"{deep}:1: file: expected JSON nested at most" in err
+    binary = tmp_path / "ins.txt"
+    binary.write_bytes(b"\xff\xfe\x00")
+    code, _, err = run_cli(["tune", "--judge", "rubric", "--data", str(jsonl(tmp_path / "d.jsonl", rows())),
+                            "--instructions", str(binary), "--runs-dir", str(tmp_path / "runs")])
+    assert code == 2 and f"--instructions {binary}: expected UTF-8 text" in err
+
+
+def test_nrp_out_cannot_be_its_data_folder(tmp_path, run_cli):
+    folder = tmp_path / "nrp"
+    folder.mkdir()
+    for name in ("queries.jsonl", "documents.jsonl", "answers.jsonl"):
+        (folder / name).write_text("")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    code, _, err = run_cli(["nrp", "--data", str(folder), "--ranker", "bm25", "--out", str(folder)])
+    assert code == 2 and "that is the --data folder" in err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_a_data_error_given_as_text_lists_its_lines():
+    assert DataValidationError("item 0: answer: expected text, found 5").problems == [
+        "item 0: answer: expected text, found 5"]
