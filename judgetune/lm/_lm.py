@@ -128,8 +128,9 @@ class JudgeLM:
         """
         self._record(op="labels", messages=messages, labels=list(labels), prefix=prefix)
         if not self.in_process and self.label_position is None:
-            raise ValueError(f"{self.spec}: {self.label_reader.way()[1]}; over this server, generate(..., "
-                             "top_logprobs=20) and read the answer's log-probabilities")
+            raise ValueError(f"{self.spec}: exact label distributions need an in-process model, or a server where "
+                             f"the prompt can end at the label, and {self.label_reader.way()[1]}; over this server, "
+                             "generate(..., top_logprobs=20) and read the answer's log-probabilities")
 
         def compute() -> dict:
             if self.in_process:
