@@ -403,7 +403,7 @@ def test_files_that_cannot_define_a_scale_are_refused(tmp_path, run_cli, text, m
 
 def test_bad_instructions_files_are_one_line_errors(run_cli, tmp_path, data):
     for path, message in ((write(tmp_path / "i.json", "[1, 2]"), "expected a JSON list of non-empty strings"),
-                          (tmp_path, "Is a directory")):
+                          (tmp_path, "expected a file, found a folder")):
         code, _, err = run_cli(["tune", "--judge", "rubric", "--data", str(data), "--instructions", str(path), "--run", "i",
                                 "--runs-dir", str(tmp_path / "runs")])
         assert code == 2 and message in err and "Traceback" not in err
