@@ -191,6 +191,9 @@ def _evaluate(args: argparse.Namespace) -> None:
                                                     seed=args.seed, grades=grades).candidates
     test = draw.candidates
     params = dict(args.param or [])
+    if judges.judge_class(args.judge).needs_groups_with(params) and not args.protocol:
+        raise JudgetuneError(f"judge {args.judge} with these settings ({params}) compares an item with the other "
+                             "answers of its question: pass --protocol group (or linkage)")
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
     try:
@@ -198,9 +201,6 @@ def _evaluate(args: argparse.Namespace) -> None:
                                     label_range=label_range, params=params, seed=args.seed)
     except ValueError as err:  # a bad --param
         raise JudgetuneError(str(err)) from None
-    if judge.needs_groups and not args.protocol:
-        raise JudgetuneError(f"judge {args.judge} with {judge.group_reason()} compares an item with the other answers "
-                             "of its question: pass --protocol group (or linkage)")
     if args.show_prompt and lm is not None:
         lm.transcript = []
         judge(test[0])
