@@ -89,6 +89,7 @@ def test_linkage_generates_references_once_per_question(embedded_lm, msrpar):
     assert verdict.detail["draws"][0]["grades"] == [2.0, 1.0, 0.0]
 
 
+@pytest.mark.model
 def test_evaluate_prints_the_judge_beside_its_baselines(data_root, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
