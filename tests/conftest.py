@@ -19,6 +19,7 @@ the embedded model; one real llama.cpp server per session; a per-session answer 
 from __future__ import annotations
 
 import os
+import resource
 import warnings
 from pathlib import Path
 
@@ -35,9 +36,40 @@ MODEL_FIXTURES = {"embedded_lm", "uncached_lm"}
 SERVER_FIXTURES = {"llama_server"}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cpu-durations", type=int, default=None, metavar="N",
+                     help="list the N tests that used the most CPU time (this process and its finished children): "
+                          "a measure that a loaded machine inflates far less than wall time")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for name, description in TIERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+_cpu_times: dict[str, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    start = _cpu_seconds()
+    yield
+    _cpu_times[item.nodeid] = _cpu_seconds() - start
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    n = config.getoption("--cpu-durations")
+    if n is None:
+        return
+    total = sum(_cpu_times.values())
+    terminalreporter.write_sep("=", f"CPU seconds: {total:.1f} in all; the {n} largest")
+    for nodeid, seconds in sorted(_cpu_times.items(), key=lambda kv: -kv[1])[:n]:
+        terminalreporter.write_line(f"{seconds:8.2f}s {nodeid}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

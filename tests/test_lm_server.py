@@ -290,6 +290,7 @@ def test_api_key_is_written_nowhere(tmp_path, monkeypatch, caplog):
     assert secret not in repr(lm.dspy_lm.history)
 
 
+@pytest.mark.slow
 def test_rubric_judge_reads_the_same_score_through_the_server(remote, uncached_lm, data_root):
     """Through a server the score is read at the first token after the score marker of a generated
     answer; in-process it is read after a prefilled marker. With two demos the small model writes the
