@@ -95,6 +95,8 @@ class JudgeLM:
             logprobs = [(t.token, t.logprob, [(a.token, a.logprob) for a in t.top]) for t in response.logprobs]
         usage = {"prompt_tokens": response.usage.input_tokens or 0,
                  "completion_tokens": response.usage.output_tokens or 0}
+        if response.usage.cache_read_tokens is not None:  # a server that reports its prompt cache
+            usage["cached_tokens"] = response.usage.cache_read_tokens
         return Generation(text, usage, logprobs)
 
     @cached_property
@@ -176,7 +178,8 @@ class JudgeLM:
             for i, key in enumerate(keys):
                 found[i] = self.cache.get(ResponseCache.key(model=self.model_id, endpoint=self.spec.endpoint,
                                                             request=key))
-        missing = [i for i, value in enumerate(found) if value is None]
+        # prompts of one source one after another (the prompt cache of the model or server keeps it)
+        missing = sorted((i for i, value in enumerate(found) if value is None), key=lambda i: pairs[i])
         computed: list[Outcome] = []
         if missing and self.client is None:
             scored = local_target_logprobs(self.model, [pairs[i] for i in missing])
