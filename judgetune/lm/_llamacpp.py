@@ -6,6 +6,7 @@ Thread-safe: one lock guards both llama.cpp contexts (generation and scoring).""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import threading
@@ -23,6 +24,9 @@ from judgetune.lm._prefix import common_prefix, plan_phases
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 SCORE_BATCH = 512  # tokens per llama_decode of the scoring context (one micro-batch)
 SCORE_SEQUENCES = 4  # sequences in the scoring context: the shared prefix (0) and 3 items beside it
+# Items decoded side by side run equally many tokens (a shorter one reruns part of its prefix): at most
+# this much padding per item, else it goes to another decode (long items gain little from sharing one)
+PAD_TOKENS, PAD_SHARE = 8, 0.1
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -255,10 +259,13 @@ def _token_logprobs(rows: np.ndarray, tokens: list[int]) -> np.ndarray:
 
 def _equal_groups(own: list[int], shared: int, size: int) -> list[list[int]]:
     """Items in groups of at most ``size`` that can run equally many tokens: longest first, an item
-    joins a group when its ``own`` tokens plus the ``shared`` prefix reach the group's longest."""
+    joins a group when its ``own`` tokens plus the ``shared`` prefix reach the group's longest and the
+    tokens it then runs again (its padding) stay within PAD_TOKENS or PAD_SHARE of that longest."""
     groups: list[list[int]] = []
     for i in sorted(range(len(own)), key=lambda i: -own[i]):
-        if groups and len(groups[-1]) < size and own[i] + shared >= own[groups[-1][0]]:
+        longest = own[groups[-1][0]] if groups else 0
+        if (groups and len(groups[-1]) < size and own[i] + shared >= longest
+                and longest - own[i] <= max(PAD_TOKENS, PAD_SHARE * longest)):
             groups[-1].append(i)
         else:
             groups.append([i])
@@ -332,10 +339,18 @@ class _ScoringContext:
             if code != 0:
                 raise RuntimeError(f"llama_decode returned {code}")
             self.fed += n
-            for j, k in want:
-                rows[j].append(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._context.ctx, k),
-                                                     shape=(self.n_vocab,)).copy())
-        return [np.stack(r) if r else np.empty((0, self.n_vocab), np.float32) for r in rows]
+            if want:  # every output row of this decode in one view, each job's rows copied out at once
+                ctx = self._context.ctx
+                base = ctypes.cast(llama_cpp.llama_get_logits(ctx), ctypes.c_void_p).value
+                at = [(ctypes.cast(llama_cpp.llama_get_logits_ith(ctx, k), ctypes.c_void_p).value - base)
+                      // (4 * self.n_vocab) for _, k in want]
+                block = np.ctypeslib.as_array(llama_cpp.llama_get_logits(ctx), shape=(max(at) + 1, self.n_vocab))
+                for j in range(len(jobs)):
+                    mine = [row for (owner, _), row in zip(want, at) if owner == j]
+                    if mine:
+                        rows[j].append(block[mine])
+        return [(r[0] if len(r) == 1 else np.concatenate(r)) if r else np.empty((0, self.n_vocab), np.float32)
+                for r in rows]
 
     def _set_prefix(self, prefix: list[int]) -> None:
         """Sequence 0 holds ``prefix``: its cached part kept, the rest evaluated (two tokens at least)."""
