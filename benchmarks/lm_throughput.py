@@ -26,6 +26,10 @@ reuse and plain (alternating which runs first) so that machine load hits both al
 
     python benchmarks/lm_throughput.py [--quick] [--rounds R] [--per-round N] [--json] [--out PATH]
     python benchmarks/lm_throughput.py --grouped [--rounds R] [--sources S] [--json] [--out PATH]
+    python benchmarks/lm_throughput.py --grouped --server [--sources S] [--per-round N] [--json] [--out PATH]
+
+``--grouped --server``: the rubric judge over llama-cpp-python's server, ``--per-round`` summaries of each of
+``--sources`` articles, sent article by article (judgetune's order) vs in the catalog's order, two rounds.
 """
 
 from __future__ import annotations
@@ -329,6 +333,41 @@ def grouped_case(rounds: int, sources: int) -> dict:
     return result
 
 
+def server_grouped_case(sources: int, per_source: int) -> dict:
+    """The rubric judge over llama-cpp-python's server (``python -m llama_cpp.server``, one request at a time):
+    items per second with the items of one article sent one after another (judgetune's order) and in the
+    catalog's order (articles interleaved), alternating which goes first; and the cached tokens the server
+    reports (None: it reports none)."""
+    from judgetune.evaluation import cost_per_item
+    from judgetune.lm._spec import model_file
+    from judgetune.testing import LlamaServer
+
+    items = grouped_sets(1, sources)[0]
+    by_article = defaultdict(list)
+    for e in items:
+        by_article[e.context[0]].append(e)
+    keep = {id(e) for group in by_article.values() for e in group[:per_source]}
+    items = [replace(e, references=(datasets.Reference(e.context[0]),)) for e in items if id(e) in keep]
+    rates, cached = defaultdict(list), {}
+    with LlamaServer(model_file(parse_lm_spec("local:smollm2")), "/tmp/lm_throughput_server.log", n_ctx=4096,
+                     logits_all=True) as server:
+        lm = load_lm(f"openai/{server.model}", api_base=server.base_url, use_cache=False, concurrency=1)
+        judge = make_judge("rubric", lm, train=[], label_range=(0.0, 1.0))
+        judge.judge_all(items[:1])  # warm up
+        for r in range(2):
+            for path in (("grouped", "interleaved") if r == 0 else ("interleaved", "grouped")):
+                batch = items if path == "grouped" else [replace(e, group=None) for e in items]
+                start = time.perf_counter()
+                verdicts = judge.judge_all(batch)
+                rates[path].append(len(batch) / (time.perf_counter() - start))
+                cached[path] = cost_per_item(verdicts, 1.0)["cached_tokens_per_item"]
+    return {"server_items": len(items), "server_grouped_items_per_s": statistics.median(rates["grouped"]),
+            "server_interleaved_items_per_s": statistics.median(rates["interleaved"]),
+            "server_grouped_vs_interleaved": statistics.median(a / b for a, b in zip(rates["grouped"],
+                                                                                     rates["interleaved"])),
+            "server_cached_tokens_per_item": cached["grouped"], "server": "llama-cpp-python server, 1 slot"}
+
+
 def print_grouped(result: dict) -> None:
     print(f"{result['grouped_items']} {result['grouped_data']} summaries, {result['grouped_items_per_source']} per "
           f"article, {result['grouped_sources_per_round']} articles per round, {result['grouped_rounds']} interleaved "
@@ -376,7 +415,15 @@ def main() -> None:
     parser.add_argument("--out", help="also write the result, with its meta header, to this JSON file")
     parser.add_argument("--grouped", action="store_true", help="the grouped-data case only (source reuse)")
     parser.add_argument("--sources", type=int, default=2, help="--grouped: articles per round (default 2)")
+    parser.add_argument("--server", action="store_true",
+                        help="--grouped: the rubric judge over llama-cpp-python's server instead, grouped vs interleaved")
     args = parser.parse_args()
+    if args.grouped and args.server:
+        result = server_grouped_case(args.sources, args.per_round or 4)
+        emit(result, args)
+        if not args.json:
+            print(json.dumps(result, indent=1))
+        return
     if args.grouped:
         result = grouped_case(args.rounds or (2 if args.quick else 4), args.sources)
         emit(result, args)

@@ -225,11 +225,16 @@ class LlamaCppModel:
             scoring = self._scoring
             before = scoring.fed
             reuse = self.reuse_prefix if reuse is None else reuse
-            if not reuse:
-                out = [scoring.score_alone(t, o) for t, o in items]
-            else:
-                out = scoring.score_shared(items, tree=self.share_sources)
-            self.evaluated_tokens += scoring.fed - before
+            try:
+                if not reuse:
+                    out = [scoring.score_alone(t, o) for t, o in items]
+                else:
+                    out = scoring.score_shared(items, tree=self.share_sources)
+            except BaseException:
+                scoring.clear()  # what the sequences hold is unknown after a failed decode
+                raise
+            finally:
+                self.evaluated_tokens += scoring.fed - before
             return out
 
     def _grammar(self, json_schema: dict | None):
@@ -371,12 +376,13 @@ class _ScoringContext:
         """The logits rows of ``tokens[out_from:]`` from an empty cache, as one sequence (the from-scratch path)."""
         if len(tokens) < 2:
             raise ValueError("one token alone cannot be scored in a batched pass")
-        self._clear()
+        self.clear()
         (rows,) = self._run([(0, 0, tokens, out_from)])
-        self._clear()
+        self.clear()
         return rows
 
-    def _clear(self) -> None:
+    def clear(self) -> None:
+        """Empty every sequence."""
         import llama_cpp
 
         llama_cpp.llama_memory_clear(self._memory, True)
@@ -411,7 +417,7 @@ class _ScoringContext:
         out: list[np.ndarray | None] = [None] * len(items)
         for phase in plan_phases([t for t, _ in items], caps, self.prefix, tree=tree):
             if not phase.prefix:
-                self._clear()
+                self.clear()
             elif self.prefix[:len(phase.prefix)] != phase.prefix:
                 self._set_prefix(phase.prefix)
             shared = len(phase.prefix)
