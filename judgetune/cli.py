@@ -194,7 +194,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
     try:
-        judge = judges.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
+        judge = judges.make_judge(args.judge, lm, train=splits["train"],
                                     label_range=label_range, params=params, seed=args.seed)
     except ValueError as err:  # a bad --param
         raise JudgetuneError(str(err)) from None
@@ -472,6 +472,32 @@ def _score(args: argparse.Namespace) -> None:
     _some_judged(failed, len(examples), what="judgments")
 
 
+def _audit(args: argparse.Namespace) -> None:
+    from judgetune import audit
+    from judgetune.config import JudgeConfig, load_config_lm
+
+    config = JudgeConfig.load(args.config)
+    mapping = _mapping(args, stored=_tuned_mapping(config, args.config))
+    if args.data in datasets.CATALOG:
+        examples, _ = datasets.load_data(args.data, mirror=args.mirror, **mapping)
+    else:
+        examples = datasets.read_examples(args.data, require_label=False, **mapping)
+    if args.split != "all":
+        examples = datasets.split_examples(examples, seed=config.seed)[args.split]
+    demos = {d.get("id") for d in config.demos}  # the judge's own demos are not audited
+    pool = [e for e in examples if e.id not in demos]
+    examples = datasets.limit_by_group(pool, args.limit, seed=args.seed)
+    lm = load_config_lm(config, timeout=args.timeout)
+    result = audit.audit(config, examples, lm, pool=pool, probes=args.probe, n_resamples=args.resamples,
+                         seed=args.seed, progress=not args.json)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"audit of the {config.judge} judge {args.config} on {args.data} ({len(examples)} items; effects with 95% "
+          "intervals, q corrected across probes, MDE at power 0.8)")
+    print(audit.format_audit(result))
+
+
 def _compare(args: argparse.Namespace) -> None:
     from judgetune.config import JudgeConfig, load_config_lm, score_examples
     from judgetune.evaluation import compare_scores
@@ -656,6 +682,12 @@ def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) 
         parser.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
 
 
+def _audit_probes() -> tuple[str, ...]:
+    from judgetune.audit import PROBES
+
+    return tuple(PROBES)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="judgetune", description="Tune, calibrate and freeze LLM judges.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -775,6 +807,24 @@ def build_parser() -> argparse.ArgumentParser:
     _timeout_option(score)
     score.add_argument("--mirror", type=Path)
     score.set_defaults(handler=_score)
+
+    aud = commands.add_parser("audit", help="probe a frozen judge for position, verbosity and consistency biases")
+    aud.add_argument("--config", required=True, type=Path)
+    aud.add_argument("--data", required=True, metavar="NAME|FILE")
+    aud.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
+                     help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
+    aud.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
+    aud.add_argument("--split", default="all", choices=("train", "dev", "test", "all"),
+                     help="the split of the judge's seed to audit (default all items but the judge's demos)")
+    aud.add_argument("--probe", action="append", choices=sorted(_audit_probes()), help="run only this probe (repeatable)")
+    aud.add_argument("--limit", type=_count, help="audit at most N items (whole groups, in a seeded order)")
+    aud.add_argument("--seed", type=_seed, default=0)
+    aud.add_argument("--resamples", type=_count, default=1000)
+    _timeout_option(aud)
+    aud.add_argument("--mirror", type=Path)
+    aud.add_argument("--json", action="store_true", help='print {"probes": [{probe, effect, low, high, p, q, mde, n, '
+                                                         '...}], "not_applicable": [...]}')
+    aud.set_defaults(handler=_audit)
 
     compare = commands.add_parser("compare", help="score several frozen judges on the same items, with paired tests")
     compare.add_argument("--data", required=True, metavar="NAME|FILE")

@@ -17,7 +17,7 @@ from judgetune.lm._cache import ResponseCache, cached
 from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distributions
 from judgetune.lm._remote import LMCallError, OpenAICompatibleClient
-from judgetune.lm._spec import LMSpec, model_file, parse_lm_spec
+from judgetune.lm._spec import TEST_MODELS, LMSpec, model_file, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs, local_target_logprobs, remote_target_logprobs
 
 T = TypeVar("T")
@@ -224,7 +224,8 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
     """Load the model a spec names.
 
     Args:
-        spec: ``local:smollm2``, ``llamacpp:PATH.gguf``, ``hf:PATH`` or ``openai/MODEL``.
+        spec: ``local:smollm2``, ``llamacpp:PATH.gguf``, ``hf:PATH`` or ``openai/MODEL``
+            (``test:deterministic``: a stand-in without weights, for plumbing tests).
         api_base: the server of an ``openai/MODEL`` spec (default: OpenAI).
         cache: where answers are kept (default: ``$JUDGETUNE_CACHE_DIR`` or ``~/.cache/judgetune``).
         use_cache: False to compute every answer afresh.
@@ -243,6 +244,11 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
     if spec.kind == "openai":
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries)
         return JudgeLM(spec, cache=cache, client=client, model_id=spec.model, concurrency=concurrency)
+    if spec.kind == "test":  # no weights: see judgetune/lm/_deterministic.py
+        from judgetune.lm._deterministic import DeterministicModel
+
+        model = DeterministicModel(n_ctx=n_ctx, delay=TEST_MODELS[spec.model])
+        return JudgeLM(spec, cache=cache, model=model, model_id=f"{spec}:{model.version}")
     path = model_file(spec)
     backend = backend or ("transformers" if spec.kind == "hf" else "llamacpp")
     if backend == "llamacpp":

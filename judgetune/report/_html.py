@@ -126,6 +126,28 @@ def proposals_section(proposals: dict[str, Any] | None) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>{''.join(rounds)}")
 
 
+def audit_section(audit: dict[str, Any] | None) -> str:
+    """The audit of the frozen judge: each probe's effect with its 95% interval, q (corrected across
+    probes), the minimum detectable effect and how to read it; then the probes that did not apply."""
+    if not audit:
+        return ""
+    body = "".join(
+        f"<tr><th>{html.escape(r['probe'])}</th><td>{r['effect']:+.3f} <small>[{r['low']:+.3f}, {r['high']:+.3f}]"
+        f"</small></td><td>{_f(r['q'])}</td><td>{_f(r['mde'])}</td><td>{r['n']}</td>"
+        f"<td style='text-align:left'>{html.escape(r.get('reading', ''))}</td>"
+        f"<td style='text-align:left'><small>{html.escape(r.get('unit', ''))}</small></td></tr>"
+        for r in audit.get("probes", []))
+    skipped = "".join(f"<li>{html.escape(r['probe'])}: {html.escape(r['why'])}</li>"
+                      for r in audit.get("not_applicable", []))
+    return ("<h2>Audit</h2><p>How far the score moves when something that should not matter changes (see "
+            "docs/audit.md): effect with its 95% bootstrap interval (clustered by question), q after the "
+            "Benjamini-Hochberg correction across the probes, and the minimum detectable effect (MDE) at power 0.8. "
+            "No effect found with an MDE above the size that matters means too few items to tell.</p>"
+            "<table><thead><tr><th>probe</th><th>effect [95% interval]</th><th>q</th><th>MDE</th><th>n</th>"
+            f"<th>reading</th><th>unit</th></tr></thead><tbody>{body}</tbody></table>"
+            + (f"<p>Not run:</p><ul>{skipped}</ul>" if skipped else ""))
+
+
 def build_report(*, study: optuna.Study, config: JudgeConfig, predictions: list[dict[str, Any]]) -> str:
     metrics = config.metrics
     label_range = tuple(config.label_range)
@@ -160,6 +182,7 @@ test was scored once.</p>
 {gain_paragraph(metrics)}
 {selection_section(metrics.get("selection"))}
 {proposals_section(metrics.get("proposals"))}
+{audit_section(metrics.get("audit"))}
 <h2>Figures</h2>
 {''.join(figures)}
 <h2>Frozen settings</h2>

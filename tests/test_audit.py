@@ -1,0 +1,190 @@
+"""Judge audits: the statistics, the planted-bias testbed (each planted effect recovered, none in the
+unbiased twin), bounds, and one small audit on the embedded model."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from judgetune import audit
+from judgetune.errors import JudgetuneError
+from judgetune.testing.biased import PLANTED, audit_testbeds, unbiased_twin
+
+WORDS = {"verbosity": len(audit.PADDING.split()), "distraction": len(audit.DISTRACTION.split())}
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return [(bed, audit.audit(bed.config, bed.examples, bed.lm)) for bed in audit_testbeds(PLANTED, n=60)]
+
+
+@pytest.fixture(scope="module")
+def twin():
+    return [(bed, audit.audit(bed.config, bed.examples, bed.lm)) for bed in audit_testbeds(unbiased_twin(), n=60)]
+
+
+def test_every_planted_effect_is_recovered_within_its_interval(planted):
+    checked = set()
+    for bed, result in planted:
+        for row in result["probes"]:
+            expected = PLANTED.planted(row["probe"], pairwise=bed.pairwise, words=WORDS.get(row["probe"], 0))
+            assert row["low"] <= expected <= row["high"], (bed.name, row)
+            if expected != 0:
+                assert row["q"] < 0.05 and row["reading"] == "effect found", (bed.name, row)
+                checked.add((bed.name, row["probe"]))
+    assert checked == {("rubric", "verbosity"), ("rubric", "distraction"), ("pairwise", "position"),
+                       ("pairwise", "verbosity"), ("pairwise", "distraction")}
+
+
+def test_the_unbiased_twin_shows_no_effect(twin):
+    for bed, result in twin:
+        assert result["probes"], bed.name
+        for row in result["probes"]:
+            assert row["q"] > 0.05 and row["low"] <= 0 <= row["high"], (bed.name, row)
+            assert row["reading"] in ("no effect found", "too few items to tell")
+
+
+def test_position_extras_show_the_planted_first_position_preference(planted, twin):
+    biased = next(r for bed, res in planted if bed.pairwise for r in res["probes"] if r["probe"] == "position")
+    fair = next(r for bed, res in twin if bed.pairwise for r in res["probes"] if r["probe"] == "position")
+    assert biased["first_preferred"] > 0.9 and biased["flip_rate"] > 0.5
+    assert 0.3 < fair["first_preferred"] < 0.7 and fair["flip_rate"] < biased["flip_rate"]
+
+
+def test_probes_that_do_not_apply_say_why(planted):
+    rubric = dict((r["probe"], r["why"]) for r in planted[0][1]["not_applicable"])
+    assert set(rubric) == {"position", "rewrite"} and "pairwise" in rubric["position"]
+    every = {r["probe"] for r in planted[0][1]["probes"]} | set(rubric)
+    assert every == set(audit.PROBES)
+
+
+def test_rows_carry_the_issue_fields(planted):
+    for _, result in planted:
+        for row in result["probes"]:
+            assert {"probe", "effect", "low", "high", "p", "q", "mde", "n"} <= set(row)
+            assert row["low"] <= row["effect"] <= row["high"] and 0 <= row["p"] <= 1 and row["p"] <= row["q"] <= 1
+
+
+def test_paired_effect_statistics():
+    rng = np.random.default_rng(0)
+    shifted = rng.normal(0.5, 1.0, 80)
+    effect = audit.paired_effect(shifted, [i // 4 for i in range(80)])
+    assert effect.n == 80 and effect.clusters == 20 and effect.effect == pytest.approx(shifted.mean())
+    assert effect.low < effect.effect < effect.high and effect.p < 0.05
+    values = shifted.reshape(20, 4).mean(axis=1)  # equal clusters: cluster values are the cluster means
+    expected_mde = (sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) * values.std(ddof=1) / math.sqrt(20)
+    assert effect.mde == pytest.approx(expected_mde)
+    still = audit.paired_effect(np.zeros(10))
+    assert (still.effect, still.low, still.high, still.p, still.mde) == (0.0, 0.0, 0.0, 1.0, 0.0)
+    noise = audit.paired_effect(rng.normal(0, 1, 60), seed=1)
+    assert noise.p > 0.05 and noise.low < 0 < noise.high
+    with pytest.raises(ValueError, match="no paired differences"):
+        audit.paired_effect([])
+
+
+def test_benjamini_hochberg_by_hand():
+    # sorted p: 0.01, 0.02, 0.03, 0.5 -> p*m/rank: 0.04, 0.04, 0.04, 0.5 (monotone from the top)
+    assert audit.benjamini_hochberg([0.03, 0.5, 0.01, 0.02]) == pytest.approx([0.04, 0.5, 0.04, 0.04])
+    assert audit.benjamini_hochberg([]) == []
+
+
+def test_minimum_detectable_effect_shrinks_with_n():
+    assert audit.minimum_detectable_effect(1.0, 100) == pytest.approx(0.28016, abs=1e-4)
+    assert audit.minimum_detectable_effect(1.0, 400) < audit.minimum_detectable_effect(1.0, 100)
+    assert audit.minimum_detectable_effect(1.0, 1) is None
+
+
+def test_bounds_reject_only_significant_excess(planted):
+    assert audit.parse_bounds(["verbosity=0.3", "position=0.1"]) == {"verbosity": 0.3, "position": 0.1}
+    for bad, message in (("verbosity", "PROBE=VALUE"), ("length=1", "PROBE=VALUE"), ("verbosity=x", "a number"),
+                         ("verbosity=-1", ">= 0")):
+        with pytest.raises(JudgetuneError, match=message):
+            audit.parse_bounds([bad])
+    with pytest.raises(JudgetuneError, match="twice"):
+        audit.parse_bounds(["verbosity=1", "verbosity=2"])
+    rubric = planted[0][1]  # verbosity about +1.0 on the 0-5 scale
+    assert [line.split(":")[0] for line in audit.beyond_bounds(rubric, {"verbosity": 0.5})] == ["verbosity"]
+    assert audit.beyond_bounds(rubric, {"verbosity": 1.5, "stability": 0.5}) == []
+    verbosity = next(r for r in rubric["probes"] if r["probe"] == "verbosity")
+    inside = (verbosity["low"] + verbosity["high"]) / 2  # the estimate is over this bound, the interval is not
+    assert audit.beyond_bounds(rubric, {"verbosity": inside}) == []
+
+
+def test_unknown_probe_and_empty_data_are_refused(planted):
+    bed = planted[0][0]
+    with pytest.raises(JudgetuneError, match="unknown audit probe"):
+        audit.audit(bed.config, bed.examples, bed.lm, probes=["length"])
+    with pytest.raises(JudgetuneError, match="no items"):
+        audit.audit(bed.config, [], bed.lm)
+
+
+def test_format_audit_lists_every_probe(planted):
+    text = audit.format_audit(planted[1][1])
+    for name in audit.PROBES:
+        assert name in text
+
+
+def _length_judge(tmp_path):
+    """A frozen judge without an LM (the answer's log word count): padding must raise its score."""
+    from judgetune.config import JudgeConfig
+    from judgetune.testing.biased import biased_examples
+
+    config = JudgeConfig(judge="length", params={}, lm=None, instruction=None, demos=[], calibrator=None,
+                         label_range=[0.0, 5.0])
+    path = config.save(tmp_path / "judge.json")
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps(e.to_dict()) + "\n" for e in biased_examples(30)), encoding="utf-8")
+    return path, data
+
+
+def test_cli_audit_of_a_frozen_judge(tmp_path, capsys):
+    from judgetune import cli
+
+    config, data = _length_judge(tmp_path)
+    assert cli.main(["audit", "--config", str(config), "--data", str(data), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    rows = {r["probe"]: r for r in result["probes"]}
+    words = [len(e["answer"].split()) for e in map(json.loads, data.read_text().splitlines())]
+    expected = np.mean([0.5 * (math.log1p(w + WORDS["verbosity"]) - math.log1p(w)) for w in words])
+    assert rows["verbosity"]["effect"] == pytest.approx(expected) and rows["verbosity"]["q"] < 0.05
+    assert rows["stability"]["effect"] == 0.0  # the length judge never reads the references
+    assert cli.main(["audit", "--config", str(config), "--data", str(data), "--probe", "verbosity"]) == 0
+    text = capsys.readouterr().out
+    assert "verbosity" in text and "effect found" in text and "distraction" not in text
+
+
+def test_cli_audit_errors(tmp_path, capsys):
+    from judgetune import cli
+
+    config, data = _length_judge(tmp_path)
+    assert cli.main(["audit", "--config", str(tmp_path / "none.json"), "--data", str(data)]) == 2
+    assert "no such judge config" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["audit", "--config", str(config), "--data", str(data), "--probe", "length"])
+    assert stop.value.code == 2
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"id": "a", "answer": "   x"}\n', encoding="utf-8")
+    assert cli.main(["audit", "--config", str(config), "--data", str(empty), "--split", "test"]) == 2
+    assert "no items to audit" in capsys.readouterr().err
+
+
+def test_report_shows_the_audit_table(planted):
+    from judgetune.report import audit_section
+
+    result = planted[0][1]
+    page = audit_section(result)
+    assert "<h2>Audit</h2>" in page and "minimum detectable effect" in page
+    for row in result["probes"]:
+        assert f"[{row['low']:+.3f}, {row['high']:+.3f}]" in page and f"{row['mde']:.3f}" in page
+    assert "position" in page and audit_section(None) == ""
+
+
+def test_check_bounds_rejects_the_biased_judge_and_keeps_its_twin():
+    biased, fair = audit_testbeds(PLANTED, n=30)[0], audit_testbeds(unbiased_twin(), n=30)[0]
+    reasons, result = audit.check_bounds(biased.config, biased.examples, biased.lm, {"verbosity": 0.5})
+    assert [r["probe"] for r in result["probes"]] == ["verbosity"] and reasons[0].startswith("verbosity:")
+    assert audit.check_bounds(fair.config, fair.examples, fair.lm, {"verbosity": 0.5})[0] == []
