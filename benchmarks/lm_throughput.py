@@ -394,11 +394,14 @@ def meta(command: list[str]) -> dict:
             "command": " ".join(["python", *command])}
 
 
+STARTED = meta(sys.argv) if __name__ == "__main__" else {}  # the commit and load when the run began
+
+
 def emit(result: dict, args: argparse.Namespace) -> None:
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
-            json.dump({"meta": meta(sys.argv), **result}, f, indent=1)
+            json.dump({"meta": STARTED, **result}, f, indent=1)
             f.write("\n")
     if args.json:
         print(json.dumps(result))
