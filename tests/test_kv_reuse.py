@@ -160,7 +160,8 @@ def test_over_a_server_items_of_one_article_are_sent_one_after_another(llama_ser
     remote.transcript = []
     verdicts = judge.judge_all(interleaved)
     articles = [e.context[0] for e in interleaved]
-    sent = [a for entry in remote.transcript if "messages" in entry for a in articles[:2] if a in str(entry["messages"])]
+    sent = [a for entry in remote.transcript if "messages" in entry for a in articles[:2]
+            if any(a in m["content"] for m in entry["messages"])]
     assert [article for article, _ in groupby(sent)] == articles[:2]  # all of A's calls, then all of B's
     assert all("cached_tokens" not in v.usage for v in verdicts)
     assert cost_per_item(verdicts, 1.0)["cached_tokens_per_item"] is None
