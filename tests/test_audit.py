@@ -181,6 +181,7 @@ def test_report_shows_the_audit_table(planted):
     for row in result["probes"]:
         assert f"[{row['low']:+.3f}, {row['high']:+.3f}]" in page and f"{row['mde']:.3f}" in page
     assert "position" in page and audit_section(None) == ""
+    assert "could not run: every item failed" in audit_section({"error": "every item failed"})
 
 
 def test_check_bounds_rejects_the_biased_judge_and_keeps_its_twin():
