@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--data", default="sts2012-msrpar")
     parser.add_argument("--items", type=int, default=24)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--other-threads", type=int, help="also score alone with this many threads and compare")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -59,6 +60,13 @@ def main() -> None:
         shuffled[i] = shuffled_scores[k]
     seconds = time.perf_counter() - start
     labels = [e.label for e in items]
+    lm.close()
+    other = None
+    if args.other_threads:
+        other_lm = load_lm("local:smollm2", use_cache=False, n_threads=args.other_threads)
+        other_judge = make_judge("rubric", other_lm, train=[], label_range=label_range, params={"k": 0}, seed=args.seed)
+        other = [other_judge.judge_all([e])[0].score for e in items]
+        other_lm.close()
 
     def diff(a, b) -> dict:
         d = np.abs(np.asarray(a, dtype=float) - np.asarray(b, dtype=float))
@@ -68,6 +76,8 @@ def main() -> None:
             {"comparison": "shuffled batch vs alone", **diff(shuffled, alone)},
             {"comparison": "batch vs the same batch again", **diff(batched, again)},
             {"comparison": "shuffled batch vs batch", **diff(shuffled, batched)}]
+    if other is not None:
+        rows.append({"comparison": f"alone, {args.other_threads} threads vs {args.threads}", **diff(other, alone)})
     spearman = {name: float(stats.spearmanr(s, labels).statistic)
                 for name, s in (("alone", alone), ("batch", batched), ("shuffled", shuffled))}
     payload = {"meta": {"date": dt.date.today().isoformat(),
@@ -78,7 +88,6 @@ def main() -> None:
                "judge": "rubric k=0 (scoring_mode logprobs, expected value of the label distribution)",
                "data": args.data, "items": len(items), "threads": args.threads, "batch_size": lm.batch_size,
                "rows": rows, "spearman_with_labels": spearman, "seconds": seconds}
-    lm.close()
     text = json.dumps(payload, indent=2)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,12 @@ questions only. The main hybrid recipe is fixed in advance (all signals, z-score
 ridge); the other normalizations and models, and the ablation (the main recipe minus one signal),
 are reported beside it, not chosen on these figures.
 
-Also: the keep-every-question mode, transfer (fit on one dataset, score the other), MSRpar (official
-train/test, no groups) and the RAGChecker pairs (5 folds over queries), and seconds per item.
+Also: every question kept (``all``: each answer a candidate, no references; the hybrid's z-normalization
+compares a question's candidates by their texts under the ``group`` protocol, reading no label of a
+scored answer; before 2026-11-23 this part drew each answer's references from its question's *other*
+answers, whose labels it read while they were candidates: rows produced with sibling labels),
+transfer (fit on one dataset, score the other), MSRpar (official train/test, no groups) and the
+RAGChecker pairs (5 folds over queries), and seconds per item.
 ``lm`` (not in the default parts: about 0.3 s per answer) adds the embedded LM's label
 distribution (a 1-5 rubric on question and answer, its expected value) as one more hybrid feature,
 on the first ``--lm-questions`` qualifying ANTIQUE questions, and compares the hybrid with and without it.
@@ -218,18 +222,19 @@ def lm_signal_rows(name: str, *, questions: int, seeds: int, resamples: int, spe
 
 
 def keep_all_rows(name: str, *, resamples: int) -> list[dict]:
+    """Every question and every labeled answer a candidate, carrying no references (protocol ``group``)."""
     examples, _ = datasets.load_data(name)
-    draw = draw_references(examples, per_grade=1, seed=0, mode="all")
-    cands = draw.candidates
-    log(f"{name} keep every question: {len(draw.qualified)} questions, {len(cands)} answers")
+    cands = [replace(e, references=()) for e in examples if e.label is not None]
+    log(f"{name} keep every question: {len({e.group_key for e in cands})} questions, {len(cands)} answers")
     rows = []
+    protocol = "every question, no references (protocol group: no label of a scored answer read)"
     verdicts = build_judge("embedding", model="minilm", target="question").judge_all(cands)
     rows.append(summarize(name, "minilm cosine(question)", [per_question([v.score for v in verdicts], cands)],
-                          resamples=resamples, protocol="every question, leave-one-out references"))
+                          resamples=resamples, protocol=protocol))
     minilm_only = [n for n in SIGNALS if "mpnet" not in n]  # mpnet embeddings were computed for qualifying questions
     verdicts = cross_fit(hybrid_judge({}, signals=minilm_only), cands, seed=0)
     rows.append(summarize(name, "hybrid z + ridge (MiniLM signals)", [per_question([v.score for v in verdicts], cands)],
-                          resamples=resamples, protocol="every question, leave-one-out references"))
+                          resamples=resamples, protocol=protocol))
     return rows
 
 
@@ -343,6 +348,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=[p for p in PARTS if p != "lm"],
                         help="which parts to run (default all but lm; transfer needs no --only)")
     parser.add_argument("--lm-questions", type=int, default=60, help="ANTIQUE questions for the lm part")
+    parser.add_argument("--out", help="also write the rows, with the run's meta, to this JSON file")
     args = parser.parse_args()
     seeds = args.seeds or (1 if args.quick else 3)
     resamples = 200 if args.quick else 1000
@@ -370,6 +376,19 @@ def main() -> None:
         datasets_in = {*linkage, "sts2012-msrpar", "ragchecker"}
         rows.extend({"dataset": d, "method": m, "spearman": v, "low": None, "high": None, "questions": None,
                      "published": True} for d, m, v in [*PUBLISHED, *QUOTED] if d in datasets_in)
+    if args.out:
+        import datetime as dt
+        import os
+        import platform
+        import subprocess
+        from pathlib import Path
+
+        meta = {"date": dt.date.today().isoformat(),
+                "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                         cwd=Path(__file__).parent).stdout.strip(),
+                "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
+                "command": " ".join(["python", *sys.argv])}
+        Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps({"rows": rows}, indent=2))
         return

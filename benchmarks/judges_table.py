@@ -2,9 +2,12 @@
 and constant baselines (the judges issue's benchmark).
 
 Rubric and correctness on MSRpar test; LINKAGE (and pairwise against graded references) on
-TREC-DL-NF and ANTIQUE test questions, scored per question (Spearman per question, averaged, as the
-LINKAGE paper does; sizes there are answers per question, every test question kept); pairwise on
-LLMBar natural and the RAGChecker pairs; fact check on SummaC.
+TREC-DL-NF and ANTIQUE test questions under LINKAGE's protocol (per question one answer of every
+grade drawn as the reference list and removed from the candidates; a question short of a grade is
+skipped; Spearman per question, averaged, as the LINKAGE paper does; sizes there are candidates per
+question); pairwise on LLMBar natural and the RAGChecker pairs; fact check on SummaC. Every row
+records its protocol. (Before 2026-11-23 the listwise rows drew each candidate's references from the
+labels of the other test answers, themselves candidates: rows produced with sibling labels.)
 Every method gets a new, empty answer cache, so its seconds per item are real.
 
     python benchmarks/judges_table.py [--quick] [--json] [--only DATASET]
@@ -13,16 +16,20 @@ Every method gets a new, empty answer cache, so its seconds per item are real.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
+import platform
+import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from judgetune import datasets  # noqa: E402
 from judgetune.datasets import limit_by_group, sample_per_group  # noqa: E402
-from judgetune.evaluation import judge_row, timed_verdicts  # noqa: E402
+from judgetune.evaluation import draw_references, judge_row, timed_verdicts  # noqa: E402
 from judgetune.judges import LM_JUDGES, ConstantJudge, make_judge  # noqa: E402
 from judgetune.lm import ResponseCache, load_lm  # noqa: E402
 
@@ -55,8 +62,11 @@ def rows_for(name: str, size: int, cache_root: str, seed: int, resamples: int) -
     source = datasets.get_source(name)
     label_range = (float(source.scale.low), float(source.scale.high))
     splits = datasets.split_examples(datasets.load(name), seed=seed)
-    if source.task == "listwise":  # every test question, `size` answers each (per-question Spearman)
-        test = sample_per_group(splits["test"], size, seed=seed)
+    protocol = None
+    if source.task == "listwise":  # LINKAGE's protocol: every qualifying test question, `size` candidates each
+        draw = draw_references(splits["test"], per_grade=1, seed=seed)
+        test = sample_per_group(draw.candidates, size, seed=seed)
+        protocol = {**draw.summary(), "candidates": len(test)}
     else:
         test = limit_by_group(splits["test"], size, seed=seed)
     common = {"label_range": label_range, "n_resamples": resamples, "seed": seed}
@@ -65,18 +75,17 @@ def rows_for(name: str, size: int, cache_root: str, seed: int, resamples: int) -
     for label, kind, params in judges:
         lm = load_lm("local:smollm2", cache=ResponseCache(os.path.join(cache_root, name, label))) \
             if kind in LM_JUDGES else None
-        judge = make_judge(kind, lm, train=splits["train"], pool=splits["test"], label_range=label_range,
-                           params=params, seed=seed)
+        judge = make_judge(kind, lm, train=splits["train"], label_range=label_range, params=params, seed=seed)
         verdicts, seconds = timed_verdicts(judge, test, progress=sys.stderr.isatty())
         if lm is not None:
             lm.close()
-        rows.append({"dataset": name, "method": label, **judge_row(label, verdicts, test, seconds=seconds,
-                                                                  pred_range=judge.range_for(test), **common)})
+        rows.append({"dataset": name, "method": label, "protocol": protocol,
+                     **judge_row(label, verdicts, test, seconds=seconds, pred_range=judge.range_for(test), **common)})
         print(f"  {name} {label}: done in {seconds:.0f} s", file=sys.stderr)
     constant = ConstantJudge.from_labels([e.judgment for e in splits["train"]], label_range)
     verdicts, seconds = timed_verdicts(constant, test)
-    rows.append({"dataset": name, "method": "constant", **judge_row("constant", verdicts, test, seconds=seconds,
-                                                                   pred_range=label_range, **common)})
+    rows.append({"dataset": name, "method": "constant", "protocol": protocol,
+                 **judge_row("constant", verdicts, test, seconds=seconds, pred_range=label_range, **common)})
     return rows
 
 
@@ -92,6 +101,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", choices=sorted(PLAN), action="append")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="write the JSON result (with its meta) to this file")
     args = parser.parse_args()
     resamples = 200 if args.quick else 1000
     rows = []
@@ -103,9 +113,18 @@ def main() -> None:
             rows.extend(rows_for(name, size, cache_root, args.seed, resamples))
     rows.extend({"dataset": d, "method": m, "spearman_per_group": v, "published": True} for d, m, v in PUBLISHED
                 if d in (args.only or PLAN))
-    if args.json:
-        print(json.dumps({"rows": rows}, indent=2))
-        return
+    if args.json or args.out:
+        meta = {"date": dt.date.today().isoformat(),
+                "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                         cwd=Path(__file__).parent).stdout.strip(),
+                "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
+                "command": " ".join(["python", *sys.argv])}
+        text = json.dumps({"meta": meta, "rows": rows}, indent=2)
+        if args.out:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        if args.json:
+            print(text)
+            return
     print(f"{'dataset':<19} {'method':<38} {'n':>4} {'fail%':>5} {'MAE':>17} {'bracket':>17} {'Spearman':>18} "
           f"{'Spearman/question':>18} {'pair acc':>8} {'s/item':>7}")
     for r in rows:

@@ -14,24 +14,40 @@ run in interleaved rounds (each round: the same items through every path, in a r
 path warmed on another item first), so machine noise hits them alike; figures are medians over rounds.
 Also: 16 requests against a server with 50 ms latency, one at a time vs 16 threads.
 
-    python benchmarks/lm_throughput.py [--quick] [--rounds R] [--per-round N] [--json]
+``--grouped``: grouped data instead (issue 29), the SummaC-Polytope articles that carry 8 or more
+summaries (8 each), ``--sources`` articles per round. Items per second of the likelihood judge
+(``instruction=summary, direction=answer, k=0, chat``; the article is its source) and of the rubric judge
+(defaults, the article as its reference) with source reuse (the engine's prefix tree, items dispatched
+article by article: ``reuse``) and without (today's path: only the prefix common to a batch reused, items
+in the catalog's order, where articles interleave: ``plain``), beside the unique-token limit: the peak
+prompt rate (as above, measured mid-round) over the unique tokens per item (the nodes of the prefix tree
+of every token sequence the judge scored). The headline keys are the likelihood judge's. Rounds interleave
+reuse and plain (alternating which runs first) so that machine load hits both alike.
+
+    python benchmarks/lm_throughput.py [--quick] [--rounds R] [--per-round N] [--json] [--out PATH]
+    python benchmarks/lm_throughput.py --grouped [--rounds R] [--sources S] [--json] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
 import time
+from collections import defaultdict
+from dataclasses import replace
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import dspy  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
+from judgetune.judges import make_judge  # noqa: E402
 from judgetune.lm import OpenAICompatibleClient, load_lm, parse_lm_spec, run_items  # noqa: E402
 from judgetune.lm._adapter import PrefillChatAdapter  # noqa: E402
 from judgetune.lm._labels import local_label_distribution, local_label_distributions  # noqa: E402
@@ -200,6 +216,140 @@ def remote_speedup(requests: int = 16, latency: float = 0.05) -> tuple[float, fl
         server.wait()
 
 
+
+GROUPED_DATA, PER_SOURCE = "summac-polytope", 8
+LIKELIHOOD = {"instruction": "summary", "direction": "answer", "k": 0, "chat": True, "normalization": "mean"}
+
+
+def grouped_sets(rounds: int, sources: int) -> list[list]:
+    """Per round, ``sources`` articles with their first PER_SOURCE summaries, in the catalog's order."""
+    examples = datasets.load(GROUPED_DATA)
+    by_article = defaultdict(list)
+    for e in examples:
+        by_article[e.context[0]].append(e)
+    articles = [a for a in by_article if len(by_article[a]) >= PER_SOURCE][:rounds * sources]
+    if len(articles) < rounds * sources:
+        raise SystemExit(f"{GROUPED_DATA} has {len(articles)} articles with {PER_SOURCE} summaries or more; "
+                         f"asked for {rounds} x {sources}")
+    sets = []
+    for r in range(rounds):
+        chosen = {a: by_article[a][:PER_SOURCE] for a in articles[r * sources:(r + 1) * sources]}
+        picked = {id(e) for group in chosen.values() for e in group}
+        sets.append([e for e in examples if id(e) in picked])  # the catalog's order: articles interleave
+    return sets
+
+
+def unique_tokens(sequences: list[list[int]]) -> int:
+    """The nodes of the prefix tree of ``sequences``: what evaluating each shared prefix once costs."""
+    ordered = sorted(sequences)
+    return sum(len(s) - len(os.path.commonprefix([s, p])) for s, p in zip(ordered, [[], *ordered]))
+
+
+def scored_sequences(lm) -> list[list[int]]:
+    """The token sequences the transcript's calls ran: prompt + target[:-1] (likelihood), prompt + the longest
+    label but its last token (label reads)."""
+    model, out = lm.model, []
+    for entry in lm.transcript:
+        if entry["op"] == "targets":
+            out += [model.tokenize(p) + model.tokenize(t, special=False)[:-1] for p, t in entry["pairs"]]
+        elif entry["op"] == "labels":
+            prompt = model.tokenize(model.render(entry["messages"], entry["prefix"]))
+            longest = max((model.tokenize(label, special=False) for label in entry["labels"]), key=len)
+            out.append(prompt + longest[:-1])
+    return out
+
+
+def grouped_case(rounds: int, sources: int) -> dict:
+    lm = load_lm("local:smollm2", use_cache=False)
+    model = lm.model
+    sets = grouped_sets(rounds, sources)
+    judges = {"likelihood": (make_judge("likelihood", lm, train=[], pool=[], label_range=(0.0, 1.0), params=LIKELIHOOD),
+                             lambda e: e),
+              "rubric": (make_judge("rubric", lm, train=[], pool=[], label_range=(0.0, 1.0)),
+                         lambda e: replace(e, references=(datasets.Reference(e.context[0]),)))}
+    rates: dict[str, list[float]] = defaultdict(list)
+    scores: dict[str, list] = defaultdict(list)
+    unique, peaks, loads = defaultdict(list), [], []
+    for r, items in enumerate(sets):
+        loads.append(os.getloadavg()[0])
+        for name, (judge, view) in judges.items():
+            shown = [view(e) for e in items]
+            for path in (("reuse", "plain") if r % 2 == 0 else ("plain", "reuse")):
+                model.share_sources = path == "reuse"
+                # today's path: items in the catalog's order, not dispatched article by article
+                batch = shown if path == "reuse" else [replace(e, group=None) for e in shown]
+                lm.transcript = []
+                start = time.perf_counter()
+                verdicts = judge.judge_all(batch)
+                rates[f"{name}_{path}"].append(len(batch) / (time.perf_counter() - start))
+                scores[f"{name}_{path}"] += [v.score for v in verdicts]
+                if path == "reuse":
+                    sequences = scored_sequences(lm)
+                    unique[name].append(unique_tokens(sequences) / len(batch))
+            model.share_sources = True
+            lm.transcript = None
+            if name == "likelihood":  # the peak rate, measured mid-round
+                prompt = model.tokenize(judge.prompt(items[0].context[0], "answer"))
+                filler = [t for e in items for t in model.tokenize(e.answer, special=False)]
+                while len(filler) < max(PEAK_SIZES):
+                    filler += filler
+                peaks.append(peak_rate(model, prompt, filler))
+        loads.append(os.getloadavg()[0])
+    lm.close()
+    result: dict = {"grouped_data": GROUPED_DATA, "grouped_items": sum(map(len, sets)), "grouped_rounds": rounds,
+                    "grouped_sources_per_round": sources, "grouped_items_per_source": PER_SOURCE,
+                    "grouped_peak_tokens_per_s": statistics.median(peaks), "grouped_load_average": [min(loads), max(loads)]}
+    for name in judges:
+        limit = [peak / u for peak, u in zip(peaks, unique[name])]
+        reuse, plain = rates[f"{name}_reuse"], rates[f"{name}_plain"]
+        result.update({
+            f"grouped_{name}_reuse_items_per_s": statistics.median(reuse),
+            f"grouped_{name}_plain_items_per_s": statistics.median(plain),
+            f"grouped_{name}_limit_items_per_s": statistics.median(limit),
+            f"grouped_{name}_unique_tokens_per_item": statistics.median(unique[name]),
+            f"grouped_{name}_reuse_vs_plain": statistics.median(a / b for a, b in zip(reuse, plain)),
+            f"grouped_{name}_reuse_vs_limit": statistics.median(a / b for a, b in zip(reuse, limit)),
+            f"grouped_{name}_max_abs_score_diff": max(abs(a - b) for a, b in zip(scores[f"{name}_reuse"],
+                                                                                  scores[f"{name}_plain"])),
+            f"grouped_{name}_spread": {"reuse": [min(reuse), max(reuse)], "plain": [min(plain), max(plain)]}})
+    result.update({f"grouped_{key}": result[f"grouped_likelihood_{key}"] for key in
+                   ("reuse_items_per_s", "plain_items_per_s", "limit_items_per_s")})
+    return result
+
+
+def print_grouped(result: dict) -> None:
+    print(f"{result['grouped_items']} {result['grouped_data']} summaries, {result['grouped_items_per_source']} per "
+          f"article, {result['grouped_sources_per_round']} articles per round, {result['grouped_rounds']} interleaved "
+          f"rounds; SmolLM2-135M Q4_1 on llama.cpp, 2 threads; load average {result['grouped_load_average'][0]:.1f}-"
+          f"{result['grouped_load_average'][1]:.1f} (a shared machine); medians over rounds")
+    print(f"peak prompt rate {result['grouped_peak_tokens_per_s']:.0f} tokens/s")
+    for name in ("likelihood", "rubric"):
+        g = lambda key, name=name: result[f"grouped_{name}_{key}"]  # noqa: E731
+        print(f"{name:10s} reuse {g('reuse_items_per_s'):6.2f} items/s, plain (today) {g('plain_items_per_s'):6.2f}, "
+              f"limit {g('limit_items_per_s'):6.2f} ({g('unique_tokens_per_item'):.0f} unique tokens per item): "
+              f"reuse = {g('reuse_vs_plain'):.1f}x plain, {g('reuse_vs_limit'):.2f}x the limit; "
+              f"max |score difference| {g('max_abs_score_diff'):.2g}")
+
+
+def meta(command: list[str]) -> dict:
+    """The header of a benchmark result file (benchmarks/results/*.json)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    load = os.getloadavg()
+    return {"date": datetime.date.today().isoformat(), "commit": commit,
+            "machine": f"{os.cpu_count()}-core {platform.machine()}, load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}",
+            "command": " ".join(["python", *command])}
+
+
+def emit(result: dict, args: argparse.Namespace) -> None:
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump({"meta": meta(sys.argv), **result}, f, indent=1)
+            f.write("\n")
+    if args.json:
+        print(json.dumps(result))
+
 PATHS = ("predict", "prefill_predict", "label", "prefix", "batched", "coalesced", "sampled")
 
 
@@ -209,7 +359,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 6, --quick 5)")
     parser.add_argument("--per-round", type=int, help="pairs per round (default 20, --quick 8)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--out", help="also write the result, with its meta header, to this JSON file")
+    parser.add_argument("--grouped", action="store_true", help="the grouped-data case only (source reuse)")
+    parser.add_argument("--sources", type=int, default=2, help="--grouped: articles per round (default 2)")
     args = parser.parse_args()
+    if args.grouped:
+        result = grouped_case(args.rounds or (2 if args.quick else 4), args.sources)
+        emit(result, args)
+        if not args.json:
+            print_grouped(result)
+        return
     rounds, per_round = (5, 8) if args.quick else (6, 20)
     rounds, per_round = args.rounds or rounds, args.per_round or per_round
     demos, pool = demos_and_items(rounds * per_round + 1)
@@ -267,8 +426,8 @@ def main() -> None:
               "spread": {name: [min(v), max(v)] for name, v in rates.items()}}
     serial, parallel = remote_speedup()
     result.update(remote_16_serial_s=serial, remote_16_concurrent_s=parallel, remote_speedup_16=serial / parallel)
+    emit(result, args)
     if args.json:
-        print(json.dumps(result))
         return
     spread = result["spread"]
     line = lambda label, name: print(f"{label:40s} {med[name]:6.2f} items/s  "  # noqa: E731

@@ -28,9 +28,15 @@ bracket_accuracy}``; beside each tuned judge, the random predictor over 200 seed
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import os
+import platform
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from judgetune.evaluation import evaluate_judge
@@ -104,7 +110,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int)
     parser.add_argument("--fit-items", type=int, help="training items the hybrid fits on and demos come from "
                         "(seeded, question by question; default all)")
+    parser.add_argument("--out", type=Path, help="also write every row, with the run's meta, to this JSON file")
     args = parser.parse_args()
+    every: list[dict[str, Any]] = []
     args.trials = args.trials or (4 if args.quick else 12)
     args.search_items = 16 if args.quick else 40
     args.dev_items = 40 if args.quick else 150
@@ -120,6 +128,15 @@ def main() -> None:
                 rows.append({"dataset": dataset, "method": f"{kind}", "skipped": f"{type(exc).__name__}: {exc}"})
         for r in rows:
             print(json.dumps(r) if args.json else r, flush=True)
+        every.extend(rows)
+    if args.out:  # every item scored alone: no protocol, no label of a scored item read
+        meta = {"date": dt.date.today().isoformat(),
+                "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                         cwd=Path(__file__).parent).stdout.strip(),
+                "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
+                "command": " ".join(["python", *sys.argv])}
+        args.out.write_text(json.dumps({"meta": meta, "protocol": None, "rows": every}, indent=2) + "\n",
+                            encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
     >>> judge = judgetune.load("runs/demo/judge.json")  # doctest: +SKIP
     >>> judge.score(question="...", answer="...", reference="...")  # doctest: +SKIP
 
-The API (``load``, ``tune``, ``evaluate``, ``FrozenJudge``) is imported on first use, so ``import judgetune``
+The API (``load``, ``tune``, ``evaluate``, ``compare``, ``FrozenJudge``) is imported on first use, so ``import judgetune``
 stays light.
 """
 
@@ -12,9 +12,10 @@ from judgetune import _offline  # noqa: F401  (keeps litellm off the network; se
 from judgetune.errors import DataValidationError, JudgetuneError
 
 __version__ = "0.1.0"
-__all__ = ["DataValidationError", "FrozenJudge", "JudgetuneError", "JudgmentFailedError", "Scored", "__version__",
-           "evaluate", "load", "tune"]
-_API = ("FrozenJudge", "JudgmentFailedError", "Scored", "evaluate", "load", "tune")
+__all__ = ["DataValidationError", "FrozenJudge", "JudgetuneError", "JudgmentFailedError", "Rows", "Scored", "Scores",
+           "TunedJudge", "__version__", "compare", "evaluate", "load", "tune"]
+_API = ("FrozenJudge", "JudgmentFailedError", "Rows", "Scored", "Scores", "TunedJudge", "compare", "evaluate", "load",
+        "tune")
 
 
 def __getattr__(name: str):

@@ -1,18 +1,32 @@
-"""The public Python API: load a frozen judge and score with it; tune and evaluate from Python."""
+"""The public Python API: load a frozen judge and score with it; tune, evaluate and compare from Python.
+
+Data may be a catalog name, a file path, a list of dicts (the fields of a data file's rows) or a pandas
+DataFrame (pandas is optional and imported only when a DataFrame is passed or ``to_pandas()`` is called).
+Rows held in memory are validated by the same row schema as a file: they are written once as JSONL into
+the run folder (``tune``) or a temporary folder (``evaluate``, ``compare``), so a file's fingerprint, resume
+and the error messages (``rows-....jsonl:LINE``: line N is row N) work as they do for a file.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judgetune.config import JudgeConfig, load_config_lm, score_protocol
 from judgetune.datasets import Example, Reference, example_from_record
 from judgetune.errors import DataValidationError, JudgetuneError
 from judgetune.judges import Verdict
 
-__all__ = ["FrozenJudge", "JudgmentFailedError", "Scored", "evaluate", "load", "tune"]
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["FrozenJudge", "JudgmentFailedError", "Rows", "Scored", "Scores", "TunedJudge", "compare", "evaluate",
+           "load", "records_of", "tune"]
 
 
 class JudgmentFailedError(JudgetuneError):
@@ -79,7 +93,7 @@ class FrozenJudge:
         return scored.score
 
     def score_many(self, examples: Iterable[Example | Mapping[str, Any]], *, protocol: str | None = None,
-                   per_grade: int = 1, seed: int = 0, progress: bool = False) -> list[Scored]:
+                   per_grade: int = 1, seed: int = 0, progress: bool = False) -> Scores:
         """Scores of many items (Examples, or dicts with the fields of a data file's rows), in order.
         A failed judgment has ``score`` None and says why in ``verdict.raw``.
 
@@ -90,17 +104,21 @@ class FrozenJudge:
         Raises:
             JudgetuneError: a protocol's requirement unmet, or a judge that needs one scored without it.
         """
-        items = [self._example(e, i) for i, e in enumerate(examples)]
+        items = [self._example(e, i) for i, e in enumerate(records_of(examples))]
         scoring = score_protocol(self.config, items, self._lm, protocol=protocol, per_grade=per_grade, seed=seed,
                                  judge=self.judge, progress=progress)
-        return [Scored(e.id, s, v.score, v) for e, v, s in zip(scoring.items, scoring.verdicts, scoring.scores)]
+        return Scores(Scored(e.id, s, v.score, v) for e, v, s in zip(scoring.items, scoring.verdicts, scoring.scores))
 
     def as_dspy_metric(self, *, answer: str = "answer", question: str | None = "question",
-                       reference: str | None = "reference") -> Callable[..., float]:
-        """This judge as a DSPy metric ``metric(example, pred, trace=None) -> float``: the calibrated score of
-        ``pred.<answer>`` (given ``example.<question>`` and ``example.<reference>`` where the example has
+                       reference: str | None = "reference", feedback: bool = False) -> Callable[..., Any]:
+        """This judge as a DSPy metric ``metric(example, pred, trace=None, *args) -> float``: the calibrated score
+        of ``pred.<answer>`` (given ``example.<question>`` and ``example.<reference>`` where the example has
         them), mapped linearly from the label range onto 0-1. Use it with ``dspy.Evaluate`` or an optimizer
         (``metric_threshold`` in 0-1). The judge's own LM calls stay out of the program's trace.
+
+        With ``feedback=True`` the metric returns ``dspy.Prediction(score=..., feedback=...)``, as
+        ``dspy.GEPA`` wants: the feedback gives the score on the human scale and, for LM judges, the
+        judge's probability of its likeliest labels, so the reflection LM sees how sure the judge was.
 
         Raises (from the metric):
             JudgmentFailedError: the judge could not judge the answer; a failure is never scored as 0.
@@ -109,14 +127,19 @@ class FrozenJudge:
 
         low, high = self.label_range
 
-        def metric(example: Any, pred: Any, trace: Any = None) -> float:
-            fields = {"answer": str(pred[answer])}
-            if question and question in example:
-                fields["question"] = str(example[question])
-            if reference and reference in example:
-                fields["reference"] = str(example[reference])
+        def metric(example: Any, pred: Any, trace: Any = None, *_: Any, **__: Any) -> Any:
+            item = Example(id="item", answer=str(pred[answer]),
+                           question=str(example[question]) if question and question in example else None,
+                           references=(Reference(str(example[reference]), None),)
+                           if reference and reference in example else ())
             with dspy.context(trace=None):
-                return (self.score(**fields) - low) / (high - low)
+                scored = self.score_many([item])[0]
+            if scored.score is None:
+                raise JudgmentFailedError(f"the {self.config.judge} judge failed on this item: {scored.verdict.raw}")
+            value = (scored.score - low) / (high - low)
+            if not feedback:
+                return value
+            return dspy.Prediction(score=value, feedback=_feedback(scored, self.config.judge, low, high))
 
         return metric
 
@@ -151,30 +174,188 @@ def load(path: str | Path) -> FrozenJudge:
     return FrozenJudge(JudgeConfig.load(path))
 
 
-def tune(data: str, *, judge: str = "rubric", name: str = "run", lm: str = "local:smollm2", runs_dir: str | Path = "runs",
-         report: bool = True, **settings: Any) -> FrozenJudge:
-    """Tune, calibrate and freeze a judge on ``data`` (a catalog name or a file); returns the frozen judge.
+class Scores(list):
+    """The :class:`Scored` items of ``score_many``, in order; ``to_pandas()`` gives one row per item."""
 
-    ``settings`` are the fields of :class:`judgetune.tuning.RunSpec` (``n_trials``, ``seed``, ``fixed``, ...).
-    The run's folder is ``runs_dir/name`` (judge.json, study.db, test predictions, and report.html when ``report``).
+    def to_pandas(self) -> Any:
+        """A DataFrame with ``id``, ``score`` (None for a failed judgment), ``raw_score``, ``parsed`` and ``failure``."""
+        pd = _pandas()
+        return pd.DataFrame([{"id": s.id, "score": s.score, "raw_score": s.raw_score, "parsed": s.verdict.parsed,
+                              "failure": None if s.score is not None else s.verdict.raw} for s in self])
+
+
+class Rows(list):
+    """Rows of figures (dicts) as ``evaluate`` and ``compare`` return them; ``to_pandas()`` gives a DataFrame."""
+
+    def to_pandas(self) -> Any:
+        """A DataFrame, one row per dict; an interval stays a ``[low, high]`` list in its cell."""
+        return _pandas().DataFrame(list(self))
+
+
+class TunedJudge(FrozenJudge):
+    """The frozen judge ``tune`` returns, with the Optuna ``study`` that chose it and its ``run_dir``."""
+
+    def __init__(self, config: JudgeConfig, *, study: optuna.Study, run_dir: Path, lm: Any = None):
+        super().__init__(config, lm)
+        self.study = study
+        self.run_dir = Path(run_dir)
+
+    def trials_to_pandas(self) -> Any:
+        """The study's trials as a DataFrame (Optuna's ``trials_dataframe``: parameters, objectives, state)."""
+        _pandas()
+        return self.study.trials_dataframe()
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError:
+        raise JudgetuneError("to_pandas() needs pandas: pip install pandas") from None
+    return pandas
+
+
+def _is_frame(data: Any) -> bool:
+    return type(data).__module__.split(".")[0] == "pandas" and hasattr(data, "to_dict") and hasattr(data, "columns")
+
+
+def _plain(value: Any) -> Any:
+    """A DataFrame cell as JSON data: numpy scalars to Python, NaN/NaT/None to None, arrays to lists."""
+    if value is None:
+        return None
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _plain(value.tolist())
+    if isinstance(value, float) and value != value:  # NaN
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if type(value).__name__ in ("NaTType", "NAType"):
+        return None
+    return value
+
+
+def _rows_in_memory(data: Any) -> list[dict[str, Any]] | None:
+    """The rows of a DataFrame or a list of dicts (a missing cell left out), or None for a path or catalog name."""
+    if isinstance(data, (str, Path)):
+        return None
+    if _is_frame(data):
+        rows = data.to_dict(orient="records")
+    elif isinstance(data, Iterable):
+        rows = list(data)
+    else:
+        raise JudgetuneError(f"data: expected a catalog name, a file path, a list of dicts or a pandas DataFrame, "
+                             f"found {type(data).__name__}")
+    out = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise JudgetuneError(f"data row {i}: expected a dict of fields (answer, label, ...), found {type(row).__name__}")
+        out.append({str(k): v for k, v in ((k, _plain(v)) for k, v in row.items()) if v is not None})
+    if not out:
+        raise JudgetuneError("data: no rows")
+    return out
+
+
+def records_of(data: Any) -> list[Example | Mapping[str, Any]]:
+    """Items to score from a list of Examples or dicts, a pandas DataFrame (one row per item, a missing cell left
+    out), a data file or a catalog name (every row; labels not needed)."""
+    if isinstance(data, (str, Path)):
+        from judgetune import datasets
+
+        return list(datasets.load_data(data)[0])
+    if _is_frame(data):
+        return list(_rows_in_memory(data) or [])
+    return list(data)
+
+
+def _data_file(data: Any, folder: Path) -> str:
+    """``data`` itself when it names a catalog source or a file; rows in memory are written to
+    ``folder/rows-SHA.jsonl`` (named by their content, so the same rows give the same run and resume)."""
+    rows = _rows_in_memory(data)
+    if rows is None:
+        return str(data)
+    text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"rows-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}.jsonl"
+    if not path.exists():
+        path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _lm_object(lm: Any) -> tuple[Any, bool]:
+    """``(JudgeLM or None, owned)``: a string stays a spec (None); a ``load_lm`` result is used as it is (the
+    caller keeps it); a ``dspy.LM`` on an OpenAI-compatible endpoint is loaded here by its model and api_base."""
+    if lm is None or isinstance(lm, str):
+        return None, False
+    from judgetune.lm import JudgeLM, load_lm
+
+    if isinstance(lm, JudgeLM):
+        return lm, False
+    model = getattr(lm, "model", None)
+    if isinstance(model, str) and model.startswith("openai/"):
+        kwargs = getattr(lm, "kwargs", {}) or {}
+        return load_lm(model, api_base=kwargs.get("api_base") or kwargs.get("base_url")), True
+    raise JudgetuneError(f"lm: expected a spec string, what judgetune.lm.load_lm returns, or a dspy.LM on an "
+                         f"OpenAI-compatible endpoint ('openai/MODEL' with api_base), found {model or type(lm).__name__!r}")
+
+
+def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "local:smollm2",
+         runs_dir: str | Path = "runs", report: bool = True, sampler: optuna.samplers.BaseSampler | None = None,
+         storage: str | optuna.storages.BaseStorage | None = None, fields: dict[str, str] | None = None,
+         label: str | None = None, **settings: Any) -> TunedJudge:
+    """Tune, calibrate and freeze a judge on ``data``; returns the frozen judge with its study.
+
+    Args:
+        data: a catalog name, a file, a list of dicts or a pandas DataFrame (rows as in a data file).
+        judge: the judge kind (see ``judgetune.judges.KINDS``).
+        name: the run's folder ``runs_dir/name`` (judge.json, study.db, test predictions, report.html).
+        lm: a spec string, what ``judgetune.lm.load_lm`` returns (you keep and close it), or a ``dspy.LM``.
+        sampler, storage: an Optuna sampler and storage (object or URL) instead of the spec's.
+        fields, label: map your own column names to Example fields and the human score.
+        settings: fields of :class:`judgetune.tuning.RunSpec` (``n_trials``, ``seed``, ``fixed``, ...).
+
+    Example:
+        >>> judge = judgetune.tune(df, judge="embedding", name="mine", n_trials=2)  # doctest: +SKIP
+        >>> judge.study.best_trials, judge.config.metrics["test"]  # doctest: +SKIP
     """
     from judgetune import tuning
 
-    spec = tuning.RunSpec(name=name, judge=judge, data=data, lm=lm, **settings)
-    config, run_dir, study = tuning.tune(spec, runs_dir=runs_dir)
+    data_arg = _data_file(data, Path(runs_dir) / name)
+    model, owned = _lm_object(lm)
+    if model is not None:
+        settings.setdefault("api_base", model.spec.api_base)
+        lm = str(model.spec)
+    spec = tuning.RunSpec(name=name, judge=judge, data=data_arg, lm=lm, fields=dict(fields or {}), label=label,
+                          **settings)
+    extra = {key: value for key, value in (("lm", model), ("sampler", sampler), ("storage", storage))
+             if value is not None}
+    try:
+        config, run_dir, study = tuning.tune(spec, runs_dir=runs_dir, **extra)
+    except BaseException:
+        if owned:
+            model.close()
+        raise
     if report:
         from judgetune.report import write_report
 
         write_report(run_dir, study=study, config=config)
-    return FrozenJudge(config)
+    return TunedJudge(config, study=study, run_dir=run_dir, lm=model if owned else None)
 
 
-def evaluate(judge: str | FrozenJudge, data: str, *, split: str = "test", lm: str = "local:smollm2",
+def evaluate(judge: str | FrozenJudge, data: Any, *, split: str = "test", lm: Any = "local:smollm2",
              seed: int = 0, n_resamples: int = 1000, fields: dict[str, str] | None = None, label: str | None = None,
-             **params: Any) -> list[dict[str, Any]]:
-    """Rows of agreement with the human labels on one split of ``data``: the judge (a kind, untuned, with
-    ``params``; or a frozen judge, calibrated) beside the trivial baselines, with 95% intervals.
-    ``fields`` and ``label`` map a file's own columns (see :func:`judgetune.datasets.read_examples`)."""
+             **params: Any) -> Rows:
+    """Rows of agreement with the human labels on one split of ``data`` (a catalog name, a file, a list of dicts or
+    a DataFrame): the judge (a kind, untuned, with ``params``; or a frozen judge, calibrated) beside the trivial
+    baselines, with 95% intervals. ``fields`` and ``label`` map your own columns (see
+    :func:`judgetune.datasets.read_examples`); ``lm`` is a spec, a ``load_lm`` result or a ``dspy.LM``."""
+    with tempfile.TemporaryDirectory(prefix="judgetune-") as tmp:
+        return Rows(_evaluate(judge, _data_file(data, Path(tmp)), split=split, lm=lm, seed=seed,
+                              n_resamples=n_resamples, fields=fields, label=label, params=params))
+
+
+def _evaluate(judge: str | FrozenJudge, data: str, *, split: str, lm: Any, seed: int, n_resamples: int,
+              fields: dict[str, str] | None, label: str | None, params: dict[str, Any]) -> list[dict[str, Any]]:
     from judgetune import datasets, evaluation, stats
     from judgetune.judges import judge_class, make_judge
     from judgetune.lm import load_lm
@@ -192,12 +373,55 @@ def evaluate(judge: str | FrozenJudge, data: str, *, split: str = "test", lm: st
             rows.append({"name": name, **evaluation.agreement(list(pred), test, label_range, n_resamples=n_resamples,
                                                               seed=seed)})
         return rows
-    model = load_lm(lm) if judge_class(judge).needs_lm_with(params or {}) else None
+    model, owned = None, False
+    if judge_class(judge).needs_lm_with(params or {}):
+        model, owned = _lm_object(lm)
+        if model is None:
+            model, owned = load_lm(lm), True
     try:
         built = make_judge(judge, model, train=splits["train"], pool=test, label_range=label_range, params=params,
                            seed=seed)
         return evaluation.evaluate_judge(built, test, train=splits["train"], label_range=label_range,
                                          n_resamples=n_resamples, seed=seed)["rows"]
     finally:
-        if model is not None:
+        if owned:
             model.close()
+
+
+def compare(judges: Mapping[str, FrozenJudge | str | Path] | Sequence[FrozenJudge | str | Path], data: Any, *,
+            split: str | None = "test", seed: int = 0, n_resamples: int = 1000, fields: dict[str, str] | None = None,
+            label: str | None = None) -> dict[str, Rows]:
+    """Several frozen judges (objects or judge.json paths; a mapping names them) on the same items of ``data``:
+    ``{"rows": metrics with 95% intervals per judge, "pairs": paired Wilcoxon tests on absolute errors}``.
+    ``split`` None scores every labeled item; otherwise the seeded split of that name."""
+    from judgetune import datasets, evaluation
+
+    named = dict(judges) if isinstance(judges, Mapping) else {
+        (str(j) if isinstance(j, (str, Path)) else f"{i}: {j.config.judge}"): j for i, j in enumerate(judges)}
+    with tempfile.TemporaryDirectory(prefix="judgetune-") as tmp:
+        examples, label_range = datasets.load_data(_data_file(data, Path(tmp)), fields=fields, label=label)
+    examples = [e for e in examples if e.judgment is not None]
+    if split is not None:
+        examples = datasets.split_examples(examples, seed=seed)[split]
+    scores = {}
+    for name, judge in named.items():
+        if isinstance(judge, FrozenJudge):
+            scores[name] = [s.score for s in judge.score_many(examples)]
+        else:
+            with load(judge) as loaded:
+                scores[name] = [s.score for s in loaded.score_many(examples)]
+    result = evaluation.compare_scores(scores, examples, label_range=label_range, n_resamples=n_resamples, seed=seed)
+    return {"rows": Rows(result["rows"]), "pairs": Rows(result["pairs"])}
+
+
+def _feedback(scored: Scored, kind: str, low: float, high: float) -> str:
+    """GEPA's feedback text for one scored answer: the score on the human scale and how sure the judge was."""
+    text = f"The {kind} judge scored this answer {scored.score:.2f} on the human scale {low:g}-{high:g}."
+    dist = scored.verdict.distribution
+    if dist:
+        top = sorted(dist.items(), key=lambda kv: -kv[1])[:4]
+        text += " Its probability per label: " + ", ".join(f"{k}: {p:.2f}" for k, p in top) + "."
+    raw = (scored.verdict.raw or "").strip()
+    if raw and len(raw) <= 600:
+        text += f" Its own words: {raw}"
+    return text

@@ -194,7 +194,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
     try:
-        judge = judges.make_judge(args.judge, lm, train=splits["train"], pool=splits[args.split],
+        judge = judges.make_judge(args.judge, lm, train=splits["train"],
                                     label_range=label_range, params=params, seed=args.seed)
     except ValueError as err:  # a bad --param
         raise JudgetuneError(str(err)) from None

@@ -1,16 +1,98 @@
-"""Shared fixtures: the catalog data, copied once per session from the shared mirror; the embedded model;
-one real llama.cpp OpenAI-compatible server per session."""
+"""Shared fixtures and the test tiers.
+
+Tiers are pytest markers (registered here, so ``pyproject.toml`` stays short):
+
+- ``model``: loads the embedded model (SmolLM2 through llama.cpp, or transformers);
+- ``server``: starts a real llama.cpp OpenAI-compatible server;
+- ``slow``: subprocesses, kills, tuning workers, long planted sweeps.
+
+``python -m pytest`` runs every tier (as CI does); ``python -m pytest -m "not slow"`` is the fast
+tier. A test that uses one of the model or server fixtures below is marked automatically; mark any
+other test that loads the model or starts a server yourself. A test that loads the embedded model
+without the ``model`` mark gets a warning naming it.
+
+Fixtures: the catalog data, fetched lazily (file by file, on first use) from the shared mirror;
+the embedded model; one real llama.cpp server per session; a per-session answer cache
+(``JUDGETUNE_CACHE_DIR``), so no test writes to ``~/.cache/judgetune``.
+"""
 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pytest
 
-from judgetune import datasets
-
 REPO = Path(__file__).resolve().parents[1]
+
+TIERS = {
+    "model": "loads the embedded model (SmolLM2 in-process); marked automatically for the model fixtures",
+    "server": "starts a real llama.cpp OpenAI-compatible server; marked automatically for llama_server",
+    "slow": "subprocesses, kills, tuning workers or long planted sweeps; deselect with -m 'not slow'",
+}
+MODEL_FIXTURES = {"embedded_lm", "uncached_lm"}
+SERVER_FIXTURES = {"llama_server"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, description in TIERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & MODEL_FIXTURES:
+            item.add_marker(pytest.mark.model)
+        if names & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.server)
+
+
+_model_loads: list[str] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _count_model_loads():
+    """Counts embedded models loaded in this process, to name tests that load one without the mark."""
+    try:
+        from judgetune.lm._llamacpp import LlamaCppModel
+    except ImportError:  # llama-cpp-python missing: the model tests fail on their own
+        yield
+        return
+    original = LlamaCppModel.__init__
+
+    def counting(self, *args, **kwargs):
+        _model_loads.append(str(args[0]) if args else "")
+        original(self, *args, **kwargs)
+
+    LlamaCppModel.__init__ = counting
+    yield
+    LlamaCppModel.__init__ = original
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    before = len(_model_loads)
+    yield
+    if len(_model_loads) > before and item.get_closest_marker("model") is None:
+        warnings.warn(f"{item.nodeid} loads the embedded model but is not marked @pytest.mark.model", stacklevel=1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory: pytest.TempPathFactory):
+    """One answer cache for the whole session (also for subprocesses, which inherit the environment):
+    answers computed by one test are reused by the next, and nothing lands in ~/.cache/judgetune.
+    A test that needs a cold cache sets its own ``JUDGETUNE_CACHE_DIR``."""
+    saved = {name: os.environ.get(name) for name in ("JUDGETUNE_CACHE_DIR", "DSPY_CACHEDIR")}
+    os.environ["JUDGETUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("judgetune-cache"))
+    os.environ["DSPY_CACHEDIR"] = str(tmp_path_factory.mktemp("dspy-cache"))
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
@@ -24,11 +106,16 @@ def mirror() -> Path:
 
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
-    """A data folder with every catalog source fetched (checksummed) from the mirror."""
-    root = tmp_path_factory.mktemp("datasets")
-    for name in datasets.CATALOG:
-        datasets.fetch(name, root=root, mirror=mirror)
-    return root
+    """A data folder that fills on demand: ``datasets.load(name, root=data_root)`` (and everything built
+    on ``ensure_fetched``) copies and checksums only that source's files from the mirror, once per
+    session. Read a file by path only after ``datasets.ensure_fetched(name, root=data_root)``."""
+    saved = os.environ.get("JUDGETUNE_DATA_MIRROR")
+    os.environ["JUDGETUNE_DATA_MIRROR"] = str(mirror)  # subprocesses and ensure_fetched fetch from it
+    yield tmp_path_factory.mktemp("datasets")
+    if saved is None:
+        os.environ.pop("JUDGETUNE_DATA_MIRROR", None)
+    else:
+        os.environ["JUDGETUNE_DATA_MIRROR"] = saved
 
 
 @pytest.fixture(scope="module")

@@ -81,7 +81,7 @@ def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
         assert prompt["signature"]["instructions"] == config.instruction
         assert prompt["demos"] == config.demos and len(config.demos) == params["k"]
         blank = build(JudgeSpec(kind, {**params, "k": 0, "instruction": list(type(judge).INSTRUCTIONS)[-1]}, seed=3),
-                      BuildContext(lm=lm, label_range=label_range))
+                      BuildContext(lm=lm, train=train, label_range=label_range))
         assert blank.instruction != judge.instruction and not blank.demos
         blank.load_state(json.loads(json.dumps(state)))
         assert blank.instruction == judge.instruction and blank.demos == judge.demos

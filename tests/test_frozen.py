@@ -92,3 +92,41 @@ def test_the_demos_frozen_hybrid_scores_a_pair_the_same_alone_and_in_a_group(dat
     assert together[0].score == alone
     assert frozen.score_many(list(reversed(group)))[-1].score == alone
     assert len({round(s.score, 6) for s in together}) == 4  # the items still score differently
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"seed": "3"}, "seed: input should be a valid integer"),
+    ({"seed": True}, "seed: input should be a valid integer"),
+    ({"label_range": [0, "5"]}, r"label_range\[1\]: input should be a valid number"),
+    ({"instruction": 3}, "instruction: input should be a valid string"),
+    ({"params": {"target": "question", "colour": 2}}, "params.colour: unknown setting of judge overlap; known: target"),
+    ({"params": {"target": 1}}, "target must be one of"),
+    ({"protocol": "siblings"}, "protocol: input should be 'group' or 'linkage'"),
+    ({"judge": "nope"}, "judge: expected one of"),
+])
+def test_judge_json_is_one_strict_schema(change, message):
+    """A value of the wrong JSON type is refused, never coerced; an unknown setting is refused by name."""
+    from judgetune.config import ConfigError
+
+    judge = make_judge("overlap", train=[], label_range=(0.0, 5.0))
+    data = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 5.0)).to_dict()
+    assert JudgeConfig.from_dict(json.loads(json.dumps(data))).to_dict() == data
+    with pytest.raises(ConfigError, match=message):
+        JudgeConfig.from_dict({**data, **change})
+
+
+def test_a_kind_registered_later_loads_from_judge_json(monkeypatch):
+    """``KINDS`` is read from the registry at every use, so a kind added with ``register`` also loads."""
+    from judgetune.judges import KINDS, LengthJudge, _registry, register
+
+    monkeypatch.setattr(_registry, "_REGISTRY", dict(_registry._REGISTRY))
+
+    class WordsJudge(LengthJudge):
+        kind = "words"
+
+    register("words", WordsJudge)
+    assert "words" in KINDS
+    judge = make_judge("words", train=[], label_range=(0.0, 5.0))
+    data = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 5.0)).to_dict()
+    frozen = FrozenJudge(JudgeConfig.from_dict(json.loads(json.dumps(data))))
+    assert frozen.judge.kind == "words" and frozen.score(answer="three short words") is not None

@@ -19,8 +19,19 @@ def msrpar(data_root):
     return ([e for e in examples if e.meta["split"] == "train"], [e for e in examples if e.meta["split"] == "test"])
 
 
-@pytest.mark.parametrize("reasoning", [False, True])
-def test_rubric_score_is_the_expected_value_of_the_distribution_at_the_score(embedded_lm, msrpar, reasoning):
+# With a reasoning, the label read reuses the KV entries llama.cpp wrote while generating it token by
+# token (its single-token kernel); a fresh model evaluates the same tokens batched, and the score's
+# distribution moves by up to 0.014 (measured: both fresh paths, batched or one token at a time,
+# agree to 1e-4). Strict: this turns red once generation and scoring give the same numbers.
+KV_AFTER_GENERATION = pytest.mark.xfail(strict=True, reason="label read after a generation reuses KV entries "
+                                        "computed by llama.cpp's single-token kernel (judgetune/lm/_llamacpp.py)")
+
+
+@pytest.mark.parametrize("reasoning", [False, pytest.param(True, marks=KV_AFTER_GENERATION)])
+def test_rubric_score_is_the_expected_value_of_the_distribution_at_the_score(embedded_lm, uncached_lm, msrpar,
+                                                                              reasoning):
+    """The judge's verdict against the label distribution recomputed by a second, uncached model from
+    the prompt the judge sent (a cached model would hand back the judge's own answer)."""
     train, test = msrpar
     judge = make_judge("rubric", embedded_lm, train=train, pool=test, label_range=(0, 5),
                        params={"k": 2, "reasoning": reasoning})
@@ -32,9 +43,11 @@ def test_rubric_score_is_the_expected_value_of_the_distribution_at_the_score(emb
     assert labels["prefix"].endswith("[[ ## score ## ]]\n")
     assert labels["prefix"].startswith("[[ ## reasoning ## ]]\n") == reasoning
     assert test[0].answer in labels["messages"][-1]["content"]
-    again = embedded_lm.label_distribution(labels["messages"], ["0", "1", "2", "3", "4", "5"], prefix=labels["prefix"])
+    computed = uncached_lm.label_calls
+    again = uncached_lm.label_distribution(labels["messages"], ["0", "1", "2", "3", "4", "5"], prefix=labels["prefix"])
+    assert uncached_lm.label_calls == computed + 1  # computed afresh, not read from a cache
     probs = again.normalized()
-    assert verdict.distribution == pytest.approx(probs)
+    assert verdict.distribution == pytest.approx(probs, abs=1e-5)  # batched decode vs one prompt alone
     assert verdict.score == pytest.approx(sum(p * int(label) for label, p in probs.items()))
     demo_text = "\n".join(m["content"] for m in labels["messages"])
     assert all(d.answer in demo_text for d in judge.demos) and len(judge.demos) == 2

@@ -56,8 +56,10 @@ def test_next_logprobs_side_by_side_equal_one_at_a_time(lm):
         assert np.abs(got - alone[i]).max() <= TOLERANCE
     for got, want in zip(scratch, alone):
         assert np.abs(got - want).max() <= TOLERANCE
-    # the last prompt shares no prefix, so this call ran everything; a call on prompts with a common prefix does not
-    assert spent_batched == sum(len(p) for p in prompts)
+    # the last prompt shares no prefix with the others; the other six still share theirs (a branch of the prefix
+    # tree), run once (items of a decode are padded to equal lengths, so a few of its tokens run again)
+    common = len(os.path.commonprefix(prompts[:6]))
+    assert sum(len(p) for p in prompts) - 5 * common <= spent_batched < sum(len(p) for p in prompts) - 4 * common
     before = model.evaluated_tokens
     model.next_logprobs_many(prompts[:6])
     model.next_logprobs_many(prompts[:6])  # the shared prefix is now in sequence 0

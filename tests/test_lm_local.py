@@ -122,12 +122,18 @@ def test_generation_stops_and_reports_logprobs(lm):
 
 
 def test_json_schema_constrained_generation(model):
-    schema = {"type": "object", "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
-              "required": ["facts"]}
+    """Bounded strings and lists make the grammar finish within the tokens given (at most 3 strings of
+    40 characters, a token each at worst, and bounded whitespace), so the output is whole JSON on any
+    CPU: an unbounded string can repeat one word until the tokens run out."""
+    schema = {"type": "object", "required": ["facts"],
+              "properties": {"facts": {"type": "array", "minItems": 1, "maxItems": 3,
+                                       "items": {"type": "string", "maxLength": 40}}}}
     prompt = model.tokenize(model.render([{"role": "user", "content": "List three facts about Paris as JSON."}]))
-    _, _, text = model.generate(prompt, max_tokens=120, json_schema=schema)
+    out, finish, text = model.generate(prompt, max_tokens=400, json_schema=schema)
+    assert finish == "stop" and len(out) < 400
     data = json.loads(text)
-    assert isinstance(data["facts"], list) and all(isinstance(f, str) for f in data["facts"])
+    assert set(data) == {"facts"} and 1 <= len(data["facts"]) <= 3
+    assert all(isinstance(f, str) and len(f) <= 40 for f in data["facts"])
 
 
 def test_label_distributions_are_thread_safe(model):

@@ -29,7 +29,7 @@ def user(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
 
-# Prompts whose every label is among the server's top 20 first tokens (checked in the test).
+# Prompts whose labels are among the server's top 20 first tokens on this CPU (at least one must be anywhere).
 PROMPTS = [
     (user("Is the sky blue? Answer yes or no."), YES_NO),
     (user("Answer yes or no: is fire cold?"), YES_NO),
@@ -102,14 +102,14 @@ def test_server_accepts_any_model_name(llama_server):
     assert reply["model"] == "any-name" and reply["choices"][0]["message"]["content"]
 
 
-def test_dspy_lm_generates_through_the_server(remote, uncached_lm):
+def test_dspy_lm_generates_through_the_server(remote):
     before = remote.engine.calls
     out = remote.dspy_lm("Say hello", max_tokens=8)
     assert remote.engine.calls == before + 1
     assert len(out) == 1 and out[0].strip()
     assert remote.dspy_lm.history[-1]["usage"]["completion_tokens"] >= 1
-    # greedy decoding: the server and the in-process model write the same words
-    assert uncached_lm.dspy_lm("Say hello", max_tokens=8) == out
+    # No comparison of the words with the in-process model's: greedy text flips on any tiny numeric
+    # difference between CPUs; the numbers themselves are compared in the label-distribution tests.
 
 
 def test_predict_reaches_the_server(remote):
@@ -138,14 +138,27 @@ def test_remote_engine_refuses_a_prefill_it_cannot_continue(remote, uncached_lm)
 
 # --- label distributions: server vs in-process ---------------------------------------------------
 
+LOGPROB_TOLERANCE = 0.05  # nats; measured here < 1e-7 (same weights, same batched prompt pass), kept loose for other CPUs
+
+
 @pytest.mark.parametrize("messages,labels", PROMPTS, ids=[f"p{i}" for i in range(len(PROMPTS))])
 def test_server_and_in_process_label_distributions_agree(remote, uncached_lm, messages, labels):
-    served = served_distribution(remote, messages, labels)
+    """Each label the server lists among its top 20 first tokens has the in-process log-probability
+    within LOGPROB_TOLERANCE; each label it leaves out is no likelier in-process than the least likely
+    token it listed (which labels make the top 20 may differ between CPUs; their numbers may not)."""
+    answer = remote.generate(messages, max_tokens=1, top_logprobs=20)
+    top = dict(answer.logprobs[0][2])
     local = from_scratch(uncached_lm, messages, labels)
-    assert served.missing == ()  # every label listed in the server's top 20
     # same chat template: the server's prompt has exactly as many tokens as our rendering
-    assert served.usage["prompt_tokens"] == local.usage["prompt_tokens"]
-    assert tv_distance(served, local) < 0.02  # measured: < 1e-7 (same weights, same batched prompt pass)
+    assert answer.usage["prompt_tokens"] == local.usage["prompt_tokens"]
+    listed = [(label, lp) for label, lp in zip(labels, local.logprobs) if label in top]
+    assert listed, f"none of {labels} among the server's top 20: {sorted(top)}"
+    for label, local_lp in listed:
+        assert abs(top[label] - local_lp) < LOGPROB_TOLERANCE, label
+    floor = min(top.values())
+    for label, local_lp in zip(labels, local.logprobs):
+        if label not in top:
+            assert local_lp < floor + LOGPROB_TOLERANCE, label
 
 
 def test_server_and_in_process_agree_with_a_system_message(remote, uncached_lm):

@@ -261,28 +261,35 @@ def test_nrp_command_errors_are_clean(tmp_path, capsys):
     assert "ranker scores:scores.jsonl: no score for query 2, item(s) ['a', 'b']" in capsys.readouterr().err
 
 
-def test_a_frozen_judge_on_the_embedded_model_ranks_with_its_calibrated_score(tmp_path, monkeypatch):
+def test_a_frozen_judge_on_the_embedded_model_ranks_with_its_calibrated_score(tmp_path, monkeypatch, uncached_lm):
+    """The ranker loads the frozen judge.json and its own model; the expected scores are recomputed here
+    from the label distributions of the unfrozen judge on a separate, uncached model: the rubric's
+    expected 1-5 value mapped linearly onto the human 0-2 range."""
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
-    lm = load_lm("local:smollm2", cache=ResponseCache(tmp_path / "cache"))
-    try:
-        judge = make_judge("rubric", lm, train=[], pool=[], label_range=(0, 2), params={"k": 0, "reasoning": False})
-        config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=(0, 2))
-        path = config.save(tmp_path / "judge.json")
-        (tmp_path / "data").mkdir()
-        c = read_folder(hand_made_folder(tmp_path / "data"))
-        ranker = make_ranker(f"judge:{path}", c)
-        assert isinstance(ranker, JudgeRanker) and ranker.name == f"judge:{tmp_path.name}"
-        result = run_nrp(c, [ranker], n_resamples=100)
-        direct = score_examples(config, [Example(id="x", question=c.queries[a.query_id], answer=a.text,
-                                                 group=a.query_id) for a in c.answers], lm)[1]
-        by_id = {a["answer_id"]: a["score"] for a in result["answers"]}
-        assert [by_id[a.answer_id] for a in c.answers] == pytest.approx(direct)
-        assert all(0 <= s <= 2 for s in direct)  # the rubric's 1-5 expected value mapped onto the human 0-2 range
-        naive = place_answers(ranker, c, score_documents(ranker, c), naive=True)
-        assert [a["rank"] for a in result["answers"]] == [p.rank for p in naive]
-        assert result["agreement"]["topics"] == 1
-    finally:
-        lm.close()
+    params = {"k": 0, "reasoning": False}
+    judge = make_judge("rubric", uncached_lm, train=[], pool=[], label_range=(0, 2), params=params)
+    config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=(0, 2))
+    path = config.save(tmp_path / "judge.json")
+    (tmp_path / "data").mkdir()
+    c = read_folder(hand_made_folder(tmp_path / "data"))
+    ranker = make_ranker(f"judge:{path}", c)
+    assert isinstance(ranker, JudgeRanker) and ranker.name == f"judge:{tmp_path.name}"
+    result = run_nrp(c, [ranker], n_resamples=100)
+    expected = []
+    for a in c.answers:
+        verdict = judge(Example(id="x", question=c.queries[a.query_id], answer=a.text, group=a.query_id))
+        mean = sum(float(label) * p for label, p in verdict.distribution.items())
+        assert set(verdict.distribution) == {"1", "2", "3", "4", "5"} and verdict.score == pytest.approx(mean)
+        expected.append((mean - 1) * 2 / 4)
+    by_id = {a["answer_id"]: a["score"] for a in result["answers"]}
+    assert [by_id[a.answer_id] for a in c.answers] == pytest.approx(expected, abs=1e-4)  # batched vs one at a time
+    assert len({round(x, 4) for x in expected}) == len(expected)  # the answers' scores differ: order is tested
+    documents = score_documents(ranker, c)
+    for row in result["answers"]:  # rank: the query's documents scored above it (ties: the answer first)
+        assert row["rank"] == sum(s > row["score"] for s in documents[row["query_id"]].values())
+    naive = place_answers(ranker, c, documents, naive=True)
+    assert [a["rank"] for a in result["answers"]] == [p.rank for p in naive]
+    assert result["agreement"]["topics"] == 1
 
 
 def test_unknown_precomputed_items_name_the_query_and_item():

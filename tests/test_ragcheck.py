@@ -11,7 +11,7 @@ import pytest
 
 from judgetune import cli, datasets, ragcheck
 from judgetune.datasets import RagItem, read_rag_items
-from judgetune.errors import DataValidationError
+from judgetune.errors import DataNotFoundError, DataValidationError
 from judgetune.judges import FactCheckJudge
 from judgetune.lm import ResponseCache, load_lm
 from judgetune.ragcheck import ClaimChecks, item_metrics
@@ -137,7 +137,7 @@ def test_aggregate_averages_where_defined_and_counts():
 
 
 def test_ragchecker_example_outputs_recomputed_from_their_matrices(data_root):
-    path = data_root / ragcheck.RAGCHECKER_EXAMPLE_OUTPUTS
+    path = datasets.ensure_fetched("ragchecker", root=data_root) / ragcheck.RAGCHECKER_EXAMPLE_OUTPUTS
     rows = ragcheck.read_ragchecker_outputs(path)
     assert len(rows) == 2
     ours = []
@@ -300,5 +300,16 @@ def test_cli_ragcheck(tmp_path, lm, monkeypatch, capsys):
         cli.main(["ragcheck", "--data", str(path), "--threshold", "1.5"])
 
 
-def test_catalog_examples_are_fetched_for_the_cli_name(data_root):
-    assert (datasets.ensure_fetched("ragchecker", root=data_root) / ragcheck.RAGCHECKER_EXAMPLES).is_file()
+def test_catalog_examples_are_fetched_for_the_cli_name(tmp_path, mirror, monkeypatch):
+    """``ragchecker-examples`` names RAGChecker's example inputs: missing without a mirror (a named error,
+    nothing half-written), copied byte for byte and checksummed from one, then read as its two items."""
+    monkeypatch.delenv("JUDGETUNE_DATA_MIRROR", raising=False)
+    root = tmp_path / "data"
+    with pytest.raises(DataNotFoundError, match="ragchecker: .* missing"):
+        ragcheck.read_items("ragchecker-examples", root=root)
+    assert not (root / ragcheck.RAGCHECKER_EXAMPLES).exists()
+    items = ragcheck.read_items("ragchecker-examples", root=root, mirror=mirror)
+    copied = root / ragcheck.RAGCHECKER_EXAMPLES
+    assert copied.read_bytes() == (mirror / ragcheck.RAGCHECKER_EXAMPLES).read_bytes()
+    assert [i.id for i in items] == ["0", "1"] and items == read_rag_items(copied)
+    assert all(i.query and i.gold_answer and i.response and i.chunks for i in items)

@@ -37,10 +37,13 @@ def agreement(scores: Sequence[float | None], examples: Sequence[Example], label
 
 
 def cost_per_item(verdicts: Sequence[Verdict], seconds: float) -> dict[str, float | None]:
-    """Tokens and wall seconds per judged item (answers from the cache cost their lookup time)."""
+    """Tokens and wall seconds per judged item (answers from the cache cost their lookup time), and the prompt
+    tokens a server's prompt cache served per item (``None`` where the server reports none)."""
     if not verdicts:
-        return {"tokens_per_item": None, "seconds_per_item": None}
-    return {"tokens_per_item": float(np.mean([v.tokens for v in verdicts])), "seconds_per_item": seconds / len(verdicts)}
+        return {"tokens_per_item": None, "seconds_per_item": None, "cached_tokens_per_item": None}
+    cached = [v.usage["cached_tokens"] for v in verdicts if "cached_tokens" in v.usage]
+    return {"tokens_per_item": float(np.mean([v.tokens for v in verdicts])), "seconds_per_item": seconds / len(verdicts),
+            "cached_tokens_per_item": float(np.mean(cached)) if cached else None}
 
 
 def judge_row(name: str, verdicts: Sequence[Verdict], examples: Sequence[Example], *, seconds: float,

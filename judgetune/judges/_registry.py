@@ -88,7 +88,8 @@ def check_settings(kind: str, params: dict[str, Any]) -> list[str]:
     fixed setting given another value. Values of known settings are checked when the judge is built."""
     entry = _REGISTRY[kind]
     knobs = {p.name for p in entry.cls.space_for({**params, "scoring_mode": "sampled"})}
-    problems = [f"params.{name}: unknown setting of judge {kind}; known: {', '.join(sorted(knobs | set(entry.fixed)))}"
+    known = ", ".join(sorted(knobs | set(entry.fixed))) or "none (this kind has no settings)"
+    problems = [f"params.{name}: unknown setting of judge {kind}; known: {known}"
                 for name in params if name not in knobs and name not in entry.fixed]
     problems += [f"params.{name}: judge {kind} fixes it to {entry.fixed[name]!r}, found {params[name]!r}"
                  for name in params if name in entry.fixed and params[name] != entry.fixed[name]]

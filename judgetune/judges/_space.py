@@ -47,6 +47,15 @@ def defaults(space: list[Param]) -> dict[str, Any]:
     return {p.name: p.default for p in space}
 
 
+def _same(value: Any, option: Any) -> bool:
+    """``value`` is ``option`` with the same JSON type: true is not 1, "1" is not 1 (1 and 1.0 are one number)."""
+    if isinstance(option, bool) or isinstance(value, bool):
+        return isinstance(option, bool) and isinstance(value, bool) and value == option
+    if isinstance(option, (int, float)):
+        return isinstance(value, (int, float)) and value == option
+    return type(value) is type(option) and value == option
+
+
 def check_params(space: list[Param], params: dict[str, Any], *, judge: str) -> dict[str, Any]:
     """``params`` over the defaults, every name and value checked against the space."""
     known = {p.name: p for p in space}
@@ -56,9 +65,10 @@ def check_params(space: list[Param], params: dict[str, Any], *, judge: str) -> d
     out = defaults(space)
     for name, value in params.items():
         p = known[name]
-        if isinstance(p, Choice) and value not in p.options:
+        if isinstance(p, Choice) and not any(_same(value, option) for option in p.options):
             raise ValueError(f"judge {judge}: {name} must be one of {list(p.options)}, got {value!r}")
-        if isinstance(p, IntRange) and not (isinstance(value, int) and p.low <= value <= p.high):
+        if isinstance(p, IntRange) and not (isinstance(value, int) and not isinstance(value, bool)
+                                            and p.low <= value <= p.high):
             raise ValueError(f"judge {judge}: {name} must be an integer in [{p.low}, {p.high}], got {value!r}")
         out[name] = value
     return out

@@ -1,5 +1,5 @@
-"""Run one LM call per item over a thread pool, keeping every item: answered or failed with a reason;
-and gather the calls of such threads into batches (``Coalescer``)."""
+"""Run one LM call per item over a thread pool, keeping every item: answered or failed with a reason
+(items of one source one after another); and gather the calls of such threads into batches (``Coalescer``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Generic, TypeVar
 from tqdm.auto import tqdm
 
 from judgetune.errors import ItemError
+from judgetune.lm._prefix import source_order
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -34,6 +35,9 @@ def run_items(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int = 1,
               description: str = "LM calls") -> list[Outcome[R]]:
     """``fn`` on every item, ``concurrency`` at a time; results in item order.
 
+    Items that carry a ``group`` (Examples: the question, article or context they share) are started
+    group by group, so the prompts of one source reach the model one after another: an in-process
+    model then scores them over that source's cached KV state, a server's prompt cache keeps it.
     An ItemError (a failed LM call, a prompt too long for the model) becomes a failed Outcome; any
     other exception is a bug and propagates.
     """
@@ -44,9 +48,10 @@ def run_items(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int = 1,
         except ItemError as err:
             return Outcome(index, error=str(err))
 
+    order = source_order(items, lambda item: getattr(item, "group", None))
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        results = pool.map(one, range(len(items)))
-        return list(tqdm(results, total=len(items), desc=description, disable=not progress))
+        results = list(tqdm(pool.map(one, order), total=len(items), desc=description, disable=not progress))
+    return sorted(results, key=lambda outcome: outcome.index)
 
 
 class Coalescer(Generic[T, R]):

@@ -51,7 +51,8 @@ def _response(request: lm15.Request, data: dict) -> Response:
     return Response(id=None, model=request.model, message=Message.assistant([TextPart(data["text"])]),
                     finish_reason=data["finish_reason"],
                     usage=Usage(input_tokens=data["usage"]["prompt_tokens"],
-                                output_tokens=data["usage"]["completion_tokens"]),
+                                output_tokens=data["usage"]["completion_tokens"],
+                                cache_read_tokens=data["usage"].get("cached_tokens")),
                     logprobs=logprobs)
 
 
@@ -159,5 +160,7 @@ class RemoteEngine(_CachedEngine):
                         for t in completion.logprobs]
         usage = {"prompt_tokens": completion.usage.get("prompt_tokens", 0),
                  "completion_tokens": completion.usage.get("completion_tokens", 0)}
+        if "cached_tokens" in completion.usage:  # the server's prompt cache served these (where it says so)
+            usage["cached_tokens"] = completion.usage["cached_tokens"]
         return {"text": completion.text, "finish_reason": completion.finish_reason or "stop", "logprobs": logprobs,
                 "usage": usage}

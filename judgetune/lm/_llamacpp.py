@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from judgetune.errors import PromptTooLongError
+from judgetune.lm._prefix import common_prefix, plan_phases
 
 # llama.cpp's OpenMP threads spin between calls unless told otherwise, stalling the other core.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -64,6 +65,8 @@ class LlamaCppModel:
         self._grammars: dict[str, object] = {}
         self.evaluated_tokens = 0
         self.reuse_prefix = True  # False re-evaluates every prompt from scratch (for benchmarks)
+        # False shares only the prefix common to a whole batch (instruction, demos), not each source's (benchmarks)
+        self.share_sources = True
         self.n_threads = n_threads
         self._scoring: _ScoringContext | None = None
 
@@ -128,7 +131,7 @@ class LlamaCppModel:
         if self._scoring is None or not self.reuse_prefix:
             return False
         llm = self._llm
-        return _common_prefix([self._scoring.prefix, tokens]) > llm.longest_token_prefix(llm._input_ids.tolist(), tokens)
+        return common_prefix(self._scoring.prefix, tokens) > llm.longest_token_prefix(llm._input_ids.tolist(), tokens)
 
     def generate(self, tokens: list[int], *, max_tokens: int, temperature: float = 0.0, stop: tuple[str, ...] = (),
                  json_schema: dict | None = None, want_logprobs: bool = False,
@@ -218,7 +221,10 @@ class LlamaCppModel:
             scoring = self._scoring
             before = scoring.fed
             reuse = self.reuse_prefix if reuse is None else reuse
-            out = scoring.score_shared(items) if reuse else [scoring.score_alone(t, o) for t, o in items]
+            if not reuse:
+                out = [scoring.score_alone(t, o) for t, o in items]
+            else:
+                out = scoring.score_shared(items, tree=self.share_sources)
             self.evaluated_tokens += scoring.fed - before
             return out
 
@@ -259,15 +265,6 @@ def _equal_groups(own: list[int], shared: int, size: int) -> list[list[int]]:
     return groups
 
 
-def _common_prefix(sequences: Sequence[list[int]]) -> int:
-    first = sequences[0]
-    n = min(len(s) for s in sequences)
-    for i in range(n):
-        if any(s[i] != first[i] for s in sequences):
-            return i
-    return n
-
-
 class _ScoringContext:
     """A second llama.cpp context on the same weights for scoring target texts: sequence 0 holds the
     last shared prefix, copied to up to ``SCORE_SEQUENCES - 1`` item sequences decoded side by side.
@@ -293,6 +290,7 @@ class _ScoringContext:
         self._memory = llama_cpp.llama_get_memory(self._context.ctx)
         self._batch = llama_cpp.llama_batch_init(SCORE_BATCH, 0, 1)
         self.prefix: list[int] = []  # what sequence 0 holds
+        self.held: list[list[int]] = [[] for _ in range(SCORE_SEQUENCES)]  # what each item sequence holds
         self.fed = 0  # tokens run through the model
 
     def close(self) -> None:
@@ -343,7 +341,7 @@ class _ScoringContext:
         """Sequence 0 holds ``prefix``: its cached part kept, the rest evaluated (two tokens at least)."""
         import llama_cpp
 
-        keep = _common_prefix([self.prefix, prefix])
+        keep = common_prefix(self.prefix, prefix)
         if keep == len(prefix) and keep == len(self.prefix):
             return
         if len(prefix) - keep == 1:
@@ -356,46 +354,65 @@ class _ScoringContext:
 
     def score_alone(self, tokens: list[int], out_from: int) -> np.ndarray:
         """The logits rows of ``tokens[out_from:]`` from an empty cache, as one sequence (the from-scratch path)."""
+        if len(tokens) < 2:
+            raise ValueError("one token alone cannot be scored in a batched pass")
+        self._clear()
+        (rows,) = self._run([(0, 0, tokens, out_from)])
+        self._clear()
+        return rows
+
+    def _clear(self) -> None:
         import llama_cpp
 
         llama_cpp.llama_memory_clear(self._memory, True)
         self.prefix = []
-        if len(tokens) < 2:
-            raise ValueError("one token alone cannot be scored in a batched pass")
-        (rows,) = self._run([(0, 0, tokens, out_from)])
-        llama_cpp.llama_memory_clear(self._memory, True)
-        return rows
+        self.held = [[] for _ in range(SCORE_SEQUENCES)]
 
-    def score_shared(self, items: Sequence[tuple[list[int], int]]) -> list[np.ndarray]:
-        """The logits rows of ``tokens[out_from:]`` for every ``(tokens, out_from)`` item, over the items'
-        common prefix (kept in sequence 0), ``SCORE_SEQUENCES - 1`` items per decode."""
+    def _hold(self, seq: int, tokens: list[int], start: int) -> None:
+        """Item sequence ``seq`` holds ``tokens[:start]``: what it kept from its last item when that covers
+        it, else a copy of sequence 0 (which holds at least that much), cut at ``start``."""
         import llama_cpp
 
+        if common_prefix(self.held[seq], tokens) < start:
+            # a copy across KV streams takes the whole of sequence 0 (and costs a copy of the stream's buffer)
+            llama_cpp.llama_memory_seq_cp(self._memory, 0, seq, -1, -1)
+            self.held[seq] = list(self.prefix)
+        llama_cpp.llama_memory_seq_rm(self._memory, seq, start, -1)
+        self.held[seq] = self.held[seq][:start]
+
+    def score_shared(self, items: Sequence[tuple[list[int], int]], *, tree: bool = True) -> list[np.ndarray]:
+        """The logits rows of ``tokens[out_from:]`` for every ``(tokens, out_from)`` item, ``SCORE_SEQUENCES - 1``
+        items per decode, each continuing from a prefix that sequence 0 holds.
+
+        With ``tree`` the items are scored phase by phase down their prefix tree (``plan_phases``): a
+        prefix that several items share beyond the instruction (their source) is evaluated once, in
+        sequence 0, and each item continues from a copy of it. Without it, the items' common prefix only.
+        An item sequence keeps what its last item left, so items of one source need no further copy.
+        """
         if not items:
             return []
         # each item runs its first output position itself, and at least two tokens of its own
-        shared = min(_common_prefix([t for t, _ in items]), *(min(o, len(t) - 2) for t, o in items))
-        if shared < 2:
-            shared = 0
-            llama_cpp.llama_memory_clear(self._memory, True)
-            self.prefix = []
-        else:
-            self._set_prefix(items[0][0][:shared])
+        caps = [min(o, len(t) - 2) for t, o in items]
         out: list[np.ndarray | None] = [None] * len(items)
-        for group in _equal_groups([len(t) - shared for t, _ in items], shared, SCORE_SEQUENCES - 1):
-            # every item of a group runs as many tokens as the group's longest: a shorter one starts
-            # that many tokens earlier, on a shorter copy of the prefix
-            length = max(len(items[i][0]) - shared for i in group)
-            jobs = []
-            for seq, i in enumerate(group, start=1):
-                tokens, out_from = items[i]
-                start = len(tokens) - length
-                if start:  # a copy across KV streams takes the whole prefix: drop what the item reruns
-                    llama_cpp.llama_memory_seq_cp(self._memory, 0, seq, -1, -1)
-                    llama_cpp.llama_memory_seq_rm(self._memory, seq, start, -1)
-                jobs.append((seq, start, tokens[start:], out_from - start))
-            for i, rows in zip(group, self._run(jobs)):
-                out[i] = rows
-            for seq in range(1, len(group) + 1):
-                llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
+        for phase in plan_phases([t for t, _ in items], caps, self.prefix, tree=tree):
+            if not phase.prefix:
+                self._clear()
+            elif self.prefix[:len(phase.prefix)] != phase.prefix:
+                self._set_prefix(phase.prefix)
+            shared = len(phase.prefix)
+            members = phase.members
+            for group in _equal_groups([len(items[i][0]) - shared for i in members], shared, SCORE_SEQUENCES - 1):
+                # every item of a group runs as many tokens as the group's longest: a shorter one starts
+                # that many tokens earlier, on a shorter copy of the prefix
+                group = [members[g] for g in group]
+                length = max(len(items[i][0]) - shared for i in group)
+                jobs = []
+                for seq, i in enumerate(group, start=1):
+                    tokens, out_from = items[i]
+                    start = len(tokens) - length
+                    self._hold(seq, tokens, start)
+                    jobs.append((seq, start, tokens[start:], out_from - start))
+                for seq, i, rows in zip(range(1, len(group) + 1), group, self._run(jobs)):
+                    out[i] = rows
+                    self.held[seq] = list(items[i][0])
         return out

