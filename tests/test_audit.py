@@ -189,3 +189,26 @@ def test_check_bounds_rejects_the_biased_judge_and_keeps_its_twin():
     reasons, result = audit.check_bounds(biased.config, biased.examples, biased.lm, {"verbosity": 0.5})
     assert [r["probe"] for r in result["probes"]] == ["verbosity"] and reasons[0].startswith("verbosity:")
     assert audit.check_bounds(fair.config, fair.examples, fair.lm, {"verbosity": 0.5})[0] == []
+
+
+@pytest.mark.model
+def test_audit_on_the_embedded_model_pairwise_swap_cancels_position(embedded_lm, data_root):
+    """A real judge: the pairwise judge with its swap on is order-blind by construction (each order's
+    two questions are the other's, swapped), so its position effect is exactly 0; one order alone is not."""
+    from judgetune import datasets
+    from judgetune.config import JudgeConfig
+    from judgetune.judges import make_judge
+
+    scale = datasets.CATALOG["llmbar-natural"].scale
+    items, label_range = datasets.load("llmbar-natural", root=data_root)[:4], (scale.low, scale.high)
+    judge = make_judge("pairwise", embedded_lm, train=[], pool=items, label_range=label_range,
+                       params={"mode": "answers", "swap": True})
+    config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=label_range)
+    result = audit.audit(config, items, embedded_lm, probes=["position", "verbosity"], n_resamples=200)
+    rows = {r["probe"]: r for r in result["probes"]}
+    position = rows["position"]
+    assert position["n"] + position["failed"] == 4 and position["effect"] == pytest.approx(0.0, abs=1e-9)
+    assert position["flip_rate"] == 0.0 and position["first_preferred"] <= 0.5  # 0.5 unless a pair ties exactly
+    assert {"effect", "low", "high", "flip_rate", "first_preferred"} <= set(position["one_order"])
+    assert rows["verbosity"]["n"] + rows["verbosity"]["failed"] == 4
+    assert all(math.isfinite(rows["verbosity"][k]) for k in ("effect", "low", "high", "p", "q"))
