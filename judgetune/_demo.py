@@ -19,6 +19,7 @@ from typing import Any
 import jsonlines
 
 from judgetune import tuning
+from judgetune._files import write_text
 from judgetune.config import JudgeConfig
 from judgetune.report import write_report
 from judgetune.stats import correlation, mae, paired_difference
@@ -110,5 +111,5 @@ def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0
     summary = {"chosen": chosen, "best_lm_only": best_lm, "data": DATA, "rows": rows, "versus": comparisons,
                "dev": {f: _row(f, results[f][0].metrics["dev"]) for f in results},
                "runs": {f: str(results[f][1]) for f in results}}
-    (out_dir / "demo.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_text(out_dir / "demo.json", json.dumps(summary, indent=2) + "\n")
     return summary

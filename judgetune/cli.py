@@ -11,6 +11,7 @@ import traceback
 from pathlib import Path
 
 from judgetune import datasets, evaluation, judges, reproduce, tuning
+from judgetune._files import atomic_write, clashes, write_bytes, write_text
 from judgetune.errors import JudgetuneError, NothingJudgedError, redact
 
 EXIT_USER_ERROR = 2  # bad input or options: nothing was run
@@ -71,6 +72,8 @@ def _number(cast: type, what: str, ok) -> callable:
     """An argparse type: ``cast(text)`` when ``ok`` holds for it, else a one-line error saying ``what`` was expected."""
     def parse(text: str):
         try:
+            if not text.isascii():  # int("٣") is 3: numbers are written in ASCII digits only
+                raise ValueError(text)
             value = cast(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
@@ -117,6 +120,10 @@ def _labels(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",")]
     if len(names) < 2 or not all(names) or len(set(names)) < len(names):
         raise argparse.ArgumentTypeError(f"expected two or more distinct column names separated by commas, got {text!r}")
+    bad = [n for n in names if not _RUN_NAME.fullmatch(n) or ".." in n]  # each names a run folder, RUN-NAME
+    if bad:
+        raise argparse.ArgumentTypeError(f"expected column names usable in a run folder name (letters, digits, '.', "
+                                         f"'_', '-'; no '..'), got {', '.join(map(repr, bad))}")
     return names
 
 
@@ -159,9 +166,11 @@ def _param(text: str) -> tuple[str, object]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
+        return key, datasets.strict_loads(value)
+    except json.JSONDecodeError:  # not JSON: the text itself
         return key, value
+    except datasets.JSONShapeError as err:  # a repeated key, too deep
+        raise argparse.ArgumentTypeError(f"{key}: {err}") from None
 
 
 def _print_prompts(transcript: list[dict]) -> None:
@@ -240,9 +249,12 @@ def _read_instructions(path: Path | None) -> list[str]:
     paragraph (blank-line separated)."""
     if path is None:
         return []
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path, "--instructions")
     if text.lstrip().startswith("["):
-        variants = json.loads(text)
+        value, problem = datasets.parse_json(text, where=str(path), what="a JSON list of strings", field="file")
+        if problem:
+            raise JudgetuneError(problem)
+        variants = value
         if not isinstance(variants, list) or not all(isinstance(v, str) and v.strip() for v in variants):
             raise JudgetuneError(f"{path}: expected a JSON list of non-empty strings")
         return [v.strip() for v in variants]
@@ -252,11 +264,25 @@ def _read_instructions(path: Path | None) -> list[str]:
     return variants
 
 
+def _read_text(path: Path, option: str) -> str:
+    """A small text file an option names, with the option and file in any error."""
+    try:
+        if path.stat().st_size > datasets.MAX_FILE_BYTES:
+            raise JudgetuneError(f"{option} {path}: expected a text file of at most {datasets.MAX_FILE_BYTES:,} bytes")
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise JudgetuneError(f"{option} {path}: no such file") from None
+    except IsADirectoryError:
+        raise JudgetuneError(f"{option} {path}: expected a file, found a folder") from None
+    except UnicodeDecodeError as err:
+        raise JudgetuneError(f"{option} {path}: expected UTF-8 text, found undecodable bytes ({err.reason})") from None
+
+
 def _text_or_file(text: str | None) -> str | None:
     """``text`` itself, or the contents of the file it names."""
     if text is None or not Path(text).is_file():
         return text
-    content = Path(text).read_text(encoding="utf-8").strip()
+    content = _read_text(Path(text), "--criterion").strip()
     if not content:
         raise JudgetuneError(f"{text}: the criterion file is empty")
     return content
@@ -373,7 +399,7 @@ def _tune_criteria(args: argparse.Namespace) -> None:
     summary_dir = args.runs_dir / name
     summary_dir.mkdir(parents=True, exist_ok=True)
     summary = {"data": args.data, "judge": args.judge, "criteria": criteria}
-    (summary_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_text(summary_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     if args.json:
         print(json.dumps({"summary": str(summary_dir / "summary.json"), **summary}, indent=2))
         return
@@ -442,7 +468,7 @@ def _score(args: argparse.Namespace) -> None:
     from judgetune.tuning import write_predictions
 
     out = args.out.resolve()
-    if args.data not in datasets.CATALOG and out == Path(args.data).resolve() or out == args.config.resolve():
+    if clashes(args.out, [args.config, *([] if args.data in datasets.CATALOG else [args.data])]):  # links too
         raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the scores elsewhere")
     if out.is_dir() or not out.parent.is_dir():
         raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
@@ -622,6 +648,9 @@ def _nrp(args: argparse.Namespace) -> None:
     from judgetune import nrp
     from judgetune.report import nrp_by_system, nrp_vs_size
 
+    if args.out is not None and Path(args.data).is_dir() and clashes(args.out, [args.data]):
+        raise JudgetuneError(f"--out {args.out}: that is the --data folder (its answers.jsonl would be replaced); "
+                             "write the results elsewhere")
     collection = _nrp_collection(args)
     rankers = [nrp.make_ranker(spec, collection) for spec in args.ranker]
     try:
@@ -631,14 +660,14 @@ def _nrp(args: argparse.Namespace) -> None:
         raise JudgetuneError(str(err)) from None
     out = args.out or Path("runs") / f"nrp-{Path(args.data).name}-{result['chosen'].replace(':', '-')}"
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "answers.jsonl").open("w", encoding="utf-8") as handle:
+    with atomic_write(out / "answers.jsonl") as handle:
         handle.writelines(json.dumps(a) + "\n" for a in result["answers"])
     summary = {k: v for k, v in result.items() if k != "answers"}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    (out / "nrp_by_system.png").write_bytes(nrp_by_system(result["answers"], result["systems"], seed=args.seed))
+    write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_bytes(out / "nrp_by_system.png", nrp_by_system(result["answers"], result["systems"], seed=args.seed))
     by_size = nrp_vs_size(result["systems"], collection.sizes)
     if by_size:
-        (out / "nrp_vs_size.png").write_bytes(by_size)
+        write_bytes(out / "nrp_vs_size.png", by_size)
     if args.json:
         print(json.dumps(summary, indent=2))
         return
@@ -923,7 +952,8 @@ def main(argv: list[str] | None = None) -> int:
     except NothingJudgedError as err:
         _error(err, args)
         return EXIT_NOTHING_JUDGED
-    except (JudgetuneError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
+    except (JudgetuneError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
+            argparse.ArgumentTypeError) as err:  # the last: a derived name checked after parsing
         _error(err, args)
         return EXIT_USER_ERROR
     return 0

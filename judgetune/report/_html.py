@@ -11,6 +11,7 @@ from typing import Any
 import jsonlines
 import optuna
 
+from judgetune._files import write_text
 from judgetune.config import JudgeConfig
 from judgetune.report import _plots
 
@@ -200,5 +201,5 @@ def write_report(run_dir: str | Path, *, study: optuna.Study, config: JudgeConfi
     with jsonlines.open(run_dir / "test_predictions.jsonl") as reader:
         predictions = list(reader)
     path = run_dir / "report.html"
-    path.write_text(build_report(study=study, config=config, predictions=predictions), encoding="utf-8")
+    write_text(path, build_report(study=study, config=config, predictions=predictions))
     return path

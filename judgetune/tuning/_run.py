@@ -18,6 +18,7 @@ import numpy as np
 import optuna
 
 from judgetune import datasets
+from judgetune._files import atomic_write
 from judgetune.calibration import fit_calibrator
 from judgetune.config import JudgeConfig, examples_fingerprint
 from judgetune.datasets import Example, groups_of
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 
 
 def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdict], scores: list[float | None]) -> None:
-    with jsonlines.open(path, "w") as out:
+    with atomic_write(path) as handle, jsonlines.Writer(handle) as out:  # the old file stays whole until done
         for ex, verdict, score in zip(examples, verdicts, scores):
             out.write({"id": ex.id, "score": score, "raw_score": verdict.score, "parsed": verdict.parsed,
                        "human": ex.judgment, "distribution": verdict.distribution,
