@@ -212,3 +212,25 @@ def test_audit_on_the_embedded_model_pairwise_swap_cancels_position(embedded_lm,
     assert {"effect", "low", "high", "flip_rate", "first_preferred"} <= set(position["one_order"])
     assert rows["verbosity"]["n"] + rows["verbosity"]["failed"] == 4
     assert all(math.isfinite(rows["verbosity"][k]) for k in ("effect", "low", "high", "p", "q"))
+
+
+def test_tune_audits_the_shipped_judge_and_audit_max_turns_biased_candidates_away(tmp_path):
+    import optuna
+
+    from judgetune.datasets import write_examples
+    from judgetune.testing.biased import BiasedLM, biased_examples
+    from judgetune.tuning import RunSpec, tune
+
+    data = tmp_path / "biased.jsonl"
+    write_examples(data, biased_examples(150))
+    spec = RunSpec(name="biased", judge="rubric", data=str(data), n_trials=4, search_items=16, sampler="random",
+                   audit_max={"verbosity": 0.2})
+    config, run_dir, _ = tune(spec, runs_dir=tmp_path, storage=optuna.storages.InMemoryStorage(), lm=BiasedLM(PLANTED),
+                              progress=False, n_resamples=200)
+    rows = config.metrics["selection"]["rows"]
+    challengers = [r for r in rows if not r["default"]]
+    assert challengers and all(r["rejected"].startswith("audit: verbosity") for r in challengers)
+    assert config.metrics["selection"]["chosen_trial"] == rows[0]["number"]  # only the default was left
+    shipped = {r["probe"]: r for r in config.metrics["audit"]["probes"]}
+    assert shipped["verbosity"]["q"] < 0.05 and shipped["verbosity"]["relevant"] == 0.2
+    assert json.loads((run_dir / "judge.json").read_text())["metrics"]["audit"]["probes"]
