@@ -170,6 +170,10 @@ def test_cli_audit_errors(tmp_path, capsys):
     empty.write_text('{"id": "a", "answer": "   x"}\n', encoding="utf-8")
     assert cli.main(["audit", "--config", str(config), "--data", str(empty), "--split", "test"]) == 2
     assert "no items to audit" in capsys.readouterr().err
+    assert cli.main(["tune", "--judge", "rubric", "--data", str(data), "--audit-max", "length=1",
+                     "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "--audit-max length=1: expected PROBE=VALUE" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()  # nothing was run
 
 
 def test_report_shows_the_audit_table(planted):
