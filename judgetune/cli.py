@@ -421,7 +421,8 @@ def _demo(args: argparse.Namespace) -> None:
         os.environ["JUDGETUNE_DATA_MIRROR"] = str(mirror)  # the checkout's sibling copy of the catalog
     summary = run_demo(name=args.run, runs_dir=args.runs_dir, seed=args.seed)
     if args.json:
-        print(json.dumps({"chosen": summary["chosen"], "rows": summary["rows"], "versus": summary["versus"]}, indent=2))
+        print(json.dumps({key: summary[key] for key in ("chosen", "rows", "versus", "gain", "python", "seconds")},
+                         indent=2))
         return
     print(f"\nHeld-out MSRpar test ({summary['rows'][0]['n']} pairs), calibrated on dev; chosen on dev: "
           f"{summary['chosen']} (best LM-only judge: {summary['best_lm_only']}). Random: mean and 2.5-97.5% spread "
@@ -432,8 +433,14 @@ def _demo(args: argparse.Namespace) -> None:
         figures = ", ".join(f"{label} {signed(diff[key])} [{', '.join(signed(v) for v in diff[key + '_ci'])}]"
                             for label, key in (("Spearman", "spearman"), ("MAE", "mae")))
         print(f"{summary['chosen']} minus {other} on the same {diff['n']} pairs (paired bootstrap, 95%): {figures}")
+    for family, line in summary["gain_lines"].items():
+        print(f"{family} judge, tuned vs its default settings: {line}")
     print(f"frozen judge: {Path(args.runs_dir) / args.run / 'judge.json'}  (each family: "
           f"{', '.join(summary['runs'].values())})")
+    py = summary["python"]
+    print(f"from Python: {py['code']} -> {py['score']:.2f} on {py['label_range'][0]:g}-{py['label_range'][1]:g} "
+          f"for answer {py['answer']!r}, reference {py['reference']!r}")
+    print(f"demo finished in {summary['seconds']:.0f} s")
 
 
 def _worker(args: argparse.Namespace) -> None:
