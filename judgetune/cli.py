@@ -200,6 +200,9 @@ def _evaluate(args: argparse.Namespace) -> None:
                                                     seed=args.seed, grades=grades).candidates
     test = draw.candidates
     params = dict(args.param or [])
+    if judges.judge_class(args.judge).needs_groups_with(params) and not args.protocol:
+        raise JudgetuneError(f"judge {args.judge} with these settings ({params}) compares an item with the other "
+                             "answers of its question: pass --protocol group (or linkage)")
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
     try:
@@ -207,9 +210,6 @@ def _evaluate(args: argparse.Namespace) -> None:
                                     label_range=label_range, params=params, seed=args.seed)
     except ValueError as err:  # a bad --param
         raise JudgetuneError(str(err)) from None
-    if judge.needs_groups and not args.protocol:
-        raise JudgetuneError(f"judge {args.judge} with {judge.group_reason()} compares an item with the other answers "
-                             "of its question: pass --protocol group (or linkage)")
     if args.show_prompt and lm is not None:
         lm.transcript = []
         judge(test[0])
@@ -321,7 +321,8 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
                               scale=None if args.scale is None else [args.scale.low, args.scale.high],
                               criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
                               rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
-                              gate=args.gate, **_mapping(args, label), **_protocol_field(args))
+                              gate=args.gate, audit_max=_audit_bounds(args.audit_max),
+                              **_mapping(args, label), **_protocol_field(args))
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
 
@@ -718,6 +719,12 @@ def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) 
         parser.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
 
 
+def _audit_bounds(texts: list[str] | None) -> dict[str, float]:
+    from judgetune.audit import parse_bounds
+
+    return parse_bounds(texts or [])
+
+
 def _audit_probes() -> tuple[str, ...]:
     from judgetune.audit import PROBES
 
@@ -806,6 +813,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "non-test item beside the default judge before choosing")
     tune.add_argument("--gate", default="on", choices=tuning.GATES, help="on: a tuned judge replaces the default only "
                       "on a gain that holds at 95%% (see docs/tuning.md); off: the old rule, best dev figure wins")
+    tune.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
+                      help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "
+                           "(repeatable; with --gate on; see docs/audit.md)")
     tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
     _timeout_option(tune)

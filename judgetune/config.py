@@ -89,8 +89,16 @@ def reproduction(judge: Judge) -> dict[str, Any]:
         llama = metadata.version("llama_cpp_python")
     except metadata.PackageNotFoundError:
         llama = None
-    return {"engine": engine, "model_id": getattr(lm, "model_id", None), "threads": getattr(model, "n_threads", None),
-            "batch_size": getattr(lm, "batch_size", None), "llama_cpp_python": llama, **out}
+    record = {"engine": engine, "model_id": getattr(lm, "model_id", None), "threads": getattr(model, "n_threads", None),
+              "batch_size": getattr(lm, "batch_size", None), "llama_cpp_python": llama, **out}
+    if engine == "llamacpp":  # the CPU code paths llama.cpp was built with (its results differ between them)
+        try:
+            import llama_cpp
+
+            record["cpu_features"] = llama_cpp.llama_print_system_info().decode().strip(" |")
+        except (ImportError, AttributeError):
+            record["cpu_features"] = None
+    return record
 
 
 _KEY_FIELDS = {"api_key", "apikey", "key", "authorization", "token"}

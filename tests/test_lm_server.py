@@ -197,6 +197,8 @@ def test_repeating_a_label_distribution_gives_the_same_answer(uncached_lm):
 
 # --- backends: transformers (GGUF dequantized to float32) vs llama.cpp (Q4_1) ----------------------
 
+@pytest.mark.model
+@pytest.mark.slow
 def test_transformers_and_llamacpp_label_distributions_agree(transformers_lm, uncached_lm):
     # Measured on these 7 prompts (raw TV incl. outside mass): 0.010-0.048, max on p0 ("sky blue",
     # p(No) 0.347 vs 0.305); renormalized over the labels 0.002-0.052; the argmax label agreed on all 7.
@@ -288,6 +290,7 @@ def test_api_key_is_written_nowhere(tmp_path, monkeypatch, caplog):
     assert secret not in repr(lm.dspy_lm.history)
 
 
+@pytest.mark.slow
 def test_rubric_judge_reads_the_same_score_through_the_server(remote, uncached_lm, data_root):
     """Through a server the prompt ends at the score marker as in-process (the /completions way, with the
     chat template of the served GGUF; issue 26), so even zero-shot, where the small model would not write

@@ -132,6 +132,8 @@ def audit_section(audit: dict[str, Any] | None) -> str:
     probes), the minimum detectable effect and how to read it; then the probes that did not apply."""
     if not audit:
         return ""
+    if audit.get("error"):
+        return f"<h2>Audit</h2><p>The audit could not run: {html.escape(audit['error'])}</p>"
     body = "".join(
         f"<tr><th>{html.escape(r['probe'])}</th><td>{r['effect']:+.3f} <small>[{r['low']:+.3f}, {r['high']:+.3f}]"
         f"</small></td><td>{_f(r['q'])}</td><td>{_f(r['mde'])}</td><td>{r['n']}</td>"
