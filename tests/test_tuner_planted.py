@@ -205,7 +205,7 @@ def test_on_the_planted_testbed_the_gate_passes_and_the_gain_shows_on_test(tmp_p
     assert chosen["params"]["instruction"] == 2  # the criterion, the criterion with the task, then GATE_INSTRUCTION
     assert gain["spearman"]["low"] > 0 and gain["mae"]["high"] < 0  # better ranks, smaller errors, on test
     assert metrics["default_test"]["spearman"] < metrics["test"]["spearman"]
-    assert set(gain) >= {"spearman", "mae", "gated", "n"}
+    assert set(gain) >= {"spearman", "mae", "gated", "n", "spearman_raw"} and gain["spearman_raw"]["low"] > 0
 
 
 def test_a_rejected_candidate_never_ships(tmp_path):
