@@ -84,6 +84,7 @@ def best_search_spearman(study) -> float:
     return max(t.values[1] for t in study.best_trials)
 
 
+@pytest.mark.slow  # a long planted sweep
 def test_the_tuner_finds_the_planted_instruction_demos_and_k(data, tmp_path):
     spec, splits, lm, study = planted_run(data, tmp_path, name="find", seed=0)
     pool = InstructionPool(study).candidates()
@@ -140,6 +141,7 @@ def test_a_resumed_study_keeps_its_pool_and_rounds(data, tmp_path):
     assert lm.engine.calls == calls and len(InstructionPool(again).rounds()) == 2
 
 
+@pytest.mark.slow  # a long planted sweep
 def test_the_tuner_beats_random_search_at_equal_lm_calls(data, tmp_path):
     tuned, random_ = [], []
     for seed in range(3):
@@ -157,6 +159,7 @@ def test_the_tuner_beats_random_search_at_equal_lm_calls(data, tmp_path):
 GRID_INSTRUCTIONS = (*DECOYS, PLANTED_INSTRUCTION)  # with the 4 generic ones: 8 instructions
 
 
+@pytest.mark.slow  # a long planted sweep
 def test_sample_efficiency_against_exhaustive_search(data, tmp_path):
     """Grid: 8 instructions x 4 demo draws at k=3 (32 settings), every one scored on all 30 search items."""
     fixed, draws, planted_seed = {"k": K}, 4, 2
