@@ -67,19 +67,22 @@ def summary(rows: list[dict]) -> list[dict]:
 
 
 PER_GROUP = 2  # audited answers per question
-REAL = (("pairwise", "llmbar-natural"), ("rubric", "sts2012-msrpar"), ("likelihood", "sts2012-msrpar"),
-        ("linkage", "linkage-trec-dl-nf"))
+# name -> (kind, data, settings): the defaults of each kind, and a rubric with demos (self-consistency applies)
+REAL = {"pairwise": ("pairwise", "llmbar-natural", {}), "rubric": ("rubric", "sts2012-msrpar", {}),
+        "likelihood": ("likelihood", "sts2012-msrpar", {}), "linkage": ("linkage", "linkage-trec-dl-nf", {}),
+        "rubric-k2": ("rubric", "sts2012-msrpar", {"k": 2})}
 
 
-def untuned(kind: str, data: str, lm, seed: int) -> JudgeConfig:
-    """The judge of ``kind`` with its default settings on ``data`` (demos and references from the train
-    split where it has any), frozen uncalibrated: what the tuner starts from."""
+def untuned(kind: str, data: str, lm, seed: int, params: dict) -> JudgeConfig:
+    """The judge of ``kind`` with its default settings (and ``params``) on ``data`` (demos and references
+    from the train split where it has any), frozen uncalibrated: what the tuner starts from."""
     from judgetune.judges import make_judge
     from judgetune.lm import parse_lm_spec
 
     examples, label_range = datasets.load_data(data)
     splits = datasets.split_examples(examples, seed=seed)
-    judge = make_judge(kind, lm, train=splits["train"], pool=splits["train"], label_range=label_range, seed=seed)
+    judge = make_judge(kind, lm, train=splits["train"], pool=splits["train"], label_range=label_range, params=params,
+                       seed=seed)
     return JudgeConfig.from_judge(judge, lm=parse_lm_spec("local:smollm2").to_dict(), calibrator=None,
                                   label_range=label_range, seed=seed, data={"source": data})
 
@@ -97,18 +100,19 @@ def audit_rows(config: JudgeConfig, data: str, lm, items: int, seed: int, name: 
                    for r in result["not_applicable"]]
 
 
-def real_rows(untuned_kinds: bool, specs: list[str], items: int, seed: int, freeze: Path | None) -> list[dict]:
+def real_rows(names: list[str], specs: list[str], items: int, seed: int, freeze: Path | None) -> list[dict]:
     from judgetune.lm import load_lm
 
     rows = []
-    if untuned_kinds:
+    if names:
         lm = load_lm("local:smollm2")
         try:
-            for kind, data in REAL:
-                config = untuned(kind, data, lm, seed)
+            for name in names:
+                kind, data, params = REAL[name]
+                config = untuned(kind, data, lm, seed, params)
                 if freeze:
-                    config.save(freeze / f"{kind}-{data}" / "judge.json")
-                rows += audit_rows(config, data, lm, items, seed, f"{kind} (untuned)")
+                    config.save(freeze / f"{name}-{data}" / "judge.json")
+                rows += audit_rows(config, data, lm, items, seed, f"{name} (untuned)")
         finally:
             lm.close()
     for spec in specs:
@@ -128,8 +132,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 replicates, 45 items")
     parser.add_argument("--replicates", type=int, default=20)
     parser.add_argument("--items", type=int, default=60, help="testbed items per judge")
-    parser.add_argument("--real", action="store_true", help="audit an untuned judge of each kind on the embedded model "
-                        "(pairwise/LLMBar-natural, rubric and likelihood/MSRpar, listwise/TREC-DL-NF)")
+    parser.add_argument("--real", nargs="*", choices=list(REAL), metavar="NAME",
+                        help="audit untuned judges on the embedded model (no NAME: the four kinds, pairwise/"
+                             f"LLMBar-natural, rubric and likelihood/MSRpar, listwise/TREC-DL-NF; names: {', '.join(REAL)})")
     parser.add_argument("--freeze", type=Path, help="with --real: write the untuned judges' judge.json files here")
     parser.add_argument("--configs", nargs="*", default=[], metavar="JUDGE.JSON=DATA")
     parser.add_argument("--real-items", type=int, default=60, help="items audited per real judge (whole groups)")
@@ -138,6 +143,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     replicates, n = (2, 45) if args.quick else (args.replicates, args.items)
+    real = [] if args.real is None else (args.real or ["pairwise", "rubric", "likelihood", "linkage"])
     start = time.time()
     rows = testbed_rows(replicates, n)
     payload = {
@@ -147,7 +153,7 @@ def main() -> None:
                  "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
                  "command": " ".join(["python", *map(shlex.quote, sys.argv)])},
         "rows": rows, "summary": summary(rows), "testbed_seconds": round(time.time() - start, 1),
-        "real": real_rows(args.real, args.configs, args.real_items, args.seed, args.freeze)}
+        "real": real_rows(real, args.configs, args.real_items, args.seed, args.freeze)}
     text = json.dumps(payload, indent=2)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,9 @@ def main() -> None:
     judge = make_judge("rubric", lm, train=[], label_range=label_range, params={"k": 0}, seed=args.seed)
     start = time.perf_counter()
     alone = [judge.judge_all([e])[0].score for e in items]
+    lm._batcher.batches.clear()
     batched = [v.score for v in judge.judge_all(items)]
+    batch_sizes = sorted(set(lm._batcher.batches))  # how many items each decode actually scored together
     again = [v.score for v in judge.judge_all(items)]
     order = list(range(len(items)))
     random.Random(args.seed + 1).shuffle(order)
@@ -87,6 +89,7 @@ def main() -> None:
                         "command": " ".join(["python", *sys.argv])},
                "judge": "rubric k=0 (scoring_mode logprobs, expected value of the label distribution)",
                "data": args.data, "items": len(items), "threads": args.threads, "batch_size": lm.batch_size,
+               "batch_sizes_seen": batch_sizes,
                "rows": rows, "spearman_with_labels": spearman, "seconds": seconds}
     text = json.dumps(payload, indent=2)
     if args.out:

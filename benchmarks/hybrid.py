@@ -37,7 +37,7 @@ import numpy as np
 from judgetune import datasets
 from judgetune.datasets import Example
 from judgetune.evaluation import cross_fit, draw_references, question_folds
-from judgetune.judges import SIGNALS, HybridJudge, HybridModel, build_judge
+from judgetune.judges import SIGNALS, BM25Judge, HybridJudge, HybridModel, build_judge
 from judgetune.judges._encoders import load_encoder
 from judgetune.stats import bootstrap_mean_interval, correlation
 
@@ -116,8 +116,12 @@ def hybrid_judge(settings: dict, *, signals=None):
 def feature_matrix(examples: list[Example], *, keep_all: bool = False) -> tuple[np.ndarray, list[str],
                                                                               dict[str, list[int]]]:
     """Every signal's features once (the benchmark fits ablations and variants on column subsets); a
-    signal failing on most examples is left out unless ``keep_all`` (its gaps are imputed in the fit)."""
-    x, names, columns, _ = HybridJudge().usable_features(examples, list(SIGNALS), keep_failing=keep_all)
+    signal failing on most examples is left out unless ``keep_all`` (its gaps are imputed in the fit).
+    BM25's corpus statistics here are those of all ``examples``' answers (texts, no labels), where the
+    judge itself (``cross_fit``) freezes those of its training folds."""
+    judge = HybridJudge()
+    judge.bm25_ = BM25Judge(None).fit(examples).fitted_
+    x, names, columns, _ = judge.usable_features(examples, list(SIGNALS), keep_failing=keep_all)
     return x, names, columns
 
 

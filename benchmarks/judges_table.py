@@ -58,7 +58,8 @@ PUBLISHED = [  # LINKAGE paper, Spearman per question (its own question sets)
 ]
 
 
-def rows_for(name: str, size: int, cache_root: str, seed: int, resamples: int) -> list[dict]:
+def rows_for(name: str, size: int, cache_root: str, seed: int, resamples: int,
+             methods: list[str] | None = None) -> list[dict]:
     source = datasets.get_source(name)
     label_range = (float(source.scale.low), float(source.scale.high))
     splits = datasets.split_examples(datasets.load(name), seed=seed)
@@ -72,6 +73,7 @@ def rows_for(name: str, size: int, cache_root: str, seed: int, resamples: int) -
     common = {"label_range": label_range, "n_resamples": resamples, "seed": seed}
     rows = []
     judges = [(label, kind, params) for label, kind, params in PLAN[name][1]] + [(b, b, {}) for b in BASELINES]
+    judges = [j for j in judges if methods is None or j[0] in methods]
     for label, kind, params in judges:
         lm = load_lm("local:smollm2", cache=ResponseCache(os.path.join(cache_root, name, label))) \
             if kind in LM_JUDGES else None
@@ -101,6 +103,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", choices=sorted(PLAN), action="append")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--methods", nargs="+", help="only these methods (labels of PLAN, or baselines)")
     parser.add_argument("--out", type=Path, help="write the JSON result (with its meta) to this file")
     args = parser.parse_args()
     resamples = 200 if args.quick else 1000
@@ -110,7 +113,7 @@ def main() -> None:
             size = PLAN[name][0][0 if args.quick else 1]
             unit = "answers per test question" if datasets.get_source(name).task == "listwise" else "held-out items"
             print(f"{name}: {size} {unit}", file=sys.stderr)
-            rows.extend(rows_for(name, size, cache_root, args.seed, resamples))
+            rows.extend(rows_for(name, size, cache_root, args.seed, resamples, args.methods))
     rows.extend({"dataset": d, "method": m, "spearman_per_group": v, "published": True} for d, m, v in PUBLISHED
                 if d in (args.only or PLAN))
     if args.json or args.out:

@@ -26,6 +26,10 @@ reuse and plain (alternating which runs first) so that machine load hits both al
 
     python benchmarks/lm_throughput.py [--quick] [--rounds R] [--per-round N] [--json] [--out PATH]
     python benchmarks/lm_throughput.py --grouped [--rounds R] [--sources S] [--json] [--out PATH]
+    python benchmarks/lm_throughput.py --grouped --server [--sources S] [--per-round N] [--json] [--out PATH]
+
+``--grouped --server``: the rubric judge over llama-cpp-python's server, ``--per-round`` summaries of each of
+``--sources`` articles, sent article by article (judgetune's order) vs in the catalog's order, two rounds.
 """
 
 from __future__ import annotations
@@ -179,20 +183,22 @@ def hash_id(text: str) -> int:
     return sum(ord(c) * (i + 1) for i, c in enumerate(text)) % 100_000
 
 
-def peak_rate(model, prefix: list[int], tokens: list[int]) -> float:
+def peak_rate(model, prefix: list[int], tokens: list[int], *, cpu: bool = False) -> float | tuple[float, float]:
     """The model's peak prompt-evaluation rate where the items' tokens run: the most tokens/s of one decode
-    of PEAK_SIZES[k] new tokens after the cached shared ``prefix``, over the sizes."""
+    of PEAK_SIZES[k] new tokens after the cached shared ``prefix``, over the sizes (with ``cpu``, also the
+    most tokens per CPU-second of this process, which a loaded machine inflates less)."""
     llm = model._llm
     model.next_logprobs(prefix)  # the prefix in the KV cache (not timed)
-    best = 0.0
+    best, best_cpu = 0.0, 0.0
     for size in PEAK_SIZES:
         llm._ctx.kv_cache_seq_rm(-1, len(prefix), -1)
         llm.n_tokens = len(prefix)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         llm.eval(tokens[:size])
         best = max(best, size / (time.perf_counter() - start))
+        best_cpu = max(best_cpu, size / max(time.process_time() - start_cpu, 1e-9))
     llm.n_tokens = 0  # leave no stale cache for later users
-    return best
+    return (best, best_cpu) if cpu else best
 
 
 def remote_speedup(requests: int = 16, latency: float = 0.05) -> tuple[float, float]:
@@ -270,6 +276,8 @@ def grouped_case(rounds: int, sources: int) -> dict:
     rates: dict[str, list[float]] = defaultdict(list)
     scores: dict[str, list] = defaultdict(list)
     unique, peaks, loads = defaultdict(list), [], []
+    for judge, view in judges.values():  # warm up: the scoring context is made on first use
+        judge.judge_all([view(sets[0][0])])
     for r, items in enumerate(sets):
         loads.append(os.getloadavg()[0])
         for name, (judge, view) in judges.items():
@@ -279,9 +287,10 @@ def grouped_case(rounds: int, sources: int) -> dict:
                 # today's path: items in the catalog's order, not dispatched article by article
                 batch = shown if path == "reuse" else [replace(e, group=None) for e in shown]
                 lm.transcript = []
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 verdicts = judge.judge_all(batch)
                 rates[f"{name}_{path}"].append(len(batch) / (time.perf_counter() - start))
+                rates[f"{name}_{path}_cpu"].append(len(batch) / (time.process_time() - start_cpu))
                 scores[f"{name}_{path}"] += [v.score for v in verdicts]
                 if path == "reuse":
                     sequences = scored_sequences(lm)
@@ -293,15 +302,19 @@ def grouped_case(rounds: int, sources: int) -> dict:
                 filler = [t for e in items for t in model.tokenize(e.answer, special=False)]
                 while len(filler) < max(PEAK_SIZES):
                     filler += filler
-                peaks.append(peak_rate(model, prompt, filler))
+                peaks.append(peak_rate(model, prompt, filler, cpu=True))
         loads.append(os.getloadavg()[0])
     lm.close()
     result: dict = {"grouped_data": GROUPED_DATA, "grouped_items": sum(map(len, sets)), "grouped_rounds": rounds,
                     "grouped_sources_per_round": sources, "grouped_items_per_source": PER_SOURCE,
-                    "grouped_peak_tokens_per_s": statistics.median(peaks), "grouped_load_average": [min(loads), max(loads)]}
+                    "grouped_peak_tokens_per_s": statistics.median(p for p, _ in peaks),
+                    "grouped_peak_tokens_per_cpu_s": statistics.median(c for _, c in peaks),
+                    "grouped_load_average": [min(loads), max(loads)]}
     for name in judges:
-        limit = [peak / u for peak, u in zip(peaks, unique[name])]
+        limit = [peak / u for (peak, _), u in zip(peaks, unique[name])]
+        limit_cpu = [peak / u for (_, peak), u in zip(peaks, unique[name])]
         reuse, plain = rates[f"{name}_reuse"], rates[f"{name}_plain"]
+        reuse_cpu, plain_cpu = rates[f"{name}_reuse_cpu"], rates[f"{name}_plain_cpu"]
         result.update({
             f"grouped_{name}_reuse_items_per_s": statistics.median(reuse),
             f"grouped_{name}_plain_items_per_s": statistics.median(plain),
@@ -309,6 +322,9 @@ def grouped_case(rounds: int, sources: int) -> dict:
             f"grouped_{name}_unique_tokens_per_item": statistics.median(unique[name]),
             f"grouped_{name}_reuse_vs_plain": statistics.median(a / b for a, b in zip(reuse, plain)),
             f"grouped_{name}_reuse_vs_limit": statistics.median(a / b for a, b in zip(reuse, limit)),
+            # the same ratios in CPU time of this process (less inflated by other processes' load)
+            f"grouped_{name}_reuse_vs_plain_cpu": statistics.median(a / b for a, b in zip(reuse_cpu, plain_cpu)),
+            f"grouped_{name}_reuse_vs_limit_cpu": statistics.median(a / b for a, b in zip(reuse_cpu, limit_cpu)),
             f"grouped_{name}_max_abs_score_diff": max(abs(a - b) for a, b in zip(scores[f"{name}_reuse"],
                                                                                   scores[f"{name}_plain"])),
             f"grouped_{name}_spread": {"reuse": [min(reuse), max(reuse)], "plain": [min(plain), max(plain)]}})
@@ -317,17 +333,54 @@ def grouped_case(rounds: int, sources: int) -> dict:
     return result
 
 
+def server_grouped_case(sources: int, per_source: int) -> dict:
+    """The rubric judge over llama-cpp-python's server (``python -m llama_cpp.server``, one request at a time):
+    items per second with the items of one article sent one after another (judgetune's order) and in the
+    catalog's order (articles interleaved), alternating which goes first; and the cached tokens the server
+    reports (None: it reports none)."""
+    from judgetune.evaluation import cost_per_item
+    from judgetune.lm._spec import model_file
+    from judgetune.testing import LlamaServer
+
+    items = grouped_sets(1, sources)[0]
+    by_article = defaultdict(list)
+    for e in items:
+        by_article[e.context[0]].append(e)
+    keep = {id(e) for group in by_article.values() for e in group[:per_source]}
+    items = [replace(e, references=(datasets.Reference(e.context[0]),)) for e in items if id(e) in keep]
+    rates, cached = defaultdict(list), {}
+    with LlamaServer(model_file(parse_lm_spec("local:smollm2")), "/tmp/lm_throughput_server.log", n_ctx=4096,
+                     logits_all=True) as server:
+        lm = load_lm(f"openai/{server.model}", api_base=server.base_url, use_cache=False, concurrency=1)
+        judge = make_judge("rubric", lm, train=[], label_range=(0.0, 1.0))
+        judge.judge_all(items[:1])  # warm up
+        for r in range(2):
+            for path in (("grouped", "interleaved") if r == 0 else ("interleaved", "grouped")):
+                batch = items if path == "grouped" else [replace(e, group=None) for e in items]
+                start = time.perf_counter()
+                verdicts = judge.judge_all(batch)
+                rates[path].append(len(batch) / (time.perf_counter() - start))
+                cached[path] = cost_per_item(verdicts, 1.0)["cached_tokens_per_item"]
+    return {"server_items": len(items), "server_grouped_items_per_s": statistics.median(rates["grouped"]),
+            "server_interleaved_items_per_s": statistics.median(rates["interleaved"]),
+            "server_grouped_vs_interleaved": statistics.median(a / b for a, b in zip(rates["grouped"],
+                                                                                     rates["interleaved"])),
+            "server_cached_tokens_per_item": cached["grouped"], "server": "llama-cpp-python server, 1 slot"}
+
+
 def print_grouped(result: dict) -> None:
     print(f"{result['grouped_items']} {result['grouped_data']} summaries, {result['grouped_items_per_source']} per "
           f"article, {result['grouped_sources_per_round']} articles per round, {result['grouped_rounds']} interleaved "
           f"rounds; SmolLM2-135M Q4_1 on llama.cpp, 2 threads; load average {result['grouped_load_average'][0]:.1f}-"
           f"{result['grouped_load_average'][1]:.1f} (a shared machine); medians over rounds")
-    print(f"peak prompt rate {result['grouped_peak_tokens_per_s']:.0f} tokens/s")
+    print(f"peak prompt rate {result['grouped_peak_tokens_per_s']:.0f} tokens/s "
+          f"({result['grouped_peak_tokens_per_cpu_s']:.0f} tokens per CPU-second)")
     for name in ("likelihood", "rubric"):
         g = lambda key, name=name: result[f"grouped_{name}_{key}"]  # noqa: E731
         print(f"{name:10s} reuse {g('reuse_items_per_s'):6.2f} items/s, plain (today) {g('plain_items_per_s'):6.2f}, "
               f"limit {g('limit_items_per_s'):6.2f} ({g('unique_tokens_per_item'):.0f} unique tokens per item): "
-              f"reuse = {g('reuse_vs_plain'):.1f}x plain, {g('reuse_vs_limit'):.2f}x the limit; "
+              f"reuse = {g('reuse_vs_plain'):.1f}x plain, {g('reuse_vs_limit'):.2f}x the limit (in CPU time "
+              f"{g('reuse_vs_plain_cpu'):.1f}x, {g('reuse_vs_limit_cpu'):.2f}x); "
               f"max |score difference| {g('max_abs_score_diff'):.2g}")
 
 
@@ -341,11 +394,14 @@ def meta(command: list[str]) -> dict:
             "command": " ".join(["python", *command])}
 
 
+STARTED = meta(sys.argv) if __name__ == "__main__" else {}  # the commit and load when the run began
+
+
 def emit(result: dict, args: argparse.Namespace) -> None:
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
-            json.dump({"meta": meta(sys.argv), **result}, f, indent=1)
+            json.dump({"meta": STARTED, **result}, f, indent=1)
             f.write("\n")
     if args.json:
         print(json.dumps(result))
@@ -362,7 +418,15 @@ def main() -> None:
     parser.add_argument("--out", help="also write the result, with its meta header, to this JSON file")
     parser.add_argument("--grouped", action="store_true", help="the grouped-data case only (source reuse)")
     parser.add_argument("--sources", type=int, default=2, help="--grouped: articles per round (default 2)")
+    parser.add_argument("--server", action="store_true",
+                        help="--grouped: the rubric judge over llama-cpp-python's server instead, grouped vs interleaved")
     args = parser.parse_args()
+    if args.grouped and args.server:
+        result = server_grouped_case(args.sources, args.per_round or 4)
+        emit(result, args)
+        if not args.json:
+            print(json.dumps(result, indent=1))
+        return
     if args.grouped:
         result = grouped_case(args.rounds or (2 if args.quick else 4), args.sources)
         emit(result, args)

@@ -11,6 +11,7 @@ import traceback
 from pathlib import Path
 
 from judgetune import datasets, evaluation, judges, reproduce, tuning
+from judgetune._files import atomic_write, clashes, write_bytes, write_text
 from judgetune.errors import JudgetuneError, NothingJudgedError, redact
 
 EXIT_USER_ERROR = 2  # bad input or options: nothing was run
@@ -71,6 +72,8 @@ def _number(cast: type, what: str, ok) -> callable:
     """An argparse type: ``cast(text)`` when ``ok`` holds for it, else a one-line error saying ``what`` was expected."""
     def parse(text: str):
         try:
+            if not text.isascii():  # int("٣") is 3: numbers are written in ASCII digits only
+                raise ValueError(text)
             value = cast(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
@@ -117,6 +120,10 @@ def _labels(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",")]
     if len(names) < 2 or not all(names) or len(set(names)) < len(names):
         raise argparse.ArgumentTypeError(f"expected two or more distinct column names separated by commas, got {text!r}")
+    bad = [n for n in names if not _RUN_NAME.fullmatch(n) or ".." in n]  # each names a run folder, RUN-NAME
+    if bad:
+        raise argparse.ArgumentTypeError(f"expected column names usable in a run folder name (letters, digits, '.', "
+                                         f"'_', '-'; no '..'), got {', '.join(map(repr, bad))}")
     return names
 
 
@@ -159,9 +166,11 @@ def _param(text: str) -> tuple[str, object]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
+        return key, datasets.strict_loads(value)
+    except json.JSONDecodeError:  # not JSON: the text itself
         return key, value
+    except datasets.JSONShapeError as err:  # a repeated key, too deep
+        raise argparse.ArgumentTypeError(f"{key}: {err}") from None
 
 
 def _print_prompts(transcript: list[dict]) -> None:
@@ -191,6 +200,9 @@ def _evaluate(args: argparse.Namespace) -> None:
                                                     seed=args.seed, grades=grades).candidates
     test = draw.candidates
     params = dict(args.param or [])
+    if judges.judge_class(args.judge).needs_groups_with(params) and not args.protocol:
+        raise JudgetuneError(f"judge {args.judge} with these settings ({params}) compares an item with the other "
+                             "answers of its question: pass --protocol group (or linkage)")
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
     try:
@@ -198,9 +210,6 @@ def _evaluate(args: argparse.Namespace) -> None:
                                     label_range=label_range, params=params, seed=args.seed)
     except ValueError as err:  # a bad --param
         raise JudgetuneError(str(err)) from None
-    if judge.needs_groups and not args.protocol:
-        raise JudgetuneError(f"judge {args.judge} with {judge.group_reason()} compares an item with the other answers "
-                             "of its question: pass --protocol group (or linkage)")
     if args.show_prompt and lm is not None:
         lm.transcript = []
         judge(test[0])
@@ -240,9 +249,12 @@ def _read_instructions(path: Path | None) -> list[str]:
     paragraph (blank-line separated)."""
     if path is None:
         return []
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path, "--instructions")
     if text.lstrip().startswith("["):
-        variants = json.loads(text)
+        value, problem = datasets.parse_json(text, where=str(path), what="a JSON list of strings", field="file")
+        if problem:
+            raise JudgetuneError(problem)
+        variants = value
         if not isinstance(variants, list) or not all(isinstance(v, str) and v.strip() for v in variants):
             raise JudgetuneError(f"{path}: expected a JSON list of non-empty strings")
         return [v.strip() for v in variants]
@@ -252,11 +264,25 @@ def _read_instructions(path: Path | None) -> list[str]:
     return variants
 
 
+def _read_text(path: Path, option: str) -> str:
+    """A small text file an option names, with the option and file in any error."""
+    try:
+        if path.stat().st_size > datasets.MAX_FILE_BYTES:
+            raise JudgetuneError(f"{option} {path}: expected a text file of at most {datasets.MAX_FILE_BYTES:,} bytes")
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise JudgetuneError(f"{option} {path}: no such file") from None
+    except IsADirectoryError:
+        raise JudgetuneError(f"{option} {path}: expected a file, found a folder") from None
+    except UnicodeDecodeError as err:
+        raise JudgetuneError(f"{option} {path}: expected UTF-8 text, found undecodable bytes ({err.reason})") from None
+
+
 def _text_or_file(text: str | None) -> str | None:
     """``text`` itself, or the contents of the file it names."""
     if text is None or not Path(text).is_file():
         return text
-    content = Path(text).read_text(encoding="utf-8").strip()
+    content = _read_text(Path(text), "--criterion").strip()
     if not content:
         raise JudgetuneError(f"{text}: the criterion file is empty")
     return content
@@ -295,7 +321,8 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
                               scale=None if args.scale is None else [args.scale.low, args.scale.high],
                               criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
                               rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
-                              gate=args.gate, **_mapping(args, label), **_protocol_field(args))
+                              gate=args.gate, audit_max=_audit_bounds(args.audit_max),
+                              **_mapping(args, label), **_protocol_field(args))
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
 
@@ -373,7 +400,7 @@ def _tune_criteria(args: argparse.Namespace) -> None:
     summary_dir = args.runs_dir / name
     summary_dir.mkdir(parents=True, exist_ok=True)
     summary = {"data": args.data, "judge": args.judge, "criteria": criteria}
-    (summary_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_text(summary_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     if args.json:
         print(json.dumps({"summary": str(summary_dir / "summary.json"), **summary}, indent=2))
         return
@@ -394,7 +421,8 @@ def _demo(args: argparse.Namespace) -> None:
         os.environ["JUDGETUNE_DATA_MIRROR"] = str(mirror)  # the checkout's sibling copy of the catalog
     summary = run_demo(name=args.run, runs_dir=args.runs_dir, seed=args.seed)
     if args.json:
-        print(json.dumps({"chosen": summary["chosen"], "rows": summary["rows"], "versus": summary["versus"]}, indent=2))
+        print(json.dumps({key: summary[key] for key in ("chosen", "rows", "versus", "gain", "python", "seconds")},
+                         indent=2))
         return
     print(f"\nHeld-out MSRpar test ({summary['rows'][0]['n']} pairs), calibrated on dev; chosen on dev: "
           f"{summary['chosen']} (best LM-only judge: {summary['best_lm_only']}). Random: mean and 2.5-97.5% spread "
@@ -405,8 +433,14 @@ def _demo(args: argparse.Namespace) -> None:
         figures = ", ".join(f"{label} {signed(diff[key])} [{', '.join(signed(v) for v in diff[key + '_ci'])}]"
                             for label, key in (("Spearman", "spearman"), ("MAE", "mae")))
         print(f"{summary['chosen']} minus {other} on the same {diff['n']} pairs (paired bootstrap, 95%): {figures}")
+    for family, line in summary["gain_lines"].items():
+        print(f"{family} judge, tuned vs its default settings: {line}")
     print(f"frozen judge: {Path(args.runs_dir) / args.run / 'judge.json'}  (each family: "
           f"{', '.join(summary['runs'].values())})")
+    py = summary["python"]
+    print(f"from Python: {py['code']} -> {py['score']:.2f} on {py['label_range'][0]:g}-{py['label_range'][1]:g} "
+          f"for answer {py['answer']!r}, reference {py['reference']!r}")
+    print(f"demo finished in {summary['seconds']:.0f} s")
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -442,7 +476,7 @@ def _score(args: argparse.Namespace) -> None:
     from judgetune.tuning import write_predictions
 
     out = args.out.resolve()
-    if args.data not in datasets.CATALOG and out == Path(args.data).resolve() or out == args.config.resolve():
+    if clashes(args.out, [args.config, *([] if args.data in datasets.CATALOG else [args.data])]):  # links too
         raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the scores elsewhere")
     if out.is_dir() or not out.parent.is_dir():
         raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
@@ -622,6 +656,9 @@ def _nrp(args: argparse.Namespace) -> None:
     from judgetune import nrp
     from judgetune.report import nrp_by_system, nrp_vs_size
 
+    if args.out is not None and Path(args.data).is_dir() and clashes(args.out, [args.data]):
+        raise JudgetuneError(f"--out {args.out}: that is the --data folder (its answers.jsonl would be replaced); "
+                             "write the results elsewhere")
     collection = _nrp_collection(args)
     rankers = [nrp.make_ranker(spec, collection) for spec in args.ranker]
     try:
@@ -631,14 +668,14 @@ def _nrp(args: argparse.Namespace) -> None:
         raise JudgetuneError(str(err)) from None
     out = args.out or Path("runs") / f"nrp-{Path(args.data).name}-{result['chosen'].replace(':', '-')}"
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "answers.jsonl").open("w", encoding="utf-8") as handle:
+    with atomic_write(out / "answers.jsonl") as handle:
         handle.writelines(json.dumps(a) + "\n" for a in result["answers"])
     summary = {k: v for k, v in result.items() if k != "answers"}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    (out / "nrp_by_system.png").write_bytes(nrp_by_system(result["answers"], result["systems"], seed=args.seed))
+    write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_bytes(out / "nrp_by_system.png", nrp_by_system(result["answers"], result["systems"], seed=args.seed))
     by_size = nrp_vs_size(result["systems"], collection.sizes)
     if by_size:
-        (out / "nrp_vs_size.png").write_bytes(by_size)
+        write_bytes(out / "nrp_vs_size.png", by_size)
     if args.json:
         print(json.dumps(summary, indent=2))
         return
@@ -680,6 +717,12 @@ def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) 
     parser.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
     if no_cache:
         parser.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
+
+
+def _audit_bounds(texts: list[str] | None) -> dict[str, float]:
+    from judgetune.audit import parse_bounds
+
+    return parse_bounds(texts or [])
 
 
 def _audit_probes() -> tuple[str, ...]:
@@ -770,6 +813,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "non-test item beside the default judge before choosing")
     tune.add_argument("--gate", default="on", choices=tuning.GATES, help="on: a tuned judge replaces the default only "
                       "on a gain that holds at 95%% (see docs/tuning.md); off: the old rule, best dev figure wins")
+    tune.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
+                      help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "
+                           "(repeatable; with --gate on; see docs/audit.md)")
     tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
     _timeout_option(tune)
@@ -923,7 +969,8 @@ def main(argv: list[str] | None = None) -> int:
     except NothingJudgedError as err:
         _error(err, args)
         return EXIT_NOTHING_JUDGED
-    except (JudgetuneError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
+    except (JudgetuneError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
+            argparse.ArgumentTypeError) as err:  # the last: a derived name checked after parsing
         _error(err, args)
         return EXIT_USER_ERROR
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import logging
 import math
 import platform
 from dataclasses import dataclass
@@ -22,8 +23,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from judgetune.calibration import Calibrator, calibrator_from_dict
-from judgetune.datasets import Example, describe, example_from_record, problems_from
-from judgetune.errors import API_KEY_ENVS, JudgetuneError
+from judgetune.datasets import Example, describe, example_from_record, problems_from, read_json
+from judgetune.errors import API_KEY_ENVS, DataValidationError, JudgetuneError
 from judgetune.judges import (
     KINDS,
     PROTOCOLS,
@@ -88,8 +89,16 @@ def reproduction(judge: Judge) -> dict[str, Any]:
         llama = metadata.version("llama_cpp_python")
     except metadata.PackageNotFoundError:
         llama = None
-    return {"engine": engine, "model_id": getattr(lm, "model_id", None), "threads": getattr(model, "n_threads", None),
-            "batch_size": getattr(lm, "batch_size", None), "llama_cpp_python": llama, **out}
+    record = {"engine": engine, "model_id": getattr(lm, "model_id", None), "threads": getattr(model, "n_threads", None),
+              "batch_size": getattr(lm, "batch_size", None), "llama_cpp_python": llama, **out}
+    if engine == "llamacpp":  # the CPU code paths llama.cpp was built with (its results differ between them)
+        try:
+            import llama_cpp
+
+            record["cpu_features"] = llama_cpp.llama_print_system_info().decode().strip(" |")
+        except (ImportError, AttributeError):
+            record["cpu_features"] = None
+    return record
 
 
 _KEY_FIELDS = {"api_key", "apikey", "key", "authorization", "token"}
@@ -301,6 +310,7 @@ class JudgeConfig(BaseModel):
         values = np.asarray([verdicts[i].score for i in kept], dtype=float)
         if self.calibrator is not None:
             mapped = calibrator_from_dict(self.calibrator).predict(values)
+            _warn_if_pinned(mapped, values, self.label_range)
         else:
             (lo, hi) = self.label_range
             mapped = []
@@ -312,6 +322,17 @@ class JudgeConfig(BaseModel):
         return out
 
 
+def _warn_if_pinned(mapped: np.ndarray, raw: np.ndarray, label_range: list[float]) -> None:
+    """Warn when a calibrator sends every item (two or more) to one end of the scale: its outputs lie off the
+    scale for them (a hand-edited or foreign calibrator), and every item would silently get that end."""
+    for end, name in ((label_range[1], "top"), (label_range[0], "bottom")):
+        if len(raw) > 1 and np.all(mapped == end):
+            logging.getLogger(__name__).warning(
+                "the calibrator maps all %d items (raw scores %g to %g) to the %s of the scale, %g: its outputs "
+                "lie off the scale for them; check the calibrator in the judge config", len(raw), raw.min(), raw.max(),
+                name, end)
+
+
 def read_config_json(path: Path) -> Any:
     """The parsed JSON of a judge config file.
 
@@ -320,16 +341,12 @@ def read_config_json(path: Path) -> Any:
     """
     if path.is_dir():
         raise ConfigError(f"{path}: expected a judge config file (judge.json), found a folder")
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # the strict reader: repeated keys, deep nesting and values of the wrong JSON type refused
+        return read_json(path, model=JudgeConfig)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such judge config") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: expected UTF-8 JSON, found undecodable bytes ({err.reason})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}: line {err.lineno}: not JSON ({err.msg})") from None
+    except DataValidationError as err:
+        raise ConfigError(str(err)) from None
 
 
 JudgeConfigModel = JudgeConfig  # the one schema, under its former name

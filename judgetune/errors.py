@@ -16,8 +16,9 @@ class DataValidationError(JudgetuneError, ValueError):
     ``problems`` holds every problem found, each as ``file:line: field: expected ..., found ...``.
     """
 
-    def __init__(self, problems: list[str], *, shown: int = 50):
-        self.problems = list(problems)
+    def __init__(self, problems: list[str] | str, *, shown: int = 50):
+        # a text is its lines (never its characters)
+        self.problems = problems.splitlines() if isinstance(problems, str) else list(problems)
         head = self.problems[:shown]
         more = len(self.problems) - len(head)
         if len(self.problems) == 1:  # one problem: one line, where and what

@@ -19,6 +19,7 @@ the embedded model; one real llama.cpp server per session; a per-session answer 
 from __future__ import annotations
 
 import os
+import resource
 import warnings
 from pathlib import Path
 
@@ -35,9 +36,55 @@ MODEL_FIXTURES = {"embedded_lm", "uncached_lm"}
 SERVER_FIXTURES = {"llama_server"}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cpu-durations", type=int, default=None, metavar="N",
+                     help="list the N tests that used the most CPU time (this process and its finished children): "
+                          "a measure that a loaded machine inflates far less than wall time")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for name, description in TIERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+_cpu_times: dict[str, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    start = _cpu_seconds()
+    yield
+    _cpu_times[item.nodeid] = _cpu_seconds() - start
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    n = config.getoption("--cpu-durations")
+    if n is None:
+        return
+    total = sum(_cpu_times.values())
+    terminalreporter.write_sep("=", f"CPU seconds: {total:.1f} in all; the {n} largest")
+    for nodeid, seconds in sorted(_cpu_times.items(), key=lambda kv: -kv[1])[:n]:
+        terminalreporter.write_line(f"{seconds:8.2f}s {nodeid}")
+
+
+# Slow tests in files their owners edit: marked here (by test name, or by a module fixture that runs a
+# whole tune), until the mark moves beside the test. Measured with --durations on the full suite.
+SLOW_ELSEWHERE = {
+    "test_tuning.py": {"run", "test_call_budget_stops_the_search", "test_a_killed_trial_is_retried_with_its_cached_answers"},
+    "test_tuner_planted.py": {"test_the_tuner_beats_random_search_at_equal_lm_calls",
+                              "test_sample_efficiency_against_exhaustive_search",
+                              "test_the_tuner_finds_the_planted_instruction_demos_and_k"},
+    "test_likelihood.py": {"test_server_with_misaligned_echo_is_refused", "test_judge_agrees_with_human_paraphrase_scores"},
+    "test_hybrid.py": {"test_evaluate_with_the_linkage_protocol_reports_qualifying_questions",
+                       "test_the_likelihood_signal_gets_the_lm_from_the_builder_and_a_frozen_hybrid_reloads_with_it"},
+    "test_lm_batch.py": {"test_judge_all_scores_several_items_per_decode_with_the_same_verdicts"},
+    "test_demo.py": {"small_demo"},
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -47,6 +94,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.model)
         if names & SERVER_FIXTURES:
             item.add_marker(pytest.mark.server)
+        slow = SLOW_ELSEWHERE.get(item.path.name, set())
+        if (names | {getattr(item, "originalname", item.name)}) & slow and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
 
 
 _model_loads: list[str] = []

@@ -65,10 +65,11 @@ def test_tune_on_a_list_of_dicts_gives_the_frozen_judge_and_its_study(tmp_path):
 
 def test_same_rows_resume_the_run_and_other_rows_are_refused(tmp_path):
     kwargs = dict(judge="overlap", name="again", runs_dir=tmp_path, search_items=8, report=False, fixed=REF)
-    judgetune.tune(rows(), n_trials=1, **kwargs)
-    resumed = judgetune.tune(rows(), n_trials=2, **kwargs)  # the same rows: the same file, the study goes on
-    assert len(resumed.study.trials) >= 2
-    with pytest.raises((JudgetuneError, ValueError)):
+    first = judgetune.tune(rows(), n_trials=2, **kwargs)
+    again = judgetune.tune(pd.DataFrame(rows()), n_trials=2, **kwargs)  # the same rows: the same file, same study
+    assert len(again.study.trials) == len(first.study.trials) == 2
+    assert len(list((tmp_path / "again").glob("rows-*.jsonl"))) == 1
+    with pytest.raises((JudgetuneError, ValueError), match="data"):
         judgetune.tune(rows(seed=1), n_trials=2, **kwargs)
 
 
@@ -140,3 +141,17 @@ def test_tune_with_an_lm_object_keeps_it_open_and_records_its_spec(tmp_path, emb
 
     out = rich(dspy.Example(reference=rows()[0]["reference"]), dspy.Prediction(answer=rows()[0]["answer"]))
     assert 0.0 <= out.score <= 1.0 and "human scale" in out.feedback
+
+
+def test_progress_is_plain_lines_off_a_terminal():
+    import io
+
+    from judgetune._progress import progress
+
+    out = io.StringIO()
+    assert list(progress(range(20), desc="items", stream=out)) == list(range(20))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "items: 0/20" and lines[-1].startswith("items: 20/20 done")
+    assert "\r" not in out.getvalue() and 3 <= len(lines) <= 12  # a line per tenth, no carriage returns
+    silent = io.StringIO()
+    assert list(progress([1, 2], stream=silent, enabled=False)) == [1, 2] and silent.getvalue() == ""

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "judgetune"
 # every package may use these
-BASE = {"datasets", "stats", "errors", "_files", "_offline"}
+BASE = {"datasets", "stats", "errors", "_files", "_offline", "_progress"}
 # who may import whom (besides BASE and itself); anything not listed is not allowed
 ALLOWED = {
     "cli": {"*"},
@@ -34,6 +34,7 @@ ALLOWED = {
     "errors": set(),
     "_files": set(),
     "_offline": set(),
+    "_progress": set(),
 }
 
 

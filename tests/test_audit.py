@@ -170,6 +170,10 @@ def test_cli_audit_errors(tmp_path, capsys):
     empty.write_text('{"id": "a", "answer": "   x"}\n', encoding="utf-8")
     assert cli.main(["audit", "--config", str(config), "--data", str(empty), "--split", "test"]) == 2
     assert "no items to audit" in capsys.readouterr().err
+    assert cli.main(["tune", "--judge", "rubric", "--data", str(data), "--audit-max", "length=1",
+                     "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "--audit-max length=1: expected PROBE=VALUE" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()  # nothing was run
 
 
 def test_report_shows_the_audit_table(planted):
@@ -181,6 +185,7 @@ def test_report_shows_the_audit_table(planted):
     for row in result["probes"]:
         assert f"[{row['low']:+.3f}, {row['high']:+.3f}]" in page and f"{row['mde']:.3f}" in page
     assert "position" in page and audit_section(None) == ""
+    assert "could not run: every item failed" in audit_section({"error": "every item failed"})
 
 
 def test_check_bounds_rejects_the_biased_judge_and_keeps_its_twin():
@@ -188,3 +193,48 @@ def test_check_bounds_rejects_the_biased_judge_and_keeps_its_twin():
     reasons, result = audit.check_bounds(biased.config, biased.examples, biased.lm, {"verbosity": 0.5})
     assert [r["probe"] for r in result["probes"]] == ["verbosity"] and reasons[0].startswith("verbosity:")
     assert audit.check_bounds(fair.config, fair.examples, fair.lm, {"verbosity": 0.5})[0] == []
+
+
+@pytest.mark.model
+def test_audit_on_the_embedded_model_pairwise_swap_cancels_position(embedded_lm, data_root):
+    """A real judge: the pairwise judge with its swap on is order-blind by construction (each order's
+    two questions are the other's, swapped), so its position effect is exactly 0; one order alone is not."""
+    from judgetune import datasets
+    from judgetune.config import JudgeConfig
+    from judgetune.judges import make_judge
+
+    scale = datasets.CATALOG["llmbar-natural"].scale
+    items, label_range = datasets.load("llmbar-natural", root=data_root)[:4], (scale.low, scale.high)
+    judge = make_judge("pairwise", embedded_lm, train=[], pool=items, label_range=label_range,
+                       params={"mode": "answers", "swap": True})
+    config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=label_range)
+    result = audit.audit(config, items, embedded_lm, probes=["position", "verbosity"], n_resamples=200)
+    rows = {r["probe"]: r for r in result["probes"]}
+    position = rows["position"]
+    assert position["n"] + position["failed"] == 4 and position["effect"] == pytest.approx(0.0, abs=1e-9)
+    assert position["flip_rate"] == 0.0 and position["first_preferred"] <= 0.5  # 0.5 unless a pair ties exactly
+    assert {"effect", "low", "high", "flip_rate", "first_preferred"} <= set(position["one_order"])
+    assert rows["verbosity"]["n"] + rows["verbosity"]["failed"] == 4
+    assert all(math.isfinite(rows["verbosity"][k]) for k in ("effect", "low", "high", "p", "q"))
+
+
+def test_tune_audits_the_shipped_judge_and_audit_max_turns_biased_candidates_away(tmp_path):
+    import optuna
+
+    from judgetune.datasets import write_examples
+    from judgetune.testing.biased import BiasedLM, biased_examples
+    from judgetune.tuning import RunSpec, tune
+
+    data = tmp_path / "biased.jsonl"
+    write_examples(data, biased_examples(150))
+    spec = RunSpec(name="biased", judge="rubric", data=str(data), n_trials=4, search_items=16, sampler="random",
+                   audit_max={"verbosity": 0.2})
+    config, run_dir, _ = tune(spec, runs_dir=tmp_path, storage=optuna.storages.InMemoryStorage(), lm=BiasedLM(PLANTED),
+                              progress=False, n_resamples=200)
+    rows = config.metrics["selection"]["rows"]
+    challengers = [r for r in rows if not r["default"]]
+    assert challengers and all(r["rejected"].startswith("audit: verbosity") for r in challengers)
+    assert config.metrics["selection"]["chosen_trial"] == rows[0]["number"]  # only the default was left
+    shipped = {r["probe"]: r for r in config.metrics["audit"]["probes"]}
+    assert shipped["verbosity"]["q"] < 0.05 and shipped["verbosity"]["relevant"] == 0.2
+    assert json.loads((run_dir / "judge.json").read_text())["metrics"]["audit"]["probes"]

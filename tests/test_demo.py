@@ -1,4 +1,4 @@
-"""The demo's mechanics on cheap families (the real demo's figures are measured by hand, see README):
+"""The demo's mechanics on cheap families (the real demo's figures and time are in benchmarks/RESULTS.md):
 every family is tuned on the same split, the choice is made on dev alone, the held-out table carries
 the trivial baselines, and the chosen judge loads and scores through the public API."""
 
@@ -34,6 +34,9 @@ def test_the_demo_chooses_on_dev_and_reports_every_family_beside_the_baselines(s
     judged = [r for r in summary["rows"] if r["name"] in ("embedding", "rougeL")]
     assert all(r["seconds_per_item"] > 0 for r in judged)  # cost is measured, not left at zero
     assert json.loads((runs / "d" / "demo.json").read_text())["chosen"] == summary["chosen"]
+    low, high = summary["python"]["label_range"]
+    assert low <= summary["python"]["score"] <= high  # the frozen judge, loaded and used from Python
+    assert summary["gain"] == {} and summary["seconds"] > 0  # no LM family here, so no gain to report
     assert set(summary["versus"]) == {"embedding", "rougeL"} - {summary["chosen"]}
     for diff in summary["versus"].values():  # the chosen judge against each other family on the same items
         assert diff["n"] == 40

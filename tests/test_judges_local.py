@@ -63,6 +63,7 @@ def test_fact_lists_are_valid_json(embedded_lm, data_root):
         assert usage["completion_tokens"] > 0
 
 
+@pytest.mark.slow
 def test_iterative_fact_check_averages_one_check_per_fact(embedded_lm, data_root):
     ex = datasets.load("summac-summeval", root=data_root)[0]
     judge = FactCheckJudge(embedded_lm, direction="support", max_facts=3)
@@ -89,6 +90,8 @@ def test_linkage_generates_references_once_per_question(embedded_lm, msrpar):
     assert verdict.detail["draws"][0]["grades"] == [2.0, 1.0, 0.0]
 
 
+@pytest.mark.model
+@pytest.mark.slow
 def test_evaluate_prints_the_judge_beside_its_baselines(data_root, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
@@ -105,6 +108,7 @@ def test_evaluate_prints_the_judge_beside_its_baselines(data_root, tmp_path, mon
     assert "[[ ## score ## ]]" in out.err and "[assistant, prefilled]" in out.err
 
 
+@pytest.mark.model
 def test_evaluate_rejects_unknown_settings_and_data(data_root, monkeypatch, capsys):
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
     assert main(["evaluate", "--judge", "embedding", "--data", "no-such-thing.jsonl"]) == 2

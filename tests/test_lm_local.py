@@ -49,6 +49,7 @@ def test_expected_score_arithmetic():
     assert LabelDistribution.from_dict(json.loads(json.dumps(d.to_dict()))) == d
 
 
+@pytest.mark.model
 def test_single_token_labels_are_one_forward_pass(model):
     prompt = model.tokenize(model.render(RATE, "Score: "))
     before = model.evaluated_tokens
@@ -61,6 +62,7 @@ def test_single_token_labels_are_one_forward_pass(model):
     assert sum(d.probabilities.values()) + d.outside_mass == pytest.approx(1.0)
 
 
+@pytest.mark.model
 def test_multi_token_labels_chain_log_probabilities(model):
     labels = ["pass", "partially pass", "fail"]
     d = local_label_distribution(model, RATE, labels, prefix="Verdict: ")
@@ -72,6 +74,7 @@ def test_multi_token_labels_chain_log_probabilities(model):
     assert d.logprobs[1] == pytest.approx(manual, abs=1e-4)
 
 
+@pytest.mark.model
 def test_prefix_reuse_evaluates_only_the_new_tokens(model):
     shared = [{"role": "system", "content": "Rate the answer from 1 to 5. " * 20}]
     items = [shared + [{"role": "user", "content": f"Answer number {i}: the sky is blue."}] for i in range(3)]
@@ -85,6 +88,7 @@ def test_prefix_reuse_evaluates_only_the_new_tokens(model):
     assert second.logprobs == fresh.logprobs  # exactly: a reused prefix changes no digit
 
 
+@pytest.mark.model
 def test_cache_hits_cost_no_model_time(lm):
     first = lm.label_distribution(RATE, LABELS, prefix="Score: ")
     spent = lm.model.evaluated_tokens
@@ -99,6 +103,7 @@ def test_cache_hits_cost_no_model_time(lm):
     assert lm.label_calls == 2 and other != first
 
 
+@pytest.mark.model
 def test_cache_persists_across_loads(tmp_path):
     cache_dir = tmp_path / "persist"
     first = load_lm("local:smollm2", cache=ResponseCache(cache_dir))
@@ -110,6 +115,7 @@ def test_cache_persists_across_loads(tmp_path):
     assert second.model_id == first.model_id and second.model_id.startswith("llamacpp:")
 
 
+@pytest.mark.model
 def test_generation_stops_and_reports_logprobs(lm):
     out = lm.dspy_lm("Count from 1 to 20, separated by commas.", max_tokens=60, stop=["7"], logprobs=True, top_logprobs=3)
     text = out[0]["text"]
@@ -121,6 +127,7 @@ def test_generation_stops_and_reports_logprobs(lm):
         assert token["top_logprobs"][0]["logprob"] >= token["logprob"] - 1e-9
 
 
+@pytest.mark.model
 def test_json_schema_constrained_generation(model):
     """Bounded strings and lists make the grammar finish within the tokens given (at most 3 strings of
     40 characters, a token each at worst, and bounded whitespace), so the output is whole JSON on any
@@ -136,6 +143,7 @@ def test_json_schema_constrained_generation(model):
     assert all(isinstance(f, str) and len(f) <= 40 for f in data["facts"])
 
 
+@pytest.mark.model
 def test_label_distributions_are_thread_safe(model):
     prompts = [[{"role": "user", "content": f"Is {n} an even number? Answer yes or no."}] for n in range(6)]
     sequential = [local_label_distribution(model, p, ["yes", "no"]).logprobs for p in prompts]

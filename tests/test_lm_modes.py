@@ -85,6 +85,7 @@ def test_probe_picks_sampled_without_logprobs_and_logprobs_with(llama_server, no
     assert "scoring_mode='sampled'" in message and "scoring_mode='generate'" not in message
 
 
+@pytest.mark.slow
 def test_sampled_and_parsed_agree_with_the_in_process_judge(llama_server, no_logprobs, msrpar, embedded_lm):
     """Sampled at temperature 0.5, a label's probability is the in-process one squared, renormalized
     over the labels (tempering; sampling is temperature-only here). The mean of the m parsed labels
@@ -119,6 +120,7 @@ def test_sampled_and_parsed_agree_with_the_in_process_judge(llama_server, no_log
             assert one.score == float(max(truth.distribution, key=truth.distribution.get))
 
 
+@pytest.mark.slow
 def test_faults_lose_nothing_and_score_nothing_in_the_new_modes(llama_server, msrpar):
     train, test = msrpar
     with FaultServer(upstream=llama_server.base_url, logprobs=False, overrides=PLAIN_SAMPLING) as clean:
@@ -143,6 +145,7 @@ def test_faults_lose_nothing_and_score_nothing_in_the_new_modes(llama_server, ms
     assert "ok" in outcomes and len(outcomes) >= 3
 
 
+@pytest.mark.slow
 def test_evaluate_and_tune_end_to_end_without_logprobs(llama_server, no_logprobs, data_root, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))

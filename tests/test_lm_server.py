@@ -197,6 +197,8 @@ def test_repeating_a_label_distribution_gives_the_same_answer(uncached_lm):
 
 # --- backends: transformers (GGUF dequantized to float32) vs llama.cpp (Q4_1) ----------------------
 
+@pytest.mark.model
+@pytest.mark.slow
 def test_transformers_and_llamacpp_label_distributions_agree(transformers_lm, uncached_lm):
     # Measured on these 7 prompts (raw TV incl. outside mass): 0.010-0.048, max on p0 ("sky blue",
     # p(No) 0.347 vs 0.305); renormalized over the labels 0.002-0.052; the argmax label agreed on all 7.
@@ -288,10 +290,11 @@ def test_api_key_is_written_nowhere(tmp_path, monkeypatch, caplog):
     assert secret not in repr(lm.dspy_lm.history)
 
 
+@pytest.mark.slow
 def test_rubric_judge_reads_the_same_score_through_the_server(remote, uncached_lm, data_root):
-    """Through a server the score is read at the first token after the score marker of a generated
-    answer; in-process it is read after a prefilled marker. With two demos the small model writes the
-    format and both agree; zero-shot it does not, and each item is a counted failure, never a zero."""
+    """Through a server the prompt ends at the score marker as in-process (the /completions way, with the
+    chat template of the served GGUF; issue 26), so even zero-shot, where the small model would not write
+    the marker itself, the score is read, and both agree."""
     from judgetune import datasets
     from judgetune.judges import make_judge
 
@@ -304,7 +307,4 @@ def test_rubric_judge_reads_the_same_score_through_the_server(remote, uncached_l
         for ex in test:
             a, b = served(ex), local(ex)
             assert b.parsed
-            if k == 2:
-                assert a.parsed and a.score == pytest.approx(b.score, abs=0.1)
-            else:
-                assert not a.parsed and a.score is None and "no [[ ## score ## ]]" in a.raw
+            assert a.parsed and a.score == pytest.approx(b.score, abs=0.1)

@@ -12,11 +12,10 @@ import pytest
 import rbo as rbo_package
 
 from judgetune.cli import main
-from judgetune.config import JudgeConfig, score_examples
+from judgetune.config import JudgeConfig
 from judgetune.datasets import Example
 from judgetune.errors import DataValidationError, JudgetuneError
 from judgetune.judges import build_judge, make_judge
-from judgetune.lm import ResponseCache, load_lm
 from judgetune.nrp import (
     Answer,
     BM25Ranker,

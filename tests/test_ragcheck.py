@@ -219,6 +219,7 @@ TINY = [
 ]
 
 
+@pytest.mark.model
 def test_pipeline_on_the_embedded_model(lm):
     checker = ragcheck.default_checker(lm, max_claims=2)
     lm.transcript = []
@@ -278,6 +279,7 @@ def test_failures_are_kept_per_item_with_their_reason():
     assert [i["parsed"] for i in out["items"]] == [True, False, False]
 
 
+@pytest.mark.model
 def test_cli_ragcheck(tmp_path, lm, monkeypatch, capsys):
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(lm.cache.directory))
     path = tmp_path / "items.jsonl"

@@ -1,5 +1,6 @@
 """Several workers on one study through PostgreSQL: every trial completes once, none is lost.
-The workers judge with ``test:deterministic`` (no weights): the test is about sharing a study.
+The workers judge with ``test:slow`` (no weights, 0.1 s an answer, about the embedded model's pace, so
+that both workers get trials): the test is about sharing a study, not about what the model says.
 
 Needs a PostgreSQL URL in $JUDGETUNE_TEST_POSTGRES (`.ci/run` installs the Debian package, starts
 it on 127.0.0.1 and sets it); skipped otherwise, unless $JUDGETUNE_REQUIRE_POSTGRES demands it.
@@ -35,7 +36,8 @@ def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(postgre
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
     name = f"workers-{uuid.uuid4().hex[:8]}"
-    spec = RunSpec(name=name, judge="rubric", data="sts2012-msrpar", lm="test:deterministic", n_trials=6, search_items=8, chunk=8,
+    spec = RunSpec(name=name, judge="rubric", data="sts2012-msrpar", lm="test:slow", n_trials=6,
+                   search_items=8, chunk=8,
                    dev_items=8, test_items=4, fixed={"reasoning": False})
     open_study(spec, postgres)
     command = [sys.executable, "-m", "judgetune.cli", "worker", "--storage", postgres, "--study", name]
@@ -50,7 +52,8 @@ def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(postgre
     assert sorted(t.number for t in trials) == list(range(len(trials)))
     assert len({t.user_attrs["worker"] for t in trials}) == 2  # both workers ran trials
     # `tune` with the same spec finds the search done and only calibrates, tests and freezes
-    assert main(["tune", "--judge", "rubric", "--lm", "test:deterministic", "--data", "sts2012-msrpar", "--trials", "6", "--search-items", "8",
+    assert main(["tune", "--judge", "rubric", "--lm", "test:slow", "--data", "sts2012-msrpar",
+                 "--trials", "6", "--search-items", "8",
                  "--chunk", "8", "--dev-items", "8", "--test-items", "4", "--fix", "reasoning=false", "--run", name,
                  "--storage", postgres, "--runs-dir", str(tmp_path)]) == 0
     assert len(optuna.load_study(study_name=name, storage=postgres).get_trials()) == len(trials)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -71,10 +72,14 @@ def audit(config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, p
     return {"probes": rows, "not_applicable": skipped, "items": len(examples), "alpha": ALPHA, "power": POWER}
 
 
-def audit_sample(examples: Sequence[Example], *, items: int = AUDIT_ITEMS, per_group: int = 2,
-                 seed: int = 0) -> list[Example]:
-    """The items an automatic audit looks at: at most ``per_group`` answers of each question (seeded),
-    then at most ``items`` of them, whole questions at a time: many clusters for the items spent."""
+def audit_sample(examples: Sequence[Example], *, items: int = AUDIT_ITEMS, seed: int = 0) -> list[Example]:
+    """The items an automatic audit looks at: at most ``items``, spread over as many questions as there
+    are (the same number of answers from each, seeded), since the questions are what the intervals
+    resample."""
+    groups = len({e.group_key for e in examples})
+    if not groups:
+        return []
+    per_group = max(1, math.ceil(items / groups))
     return limit_by_group(sample_per_group(list(examples), per_group, seed=seed), items, seed=seed)
 
 

@@ -12,6 +12,15 @@ from judgetune.datasets._catalog import (
                                          load_data,
                                          summary,
 )
+from judgetune.datasets._json import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    JSONShapeError,
+    ascii_number,
+    parse_json,
+    read_json,
+    strict_loads,
+)
 from judgetune.datasets._mapping import MAPPABLE, FieldMap
 from judgetune.datasets._rag import RagItem, read_rag_items
 from judgetune.datasets._readers import example_from_record, jsonl_rows, read_examples, read_labeled, write_examples
@@ -20,10 +29,10 @@ from judgetune.datasets._sources import clef_judgments, clef_top1_rows, generate
 from judgetune.datasets._splits import groups_of, limit_by_group, sample_per_group, split_by_group, split_examples
 from judgetune.datasets._validation import Cell, describe, expected, location, problems_from
 
-__all__ = ["CATALOG", "MAPPABLE", "Cell", "Example", "ExampleRow", "FieldMap", "RagItem", "Reference", "Scale",
-           "Source", "clef_judgments",
+__all__ = ["CATALOG", "JSONShapeError", "MAPPABLE", "MAX_DEPTH", "MAX_FILE_BYTES", "Cell", "Example", "ExampleRow",
+           "FieldMap", "RagItem", "Reference", "Scale", "Source", "ascii_number", "clef_judgments",
            "clef_top1_rows", "data_dir", "data_fingerprint", "describe", "ensure_fetched",
            "example_from_record", "expected", "fetch", "generated_answer_llm", "get_source", "groups_of",
-           "jsonl_rows", "limit_by_group", "load", "load_data", "location", "parse_scale", "problems_from",
-           "read_clef_topics", "read_examples", "read_labeled", "read_rag_items", "sample_per_group",
-           "split_by_group", "split_examples", "summary", "write_examples"]
+           "jsonl_rows", "limit_by_group", "load", "load_data", "location", "parse_json", "parse_scale", "problems_from",
+           "read_clef_topics", "read_examples", "read_json", "read_labeled", "read_rag_items", "sample_per_group",
+           "split_by_group", "split_examples", "strict_loads", "summary", "write_examples"]

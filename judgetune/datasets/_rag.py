@@ -10,7 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from judgetune.datasets._readers import jsonl_rows
+from judgetune.datasets._json import read_json
+from judgetune.datasets._readers import MAX_ROW_BYTES, jsonl_rows
 from judgetune.datasets._schema import _identifier, _meta
 from judgetune.datasets._validation import describe as _describe
 from judgetune.datasets._validation import expected, problems_from
@@ -77,17 +78,20 @@ def read_rag_items(path: str | Path) -> list[RagItem]:
 
 def _json_rows(path: Path, problems: list[str]) -> list[tuple[str, Any]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:
-        problems.append(f"{path}: file: expected UTF-8 text, found undecodable bytes ({err.reason})")
+        data = read_json(path)
+    except DataValidationError as err:
+        problems.extend(err.problems)
         return []
-    except json.JSONDecodeError as err:
-        problems.append(f"{path}:{err.lineno}: file: expected JSON, found invalid JSON ({err.msg} at column {err.colno})")
-        return []
+    rows = None
     if isinstance(data, dict) and isinstance(data.get("results"), list):
-        return [(f"{path}: results[{i}]", row) for i, row in enumerate(data["results"])]
-    if isinstance(data, list):
-        return [(f"{path}: [{i}]", row) for i, row in enumerate(data)]
+        rows = [(f"{path}: results[{i}]", row) for i, row in enumerate(data["results"])]
+    elif isinstance(data, list):
+        rows = [(f"{path}: [{i}]", row) for i, row in enumerate(data)]
+    if rows is not None:  # the per-item size limit of JSONL rows holds for the items of a JSON file too
+        big = [where for where, row in rows if len(json.dumps(row, ensure_ascii=False).encode()) > MAX_ROW_BYTES]
+        problems.extend(f"{where}: item: expected at most {MAX_ROW_BYTES:,} bytes (the per-item size limit), found "
+                        "a larger item; shorten its texts" for where in big)
+        return [(where, row) for where, row in rows if where not in big]
     problems.append(f"{path}: file: expected {{\"results\": [...]}} or a JSON array of items, found {_describe(data)}")
     return []
 

@@ -8,15 +8,16 @@ a label must be a number in JSONL and a cell that parses as one in CSV/TSV.
 from __future__ import annotations
 
 import csv
-import json
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import jsonlines
 from pydantic import ValidationError
 
+from judgetune._files import atomic_write
+from judgetune.datasets._json import parse_json
 from judgetune.datasets._mapping import FieldMap
 from judgetune.datasets._schema import Example, ExampleRow, Scale, format_number
 from judgetune.datasets._validation import Cell, describe, problems_from
@@ -25,6 +26,7 @@ from judgetune.errors import DataValidationError
 FIELDS = ("id", "question", "answer", "references", "reference", "context", "answer_b", "preference",
           "label", "group", "meta")
 _FORMATS = {".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}
+MAX_ROW_BYTES = 1 << 20  # the per-item size limit: a JSONL row of at most 1 MiB, a CSV/TSV line of 1 Mi characters
 log = logging.getLogger(__name__)
 
 
@@ -143,14 +145,18 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
 
 def write_examples(path: str | Path, examples: Iterable[Example]) -> None:
     """Write Examples as JSONL that ``read_examples`` reads back unchanged."""
-    with jsonlines.open(Path(path), mode="w") as writer:
+    with atomic_write(path) as handle, jsonlines.Writer(handle) as writer:
         writer.write_all(e.to_dict() for e in examples)
 
 
 def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     # Parsed line by line (not with jsonlines.Reader) to know the line number of every row.
     with path.open("rb") as handle:
-        for line, raw in enumerate(handle, 1):
+        for line, raw in enumerate(_bounded_lines(handle), 1):
+            if raw is None:
+                problems.append(f"{path}:{line}: row: expected at most {MAX_ROW_BYTES:,} bytes (the per-item size "
+                                "limit), found a longer row; shorten its texts")
+                continue
             try:
                 text = raw.decode("utf-8-sig" if line == 1 else "utf-8")  # Excel starts with a BOM
             except UnicodeDecodeError as err:
@@ -158,16 +164,45 @@ def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
                 continue
             if not text.strip():  # a blank line is not a row
                 continue
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as err:
-                problems.append(f"{path}:{line}: row: expected a JSON object, found invalid JSON ({err.msg} "
-                                f"at column {err.colno})")
+            value, problem = parse_json(text, where=str(path), line=line, what="a JSON object")
+            if problem:
+                problems.append(problem)
                 continue
             if not isinstance(value, dict):
                 problems.append(f"{path}:{line}: row: expected a JSON object, found {_kind(value)}")
                 continue
             yield line, value
+
+
+def _bounded_lines(handle: BinaryIO) -> Iterator[bytes | None]:
+    """The file's lines; None for a line longer than ``MAX_ROW_BYTES``, which is skipped without being held
+    in memory (reading is bounded by the limit, whatever the file)."""
+    while True:
+        raw = handle.readline(MAX_ROW_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_ROW_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = handle.readline(1 << 20)
+            yield None
+            continue
+        yield raw
+
+
+class _RowTooLong(Exception):
+    pass
+
+
+def _bounded_text_lines(handle) -> Iterator[str]:
+    """The lines of a text file, stopping with _RowTooLong at a line longer than ``MAX_ROW_BYTES`` characters
+    (never read whole)."""
+    while True:
+        line = handle.readline(MAX_ROW_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_ROW_BYTES and not line.endswith(("\n", "\r")):
+            raise _RowTooLong
+        yield line
 
 
 def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | None = None, *,
@@ -179,8 +214,12 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
     dialect = {"delimiter": ",", "strict": True} if kind == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: Excel's byte-order mark
-            reader = csv.reader(handle, **dialect)
-            header = next(reader, None)
+            reader = csv.reader(_bounded_text_lines(handle), **dialect)
+            try:
+                header = next(reader, None)
+            except _RowTooLong:
+                problems.append(f"{path}:1: header: expected at most {MAX_ROW_BYTES:,} characters, found a longer line")
+                return
             if header is None:
                 return
             header = [h.strip() for h in header]
@@ -207,12 +246,25 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
                     cells = next(reader)
                 except StopIteration:
                     break
+                except _RowTooLong:  # a line past the per-item limit: the rest of the file is not read
+                    problems.append(f"{path}:{start}: row: expected at most {MAX_ROW_BYTES:,} characters (the per-item "
+                                    "size limit), found a longer row; the rest of the file is not read")
+                    return
                 except csv.Error as err:
+                    if "field limit" in str(err):  # csv's own bound on a quoted cell
+                        problems.append(f"{path}:{start}: row: expected cells of at most {csv.field_size_limit():,} "
+                                        "characters (the per-item size limit), found a longer one; the rest of the "
+                                        "file is not read")
+                        return
                     problems.append(f"{path}:{start}: row: expected well-formed CSV (a quoted cell ends with a quote "
                                     f"followed by a comma or the line end), found {err}")
                     return
                 line, start = start, reader.line_num + 1
                 if not cells:  # a blank line is not a row
+                    continue
+                if sum(map(len, cells)) > MAX_ROW_BYTES:  # quoted cells spanning many lines
+                    problems.append(f"{path}:{line}: row: expected at most {MAX_ROW_BYTES:,} characters (the per-item "
+                                    "size limit), found a longer row; shorten its texts")
                     continue
                 if len(cells) != len(header):
                     problems.append(f"{path}:{line}: row: expected {len(header)} {kind.upper()} cells, "

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 
+from judgetune.datasets._json import ascii_number
 from judgetune.datasets._validation import Cell, expected
 
 
@@ -47,7 +48,7 @@ def parse_scale(text: str) -> Scale:
     Raises:
         ValueError: the text is no such range.
     """
-    found = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*(?:-|:|\.\.|to)\s*(-?\d+(?:\.\d+)?)\s*", text)
+    found = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*(?:-|:|\.\.|to)\s*(-?\d+(?:\.\d+)?)\s*", text, re.ASCII)
     if not found or not float(found.group(1)) < float(found.group(2)):
         raise ValueError(f"expected a scale LOW-HIGH with LOW below HIGH (e.g. 1-5 or -2..2), got {text!r}")
     return Scale(float(found.group(1)), float(found.group(2)), description=text.strip())
@@ -134,9 +135,7 @@ def _text(value: Any) -> str:
 def _number(value: Any) -> float:
     if isinstance(value, Cell):  # CSV/TSV: the cell must read as a plain number ("1_0" is not 10)
         try:
-            if "_" in value:
-                raise ValueError(value)
-            number = float(value)
+            number = ascii_number(value)  # not "1_0", not "٣" (float reads both)
         except ValueError:
             raise expected("a number") from None
     elif isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -9,6 +9,7 @@ difference answer_b minus answer, so positive means answer_b is closer.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,6 +21,12 @@ from judgetune.judges._space import Choice, Param
 from judgetune.judges._verdict import Verdict
 
 TARGETS = ("auto", "reference", "question", "context")
+MAX_LCS_CELLS = 25_000_000  # ROUGE-L's table is words(answer) x words(target) cells: about 200 MB at this bound
+
+
+def _words(text: str) -> int:
+    """The number of tokens rouge-score makes of ``text`` (runs of ASCII letters and digits, lowercased)."""
+    return sum(1 for _ in re.finditer(r"[a-z0-9]+", text.lower()))
 
 
 def target_text(example: Example, target: str) -> str | None:
@@ -40,7 +47,8 @@ class _TextSimilarityJudge(Judge):
     def space(cls) -> list[Param]:
         return [Choice("target", TARGETS, "auto")]
 
-    def similarities(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+    def similarities(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
+        """One similarity per (answer, target) pair; None for a pair too large to compare."""
         raise NotImplementedError
 
     def forward(self, example: Example) -> Verdict:
@@ -63,6 +71,10 @@ class _TextSimilarityJudge(Judge):
                 verdicts.append(Verdict.failed(f"no {self.params['target']} text to compare the answer with"))
                 continue
             start, n = slot
+            if any(s is None for s in sims[start:start + n]):  # a pair too long to compare (ROUGE-L's bound)
+                verdicts.append(Verdict.failed(f"answer and {self.params['target']} too long for {self.kind}: more "
+                                               f"than {MAX_LCS_CELLS:,} word pairs (its cost grows with their product)"))
+                continue
             score = sims[start] if n == 1 else sims[start + 1] - sims[start]
             verdicts.append(Verdict(float(score), {}, True, "", {}, {"similarities": sims[start:start + n]}))
         return verdicts
@@ -113,7 +125,8 @@ class LexicalJudge(_TextSimilarityJudge):
         from rouge_score import rouge_scorer
 
         scorer = rouge_scorer.RougeScorer([self.metric], use_stemmer=True)
-        return [scorer.score(b, a)[self.metric].fmeasure for a, b in pairs]
+        return [None if self.metric == "rougeL" and _words(a) * _words(b) > MAX_LCS_CELLS
+                else scorer.score(b, a)[self.metric].fmeasure for a, b in pairs]
 
     def settings(self) -> dict:
         return {**super().settings(), "metric": self.metric}

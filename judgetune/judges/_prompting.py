@@ -88,7 +88,7 @@ def forced_choice(lm: JudgeLM, messages: list[dict[str, str]], output: str, labe
     """
     if scoring not in SCORING:
         raise ValueError(f"scoring must be one of {SCORING}, got {scoring!r}")
-    if lm.in_process:
+    if lm.in_process or (not reasoning and lm.label_position is not None):  # the prompt ends at the label
         prefix, usage, raw = "", {}, ""
         if reasoning:
             start = marker(REASONING_FIELD) + "\n"

@@ -7,11 +7,19 @@ from judgetune.lm._cache import ResponseCache, default_cache_dir
 from judgetune.lm._labels import LabelDistribution
 from judgetune.lm._lm import Generation, JudgeLM, load_lm
 from judgetune.lm._modes import SCORING_MODES, LogprobsUnavailableError, logprobs_unavailable, resolve_scoring_mode
-from judgetune.lm._remote import Completion, LMCallError, OpenAICompatibleClient
+from judgetune.lm._remote import (
+                                  Completion,
+                                  LMCallError,
+                                  OpenAICompatibleClient,
+                                  ServerAuthError,
+                                  ServerError,
+                                  ServerUnreachableError,
+                                  classify,
+)
 from judgetune.lm._spec import LMSpec, LMSpecError, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs
 
 __all__ = ["SCORING_MODES", "Completion", "Generation", "JudgeLM", "LMCallError", "LMSpec", "LMSpecError",
            "LabelDistribution", "LogprobsUnavailableError", "OpenAICompatibleClient", "Outcome", "PrefillChatAdapter",
            "ResponseCache", "TargetLogprobs", "default_cache_dir", "load_lm", "logprobs_unavailable", "parse_lm_spec",
-           "resolve_scoring_mode", "run_items"]
+           "resolve_scoring_mode", "run_items", "ServerAuthError", "ServerError", "ServerUnreachableError", "classify"]

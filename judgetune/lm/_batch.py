@@ -9,8 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from tqdm.auto import tqdm
-
+from judgetune._progress import progress as progress_lines
 from judgetune.errors import ItemError
 from judgetune.lm._prefix import source_order
 
@@ -50,7 +49,7 @@ def run_items(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int = 1,
 
     order = source_order(items, lambda item: getattr(item, "group", None))
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        results = list(tqdm(pool.map(one, order), total=len(items), desc=description, disable=not progress))
+        results = list(progress_lines(pool.map(one, order), total=len(items), desc=description, enabled=progress))
     return sorted(results, key=lambda outcome: outcome.index)
 
 

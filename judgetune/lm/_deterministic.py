@@ -1,7 +1,8 @@
-"""``test:deterministic`` (and ``test:slow``, the same numbers, each computation 0.1 s late): a stand-in model for plumbing tests (resume, budgets, kills, workers,
-reports), never proof that judging works. It has the in-process backend's interface, so the whole
-JudgeLM path runs (answer cache, call counts, batching, label distributions, target log-probs,
-generation with stop strings and JSON schemas), without loading weights.
+"""``test:deterministic`` (and ``test:slow``: the same numbers, each computation 0.1 s late): a stand-in
+model for plumbing tests (resume, budgets, kills, workers, reports), never proof that judging works.
+It has the in-process backend's interface, so the whole JudgeLM path runs (answer cache, call
+counts, label distributions, target log-probs, generation with stop strings and JSON schemas),
+without loading weights.
 
 Tokens are the UTF-8 bytes of the text (256 ids, plus an end-of-text id). The next-token
 log-probabilities are a softmax of Gaussian logits seeded by a SHA-256 of the token sequence: the

@@ -6,6 +6,7 @@ Thread-safe: one lock guards both llama.cpp contexts (generation and scoring).""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import threading
@@ -23,6 +24,9 @@ from judgetune.lm._prefix import common_prefix, plan_phases
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 SCORE_BATCH = 512  # tokens per llama_decode of the scoring context (one micro-batch)
 SCORE_SEQUENCES = 4  # sequences in the scoring context: the shared prefix (0) and 3 items beside it
+# Items decoded side by side run equally many tokens (a shorter one reruns part of its prefix): at most
+# this much padding per item, else it goes to another decode (long items gain little from sharing one)
+PAD_TOKENS, PAD_SHARE = 8, 0.1
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -221,11 +225,16 @@ class LlamaCppModel:
             scoring = self._scoring
             before = scoring.fed
             reuse = self.reuse_prefix if reuse is None else reuse
-            if not reuse:
-                out = [scoring.score_alone(t, o) for t, o in items]
-            else:
-                out = scoring.score_shared(items, tree=self.share_sources)
-            self.evaluated_tokens += scoring.fed - before
+            try:
+                if not reuse:
+                    out = [scoring.score_alone(t, o) for t, o in items]
+                else:
+                    out = scoring.score_shared(items, tree=self.share_sources)
+            except BaseException:
+                scoring.clear()  # what the sequences hold is unknown after a failed decode
+                raise
+            finally:
+                self.evaluated_tokens += scoring.fed - before
             return out
 
     def _grammar(self, json_schema: dict | None):
@@ -255,10 +264,13 @@ def _token_logprobs(rows: np.ndarray, tokens: list[int]) -> np.ndarray:
 
 def _equal_groups(own: list[int], shared: int, size: int) -> list[list[int]]:
     """Items in groups of at most ``size`` that can run equally many tokens: longest first, an item
-    joins a group when its ``own`` tokens plus the ``shared`` prefix reach the group's longest."""
+    joins a group when its ``own`` tokens plus the ``shared`` prefix reach the group's longest and the
+    tokens it then runs again (its padding) stay within PAD_TOKENS or PAD_SHARE of that longest."""
     groups: list[list[int]] = []
     for i in sorted(range(len(own)), key=lambda i: -own[i]):
-        if groups and len(groups[-1]) < size and own[i] + shared >= own[groups[-1][0]]:
+        longest = own[groups[-1][0]] if groups else 0
+        if (groups and len(groups[-1]) < size and own[i] + shared >= longest
+                and longest - own[i] <= max(PAD_TOKENS, PAD_SHARE * longest)):
             groups[-1].append(i)
         else:
             groups.append([i])
@@ -332,10 +344,18 @@ class _ScoringContext:
             if code != 0:
                 raise RuntimeError(f"llama_decode returned {code}")
             self.fed += n
-            for j, k in want:
-                rows[j].append(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._context.ctx, k),
-                                                     shape=(self.n_vocab,)).copy())
-        return [np.stack(r) if r else np.empty((0, self.n_vocab), np.float32) for r in rows]
+            if want:  # every output row of this decode in one view, each job's rows copied out at once
+                ctx = self._context.ctx
+                base = ctypes.cast(llama_cpp.llama_get_logits(ctx), ctypes.c_void_p).value
+                at = [(ctypes.cast(llama_cpp.llama_get_logits_ith(ctx, k), ctypes.c_void_p).value - base)
+                      // (4 * self.n_vocab) for _, k in want]
+                block = np.ctypeslib.as_array(llama_cpp.llama_get_logits(ctx), shape=(max(at) + 1, self.n_vocab))
+                for j in range(len(jobs)):
+                    mine = [row for (owner, _), row in zip(want, at) if owner == j]
+                    if mine:
+                        rows[j].append(block[mine])
+        return [(r[0] if len(r) == 1 else np.concatenate(r)) if r else np.empty((0, self.n_vocab), np.float32)
+                for r in rows]
 
     def _set_prefix(self, prefix: list[int]) -> None:
         """Sequence 0 holds ``prefix``: its cached part kept, the rest evaluated (two tokens at least)."""
@@ -356,12 +376,13 @@ class _ScoringContext:
         """The logits rows of ``tokens[out_from:]`` from an empty cache, as one sequence (the from-scratch path)."""
         if len(tokens) < 2:
             raise ValueError("one token alone cannot be scored in a batched pass")
-        self._clear()
+        self.clear()
         (rows,) = self._run([(0, 0, tokens, out_from)])
-        self._clear()
+        self.clear()
         return rows
 
-    def _clear(self) -> None:
+    def clear(self) -> None:
+        """Empty every sequence."""
         import llama_cpp
 
         llama_cpp.llama_memory_clear(self._memory, True)
@@ -396,7 +417,7 @@ class _ScoringContext:
         out: list[np.ndarray | None] = [None] * len(items)
         for phase in plan_phases([t for t, _ in items], caps, self.prefix, tree=tree):
             if not phase.prefix:
-                self._clear()
+                self.clear()
             elif self.prefix[:len(phase.prefix)] != phase.prefix:
                 self._set_prefix(phase.prefix)
             shared = len(phase.prefix)

@@ -16,6 +16,7 @@ from judgetune.lm._batch import Coalescer, Outcome, run_items
 from judgetune.lm._cache import ResponseCache, cached
 from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distributions
+from judgetune.lm._position import ServerLabelReader
 from judgetune.lm._remote import LMCallError, OpenAICompatibleClient
 from judgetune.lm._spec import TEST_MODELS, LMSpec, model_file, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs, local_target_logprobs, remote_target_logprobs
@@ -46,7 +47,8 @@ class JudgeLM:
     cache): label distributions and target log-probabilities."""
 
     def __init__(self, spec: LMSpec, *, cache: ResponseCache | None, model=None,
-                 client: OpenAICompatibleClient | None = None, model_id: str, concurrency: int = 1):
+                 client: OpenAICompatibleClient | None = None, model_id: str, concurrency: int = 1,
+                 label_position: str | None = None, chat_template: str | None = None):
         self.spec, self.cache, self.model, self.client, self.model_id = spec, cache, model, client, model_id
         # threads for remote calls; an in-process model computes one item at a time anyway
         self.concurrency = concurrency if client is not None else 1
@@ -58,11 +60,21 @@ class JudgeLM:
         # gathers in-process label reads from run()'s threads into batched calls
         self._batcher = Coalescer(lambda requests: local_label_distributions(self.model, requests), self.batch_size)
         self.transcript: list[dict[str, Any]] | None = None  # set to a list to record every prompt sent
+        # over a server: the prompt ends at the label position (see _position); None in-process
+        self.label_reader = ServerLabelReader(client, way=label_position, chat_template=chat_template) if client else None
 
     @property
     def in_process(self) -> bool:
         """True for a model in this process: answers can be prefilled (continued after a given prefix)."""
         return self.client is None
+
+    @property
+    def label_position(self) -> str | None:
+        """Where label distributions are read: ``in-process``; over a server ``completions`` or ``prefill``
+        (the prompt ends at the label, see ``_position``), or None when the server allows neither (judges
+        then read the labels after the marker of a generated answer). A server is probed once; the way
+        it got is logged once."""
+        return "in-process" if self.label_reader is None else self.label_reader.way()[0]
 
     def _record(self, **entry: Any) -> None:
         if self.transcript is not None:
@@ -115,12 +127,16 @@ class JudgeLM:
         answers (``sampled``, ``parsed``).
         """
         self._record(op="labels", messages=messages, labels=list(labels), prefix=prefix)
-        if not self.in_process:
-            raise ValueError(f"{self.spec}: exact label distributions need an in-process model; over a server, "
+        if not self.in_process and self.label_position is None:
+            raise ValueError(f"{self.spec}: exact label distributions need an in-process model, or a server where "
+                             f"the prompt can end at the label, and {self.label_reader.way()[1]}; over this server, "
                              "generate(..., top_logprobs=20) and read the answer's log-probabilities")
 
         def compute() -> dict:
-            result = self._batcher.submit((messages, list(labels), prefix))
+            if self.in_process:
+                result = self._batcher.submit((messages, list(labels), prefix))
+            else:
+                result = self.label_reader.distribution(messages, labels, prefix)
             self.label_calls += 1
             return result.to_dict()
 
@@ -220,7 +236,8 @@ def _labels_key(messages: list[dict[str, str]], labels: Sequence[str], prefix: s
 
 def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseCache | None = None,
             use_cache: bool = True, backend: str | None = None, timeout: float = 60.0, max_retries: int = 3,
-            concurrency: int = 8, n_ctx: int = 4096, n_threads: int = 2, reasoning: bool | None = None) -> JudgeLM:
+            concurrency: int = 8, n_ctx: int = 4096, n_threads: int = 2, reasoning: bool | None = None,
+            label_position: str | None = None, chat_template: str | None = None) -> JudgeLM:
     """Load the model a spec names.
 
     Args:
@@ -233,6 +250,9 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         timeout, max_retries: per remote attempt, and retries of transient faults.
         concurrency: threads for remote calls in :meth:`JudgeLM.run`.
         reasoning: an ``openai/MODEL`` that is a reasoning model (None: decided from its name).
+        label_position, chat_template: over a server, how the prompt is made to end at the label
+            (``completions`` or ``prefill``; None: probed) and the chat template for ``completions``
+            (a GGUF path or Jinja text; None: the embedded model of that name). See ``_position``.
 
     Example:
         >>> lm = load_lm("local:smollm2")  # doctest: +SKIP
@@ -243,7 +263,8 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
     cache = (cache or ResponseCache()) if use_cache else None
     if spec.kind == "openai":
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries)
-        return JudgeLM(spec, cache=cache, client=client, model_id=spec.model, concurrency=concurrency)
+        return JudgeLM(spec, cache=cache, client=client, model_id=spec.model, concurrency=concurrency,
+                       label_position=label_position, chat_template=chat_template)
     if spec.kind == "test":  # no weights: see judgetune/lm/_deterministic.py
         from judgetune.lm._deterministic import DeterministicModel
 

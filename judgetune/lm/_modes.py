@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from judgetune.errors import JudgetuneError
-from judgetune.lm._remote import LMCallError
+from judgetune.lm._remote import LMCallError, classify
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,8 @@ def _probe(lm: Any) -> tuple[bool, str]:
     try:
         completion = lm.client.complete([{"role": "user", "content": "Reply with one word: ready?"}], max_tokens=1,
                                         top_logprobs=PROBE_TOP_LOGPROBS)
-    except LMCallError as err:
-        if "HTTP 4" in str(err):  # the request itself was refused: logprobs are not accepted there
+    except LMCallError as err:  # (a refused key or an unreachable server raises ServerError, which stops the run)
+        if classify(err) == "unsupported":  # the request itself was refused: logprobs are not accepted there
             return False, f"{where} refused a request for top_logprobs ({err})"
         return True, f"the probe of {where} failed ({err}); assuming it returns top_logprobs"
     if completion.logprobs and completion.logprobs[0].get("top_logprobs"):

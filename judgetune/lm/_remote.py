@@ -1,21 +1,30 @@
 """A client for OpenAI-compatible chat endpoints (OpenAI, vLLM, llama.cpp server, Ollama).
 
 Plain httpx (the openai SDK's per-call overhead caps what threads gain against a fast server),
-with bounded retries: transient faults (5xx, 429, timeouts, broken or empty bodies) are retried
-with exponential backoff and jitter; what still fails raises LMCallError with its reason."""
+with bounded retries. A server's errors are classified once, here (:func:`classify`):
+
+- ``auth`` (401, 403): the key is missing, wrong or not allowed. Raises :class:`ServerAuthError`, which
+  stops the command at the first call (never retried, never read as a missing feature);
+- ``unreachable``: connections refused; after ``REFUSALS_TO_STOP`` refused attempts in a row the client
+  raises :class:`ServerUnreachableError` and every later call fails at once;
+- ``overload`` (429, 503) and ``fault`` (other 5xx, 408, 409), timeouts and broken or empty bodies:
+  retried with exponential backoff and jitter; what still fails raises LMCallError for that item;
+- ``unsupported`` (other 4xx: a parameter or endpoint the server does not take): LMCallError at once.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from judgetune.errors import ItemError
+from judgetune.errors import ItemError, JudgetuneError
 from judgetune.lm._prefix import reported_usage
 from judgetune.lm._spec import API_KEY_ENV, LMSpec
 
@@ -24,6 +33,21 @@ log = logging.getLogger(__name__)
 
 class LMCallError(ItemError):
     """An LM call that failed for good (after retries, or on a permanent error such as a 400)."""
+
+
+class ServerError(JudgetuneError):
+    """The server cannot be used at all (not one item's failure): the command stops with this message."""
+
+
+class ServerAuthError(ServerError):
+    """The server refused the credentials (HTTP 401) or their rights (HTTP 403)."""
+
+
+class ServerUnreachableError(ServerError):
+    """Connections to the server were refused ``REFUSALS_TO_STOP`` times in a row."""
+
+
+REFUSALS_TO_STOP = 4  # refused connection attempts in a row (over any calls) before the client gives up
 
 
 class _Transient(Exception):
@@ -48,10 +72,27 @@ class StatusError(Exception):
         self.status = status
 
 
-def _is_transient(error: BaseException) -> bool:
+def classify(error: BaseException | None) -> str:
+    """What kind of server error this is: ``auth``, ``unsupported``, ``overload``, ``fault``, ``unreachable``,
+    ``timeout`` or ``broken`` (an unreadable or empty answer); the cause of an LMCallError is looked at."""
+    if isinstance(error, LMCallError):
+        error = error.__cause__
+    if isinstance(error, ServerAuthError) or isinstance(error, StatusError) and error.status in (401, 403):
+        return "auth"
+    if isinstance(error, ServerUnreachableError) or isinstance(error, httpx.ConnectError):
+        return "unreachable"
     if isinstance(error, StatusError):
-        return error.status >= 500 or error.status in (408, 409, 429)
-    return isinstance(error, (_Transient, httpx.TransportError))
+        if error.status in (429, 503):
+            return "overload"
+        return "fault" if error.status >= 500 or error.status in (408, 409) else "unsupported"
+    if isinstance(error, httpx.TimeoutException):
+        return "timeout"
+    return "broken"
+
+
+def _is_transient(error: BaseException) -> bool:
+    return classify(error) in ("overload", "fault", "timeout", "broken", "unreachable") and not isinstance(
+        error, ServerError)
 
 
 class OpenAICompatibleClient:
@@ -70,19 +111,26 @@ class OpenAICompatibleClient:
         self.spec = spec
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
         key = os.environ.get(api_key_env)
+        self.api_key_env = api_key_env
+        self._refusals = 0  # refused connection attempts in a row
+        self._fatal: ServerError | None = None  # once set, every call raises it at once
+        self._lock = threading.Lock()
         self._client = httpx.Client(base_url=spec.endpoint.rstrip("/") + "/", timeout=timeout,
                                     headers={"Authorization": f"Bearer {key}"} if key else {},
                                     limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
 
     def complete(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float = 0.0,
-                 stop: list[str] | None = None, top_logprobs: int | None = None, seed: int | None = None) -> Completion:
-        """One chat completion; ``top_logprobs`` asks for that many alternatives per answer token.
+                 stop: list[str] | None = None, top_logprobs: int | None = None, seed: int | None = None,
+                 extra: dict[str, Any] | None = None) -> Completion:
+        """One chat completion; ``top_logprobs`` asks for that many alternatives per answer token; ``extra``
+        adds fields to the request body (``continue_final_message``).
 
         Raises:
             LMCallError: permanent errors at once, transient ones after the retries.
         """
         request = request_body(self.spec, messages, max_tokens=max_tokens, temperature=temperature, stop=stop,
                                top_logprobs=top_logprobs, seed=seed)
+        request.update(extra or {})
         completion = self._call(self._attempt, request)
         if stop and "stop" not in request:  # a reasoning model got no stop strings: cut here instead
             cut = min((i for i in (completion.text.find(s) for s in stop) if i >= 0), default=len(completion.text))
@@ -106,7 +154,7 @@ class OpenAICompatibleClient:
         retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), retry=retry_if_exception(_is_transient),
                             wait=wait_exponential_jitter(multiplier=self.backoff, max=self.max_backoff, jitter=self.backoff))
         try:
-            return retrying(attempt, request)
+            return retrying(self._guarded, attempt, request)
         except RetryError as err:
             cause = err.last_attempt.exception()
             raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {self.max_retries + 1} attempts: "
@@ -114,8 +162,37 @@ class OpenAICompatibleClient:
         except (StatusError, _Transient, httpx.TransportError) as err:
             raise LMCallError(f"{self.spec} at {self.spec.endpoint}: {_describe(err)}") from err
 
+    def _guarded(self, attempt, request: dict[str, Any]):
+        """One attempt, unless the server was found unusable; counts refused connections in a row."""
+        if self._fatal is not None:
+            raise self._fatal
+        try:
+            result = attempt(request)
+        except httpx.ConnectError as err:
+            with self._lock:
+                self._refusals += 1
+                if self._refusals >= REFUSALS_TO_STOP and self._fatal is None:
+                    self._fatal = ServerUnreachableError(
+                        f"{self.spec} at {self.spec.endpoint}: {self._refusals} connection attempts in a row were "
+                        f"refused ({err}); stopping. Start the server, or check --api-base")
+                if self._fatal is not None:
+                    raise self._fatal from None
+            raise
+        self._refusals = 0
+        return result
+
     def _post(self, path: str, request: dict[str, Any]) -> Any:
         response = self._client.post(path, json=request)
+        if response.status_code in (401, 403):
+            what = ("refused the credentials" if response.status_code == 401
+                    else "refused access with these credentials")
+            key = "set" if self._client.headers.get("Authorization") else "not set"
+            error = ServerAuthError(f"{self.spec} at {self.spec.endpoint}: the server {what} (HTTP "
+                                    f"{response.status_code}: {response.text[:200]}); ${self.api_key_env} is {key}: "
+                                    "give it a key this server accepts for this model")
+            with self._lock:
+                self._fatal = self._fatal or error
+            raise self._fatal
         if response.status_code != 200:
             raise StatusError(response.status_code, response.text)
         try:
@@ -176,4 +253,6 @@ def _describe(error: BaseException | None) -> str:
         return f"request timed out ({type(error).__name__})"
     if isinstance(error, httpx.TransportError):
         return f"connection error ({type(error).__name__}: {error})"
+    if classify(error) == "overload":
+        return f"the server is overloaded ({error})"
     return str(error) if isinstance(error, (StatusError, _Transient)) else f"{type(error).__name__}: {error}"

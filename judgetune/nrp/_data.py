@@ -34,6 +34,7 @@ from judgetune.datasets import (
     jsonl_rows,
     problems_from,
     read_clef_topics,
+    read_json,
 )
 from judgetune.errors import DataValidationError, JudgetuneError
 
@@ -241,10 +242,11 @@ def read_folder(folder: str | Path) -> Collection:
         expert = {r.query_id: r.ranking for r in _records(folder / "expert.jsonl", ExpertRecord, problems)}
     sizes = {}
     if (folder / "sizes.json").is_file():
-        try:
-            sizes = json.loads((folder / "sizes.json").read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise JudgetuneError(f"{folder / 'sizes.json'}: line {err.lineno}: not JSON ({err.msg})") from None
+        try:  # the strict reader: repeated keys, deep nesting, bad bytes refused with the line
+            sizes = read_json(folder / "sizes.json")
+        except DataValidationError as err:
+            problems.extend(err.problems)
+            sizes = {}
         if not isinstance(sizes, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in sizes.values()):
             problems.append(f"{folder / 'sizes.json'}: expected an object of system -> parameters in billions (> 0)")
     if problems:

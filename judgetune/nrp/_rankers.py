@@ -84,9 +84,8 @@ class JudgeRanker(Ranker):
         lm = load_config_lm(config)
         if not config.build_judge(lm).scores_alone:
             raise JudgetuneError(f"{path}: this {config.judge} judge scores an answer relative to the others judged "
-                                 "with it (normalization within a question, or BM25 over the batch), but NRP scores "
-                                 "each answer alone: use the bm25 ranker, or a hybrid frozen with normalization=global "
-                                 "and use_bm25=false")
+                                 "with it (normalization within a question: the group protocol), but NRP scores "
+                                 "each answer alone: use a hybrid frozen with normalization=global")
         return cls(name or f"judge:{Path(path).parent.name or Path(path).stem}",
                    lambda examples: score_examples(config, examples, lm)[1])
 

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats
-from tqdm import tqdm
 
+from judgetune._progress import progress as progress_lines
 from judgetune.errors import JudgetuneError
 from judgetune.nrp._data import Collection
 from judgetune.nrp._formula import normalized_rank_position, rank_by_sorting, ranks_in_sorted
@@ -41,8 +41,8 @@ def score_documents(ranker: Ranker, collection: Collection, *, progress: bool = 
     """Query id -> {doc id: score}, each document scored once. Documents the ranker failed on are left
     out of their query's D_q and logged."""
     scored = {}
-    for qid, docs in tqdm(sorted(collection.documents_by_query().items()), desc=f"{ranker.name}: documents",
-                          disable=not progress, leave=False):
+    for qid, docs in progress_lines(sorted(collection.documents_by_query().items()), desc=f"{ranker.name}: documents",
+                                    enabled=progress):
         scores = ranker.score(qid, collection.queries[qid], [(d.doc_id, d.text) for d in docs])
         failed = [d.doc_id for d, s in zip(docs, scores) if s is None]
         if failed:
@@ -79,8 +79,8 @@ def place_answers(ranker: Ranker, collection: Collection, document_scores: dict[
     for answer in collection.answers:
         by_query[answer.query_id].append(answer)
     placements = []
-    for qid, answers in tqdm(sorted(by_query.items()), desc=f"{ranker.name}: answers", disable=not progress,
-                             leave=False):
+    for qid, answers in progress_lines(sorted(by_query.items()), desc=f"{ranker.name}: answers",
+                                       enabled=progress):
         query, docs = collection.queries[qid], document_scores.get(qid, {})
         if not docs:
             raise JudgetuneError(f"query {qid}: no scored document to place its answers among")

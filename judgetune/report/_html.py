@@ -11,6 +11,7 @@ from typing import Any
 import jsonlines
 import optuna
 
+from judgetune._files import write_text
 from judgetune.config import JudgeConfig
 from judgetune.report import _plots
 
@@ -131,6 +132,8 @@ def audit_section(audit: dict[str, Any] | None) -> str:
     probes), the minimum detectable effect and how to read it; then the probes that did not apply."""
     if not audit:
         return ""
+    if audit.get("error"):
+        return f"<h2>Audit</h2><p>The audit could not run: {html.escape(audit['error'])}</p>"
     body = "".join(
         f"<tr><th>{html.escape(r['probe'])}</th><td>{r['effect']:+.3f} <small>[{r['low']:+.3f}, {r['high']:+.3f}]"
         f"</small></td><td>{_f(r['q'])}</td><td>{_f(r['mde'])}</td><td>{r['n']}</td>"
@@ -198,5 +201,5 @@ def write_report(run_dir: str | Path, *, study: optuna.Study, config: JudgeConfi
     with jsonlines.open(run_dir / "test_predictions.jsonl") as reader:
         predictions = list(reader)
     path = run_dir / "report.html"
-    path.write_text(build_report(study=study, config=config, predictions=predictions), encoding="utf-8")
+    write_text(path, build_report(study=study, config=config, predictions=predictions))
     return path

@@ -23,6 +23,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -95,7 +96,8 @@ class BiasedLM:
 
     def __init__(self, biases: Biases = PLANTED):
         self.biases = biases
-        self.label_calls = 0
+        self.label_calls = 0  # label questions answered; ``engine.calls`` counts generations (as JudgeLM's)
+        self.engine = SimpleNamespace(calls=0)
         self.transcript = None
 
     @functools.cached_property
@@ -146,7 +148,9 @@ class BiasedLM:
 
     def generate(self, messages: list[dict], *, prefix: str = "", max_tokens: int = 256, stop: Sequence[str] = (),
                  json_schema: dict | None = None, top_logprobs: int | None = None) -> Generation:
-        raise NotImplementedError("BiasedLM answers label questions only")
+        """A fixed neutral reasoning (a judge's reasoning step reads nothing into it)."""
+        self.engine.calls += 1
+        return Generation(" I compare the answer with what was asked.", {"prompt_tokens": 10, "completion_tokens": 9})
 
     def run(self, fn, items, *, progress: bool = False, batched: bool = False):
         return run_items(fn, items, concurrency=1, progress=progress, description="biased")

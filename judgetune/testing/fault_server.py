@@ -2,8 +2,8 @@
 
 Each request draws, from a seeded generator, either a normal answer (after ``latency`` seconds)
 or one fault: ``500``, ``timeout`` (hangs past the client's timeout), ``malformed`` (invalid
-JSON), ``truncated`` (the body ends early) or ``empty`` (no choices); ``400`` (a permanent
-error) only when asked for. Every attempt is logged with
+JSON), ``truncated`` (the body ends early) or ``empty`` (no choices); any other HTTP status
+(``400``, ``401``, ``403``, ``429``, ``503``: a string of digits) only when asked for. Every attempt is logged with
 its item (the last user message) and outcome, so a test can check that nothing was lost.
 
 With ``upstream`` (a real server's ``.../v1`` URL) it is a proxy: a normal answer is the upstream
@@ -92,10 +92,9 @@ class FaultServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 item = body["messages"][-1]["content"]
                 outcome = server._draw(item)
-                if outcome == "400":
-                    return self._send(400, json.dumps({"error": {"message": "injected bad request"}}).encode())
-                if outcome == "500":
-                    return self._send(500, json.dumps({"error": {"message": "injected fault"}}).encode())
+                if outcome.isdigit():  # an HTTP status: 400, 401, 403, 429, 500, 503, ...
+                    message = "injected bad request" if outcome == "400" else f"injected {outcome}"
+                    return self._send(int(outcome), json.dumps({"error": {"message": message}}).encode())
                 if outcome == "timeout":
                     time.sleep(server.hang)
                     if server.upstream is not None:  # the client has hung up: spare the real server the work

@@ -22,7 +22,7 @@ import optuna
 
 from judgetune.calibration import cross_fitted
 from judgetune.datasets import Example
-from judgetune.lm import JudgeLM, load_lm
+from judgetune.lm import JudgeLM, ServerError, load_lm
 from judgetune.tuning._objective import lm_calls, ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import prompted
@@ -151,6 +151,8 @@ def propose_round(pool, lm, *, round: int, n: int, task: ProposalTask, examples:
         try:
             generation = lm.generate(messages, prefix="Instruction:" if lm.in_process else "",
                                      max_tokens=MAX_TOKENS, stop=STOP)
+        except ServerError:  # a refused key or an unreachable proposer stops the run, said once
+            raise
         except Exception as err:  # noqa: BLE001 - a failed call is a refused proposal, with its reason
             refused.append({"text": "", "reason": f"error: {err}", "raw": ""})
             continue

@@ -18,6 +18,7 @@ import numpy as np
 import optuna
 
 from judgetune import datasets
+from judgetune._files import atomic_write
 from judgetune.calibration import fit_calibrator
 from judgetune.config import JudgeConfig, examples_fingerprint
 from judgetune.datasets import Example, groups_of
@@ -34,6 +35,7 @@ from judgetune.stats import (
     per_group_values,
     random_baseline_spread,
 )
+from judgetune.tuning._audit import audit_reject, audit_shipped
 from judgetune.tuning._objective import ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._proposals import load_proposer
@@ -47,7 +49,7 @@ log = logging.getLogger(__name__)
 
 
 def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdict], scores: list[float | None]) -> None:
-    with jsonlines.open(path, "w") as out:
+    with atomic_write(path) as handle, jsonlines.Writer(handle) as out:  # the old file stays whole until done
         for ex, verdict, score in zip(examples, verdicts, scores):
             out.write({"id": ex.id, "score": score, "raw_score": verdict.score, "parsed": verdict.parsed,
                        "human": ex.judgment, "distribution": verdict.distribution,
@@ -184,6 +186,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     calibrate on every labeled non-test item, evaluate once on test beside the default and the
     trivial baselines, and write judge.json."""
     if spec.gate == "on":
+        reject = audit_reject(spec, splits, lm, InstructionPool(study).texts(), reject)  # --audit-max
         params, selection = select(study, spec, splits, lm, reject=reject)
     else:
         params, selection = select_on_dev(study, spec, splits, lm)
@@ -245,6 +248,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
                                                   ("dev", splits.dev), ("test", splits.test))},
                    "split_seed": spec.seed,
                    **({"fields": spec.fields} if spec.fields else {}), **({"label": spec.label} if spec.label else {})}
+    config.metrics["audit"] = audit_shipped(config, spec, splits, lm)
     config.save(run_dir / "judge.json")
     return config
 

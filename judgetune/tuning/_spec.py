@@ -45,6 +45,7 @@ class RunSpec:
     fields: dict[str, str] = field(default_factory=dict)  # Example field -> the data file's column
     label: str | None = None  # the data file's column holding the human score (None: label / preference)
     gate: str = "on"  # "on": a challenger replaces the default judge only on a reliable gain; "off": the old dev pick
+    audit_max: dict[str, float] = field(default_factory=dict)  # audit probe -> largest |effect| a challenger may show
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:

@@ -40,7 +40,7 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
 def storage_for(url: str, *, heartbeat: int = 10) -> optuna.storages.RDBStorage:
     """An RDB storage (SQLite file or PostgreSQL URL). A trial whose process died stops beating; three
     heartbeats later it is marked failed and retried once with the same parameters."""
-    from sqlalchemy.exc import ArgumentError
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna since 2.8; we rely on them
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -51,6 +51,9 @@ def storage_for(url: str, *, heartbeat: int = 10) -> optuna.storages.RDBStorage:
         except (ArgumentError, ImportError) as err:
             raise ValueError(f"storage {url!r}: expected an SQLAlchemy URL such as sqlite:///runs/NAME/study.db or "
                              f"postgresql://HOST/DB ({err})") from None
+        except SQLAlchemyError as err:  # not a database file, a server that refuses us, ...
+            raise ValueError(f"storage {url!r}: cannot be opened as an Optuna storage "
+                             f"({str(err.orig) if getattr(err, 'orig', None) else err})") from None
 
 
 def total_calls(study: optuna.Study) -> int:
@@ -98,8 +101,8 @@ def open_study(spec: RunSpec, storage: str | optuna.storages.BaseStorage, *, hea
         study.set_user_attr("data_sha256", fingerprint)
     else:
         stored = {**RunSpec(**{"name": spec.name, "judge": spec.judge, "data": spec.data}).to_dict(), **stored}
-        if stored != current:
-            changed = sorted(k for k in current if stored.get(k) != current[k])
+        changed = sorted(k for k in current if stored.get(k) != current[k] and k != "n_trials")
+        if changed:  # more (or fewer) --trials on the same study and data: allowed, the study is extended
             raise ValueError(f"study {spec.name} exists with other settings ({', '.join(changed)}); "
                              "use another --run name or the same settings")
         recorded = study.user_attrs.get("data_sha256")
@@ -107,6 +110,8 @@ def open_study(spec: RunSpec, storage: str | optuna.storages.BaseStorage, *, hea
             changed = sorted(k for k in set(recorded) | set(fingerprint) if recorded.get(k) != fingerprint.get(k))
             raise ValueError(f"study {spec.name}: the data changed since its trials were scored ({', '.join(changed)} "
                              "has another SHA-256); use another --run name, or restore the file")
+        if stored.get("n_trials") != current["n_trials"]:
+            study.set_user_attr("spec", current)  # workers joining later run to the new count
     fail_dead_trials(study)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -1,0 +1,58 @@
+"""Progress on long work: a tqdm bar on a terminal, plain lines otherwise (logs, CI, pipes).
+
+    for item in progress(items, desc="rubric"):
+        ...
+
+Off a terminal it prints ``desc: 0/80`` at the start, then a line at every tenth of the work and at the
+end (``desc: 40/80 (50%), 12 s``), all on standard error, so a log shows the work moving without
+carriage returns.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import IO, TypeVar
+
+__all__ = ["progress"]
+T = TypeVar("T")
+
+
+def progress(iterable: Iterable[T], *, total: int | None = None, desc: str = "items", enabled: bool = True,
+             stream: IO[str] | None = None) -> Iterator[T]:
+    """Yield from ``iterable`` while showing how far it is (nothing at all when ``enabled`` is False)."""
+    stream = stream if stream is not None else sys.stderr
+    if total is None and hasattr(iterable, "__len__"):
+        total = len(iterable)  # type: ignore[arg-type]
+    if not enabled:
+        yield from iterable
+        return
+    if _is_terminal(stream):
+        from tqdm.auto import tqdm
+
+        yield from tqdm(iterable, total=total, desc=desc, file=stream, leave=False)
+        return
+    yield from _lines(iterable, total, desc, stream)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _lines(iterable: Iterable[T], total: int | None, desc: str, stream: IO[str]) -> Iterator[T]:
+    start = time.monotonic()
+    of = f"/{total}" if total else ""
+    print(f"{desc}: 0{of}", file=stream, flush=True)
+    step = max(1, (total or 10) // 10)
+    done = 0
+    for item in iterable:
+        yield item
+        done += 1
+        if done % step == 0 and done != total:
+            share = f" ({100 * done // total}%)" if total else ""
+            print(f"{desc}: {done}{of}{share}, {time.monotonic() - start:.0f} s", file=stream, flush=True)
+    print(f"{desc}: {done}{of} done, {time.monotonic() - start:.0f} s", file=stream, flush=True)

@@ -1,0 +1,56 @@
+"""The audit in a tuning run: candidates held to ``--audit-max`` bounds, and the shipped judge audited.
+
+A candidate is audited on the dev items (which no candidate was chosen on) before the gate, on the
+bounded probes only, uncalibrated (its score range mapped linearly onto the human scale, as a frozen
+judge without a calibrator): it is turned away when an effect is significantly beyond its bound.
+The shipped judge is audited, calibrated, on the test items after it is frozen (``metrics.audit``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from judgetune import audit
+from judgetune.config import JudgeConfig
+from judgetune.errors import JudgetuneError
+from judgetune.lm import parse_lm_spec
+from judgetune.tuning._selection import Reject
+from judgetune.tuning._space import judge_for, settled_params
+from judgetune.tuning._spec import RunSpec
+from judgetune.tuning._splits import Splits
+
+log = logging.getLogger(__name__)
+
+
+def audit_reject(spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
+                 reject: Reject | None = None) -> Reject | None:
+    """``reject`` plus the ``--audit-max`` bounds of ``spec`` (``reject`` itself when there are none)."""
+    if not spec.audit_max:
+        return reject
+    lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if lm is not None else None
+
+    def check(row: dict[str, Any]) -> str | None:
+        full = {**row["params"], **splits.data_fixed, **settled_params(spec, lm)}
+        judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, pool=splits.dev, label_range=splits.label_range,
+                          instructions=instructions)
+        config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range,
+                                        seed=spec.seed)
+        reasons, _ = audit.check_bounds(config, splits.dev, lm, spec.audit_max, seed=spec.seed)
+        if reasons:
+            return "audit: " + "; ".join(reasons)
+        return reject(row) if reject is not None else None
+
+    return check
+
+
+def audit_shipped(config: JudgeConfig, spec: RunSpec, splits: Splits, lm) -> dict[str, Any]:
+    """The audit of the frozen judge on (a sample of) the test items: what ``metrics.audit`` holds
+    (``{"error": why}`` when it could not run, e.g. every test item failed: the run still ships)."""
+    items = audit.audit_sample(splits.test, seed=spec.seed)
+    try:
+        return audit.audit(config, items, lm, pool=splits.test, bounds=spec.audit_max, seed=spec.seed)
+    except JudgetuneError as err:
+        log.warning("%s: the audit of the shipped judge could not run: %s", spec.name, err)
+        return {"error": str(err)}
