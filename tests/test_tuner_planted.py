@@ -178,7 +178,7 @@ def test_sample_efficiency_against_exhaustive_search(data, tmp_path):
         assert best_search_spearman(study) >= best - 0.02, (seed, best_search_spearman(study), best, total_calls(study))
 
 
-def testbed_run(kind: str, seed: int, folder: Path, *, reject=None) -> dict:
+def run_testbed(kind: str, seed: int, folder: Path, *, reject=None) -> dict:
     """One run of the gate's ``kind`` testbed (see ``GateLM``), in memory; its judge.json metrics."""
     examples = planted_examples(GATE_ITEMS, seed=seed)
     data = folder / f"{kind}{seed}.jsonl"
@@ -191,7 +191,7 @@ def testbed_run(kind: str, seed: int, folder: Path, *, reject=None) -> dict:
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
-    metrics = testbed_run("null", seed, tmp_path)
+    metrics = run_testbed("null", seed, tmp_path)
     gain, selection = metrics["gain"], metrics["selection"]
     assert selection["gated"] and gain["gated"] and selection["chosen_trial"] == 0
     assert len(selection["rows"]) >= 2  # a challenger was compared and turned away
@@ -200,7 +200,7 @@ def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_on_the_planted_testbed_the_gate_passes_and_the_gain_shows_on_test(tmp_path, seed):
-    metrics = testbed_run("planted", seed, tmp_path)
+    metrics = run_testbed("planted", seed, tmp_path)
     gain, selection = metrics["gain"], metrics["selection"]
     chosen = next(r for r in selection["rows"] if r["chosen"])
     texts = GATE_SPEC["instructions"]
@@ -219,7 +219,7 @@ def test_a_rejected_candidate_never_ships(tmp_path):
         reasons.append(reason)
         return reason
 
-    metrics = testbed_run("planted", 0, tmp_path, reject=no_gate_instruction)
+    metrics = run_testbed("planted", 0, tmp_path, reject=no_gate_instruction)
     selection = metrics["selection"]
     assert "planted instruction refused" in reasons
     assert all(r["params"].get("instruction") != 2 or r["rejected"] for r in selection["rows"])
