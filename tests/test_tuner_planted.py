@@ -84,6 +84,7 @@ def best_search_spearman(study) -> float:
     return max(t.values[1] for t in study.best_trials)
 
 
+@pytest.mark.slow  # a long planted sweep
 def test_the_tuner_finds_the_planted_instruction_demos_and_k(data, tmp_path):
     spec, splits, lm, study = planted_run(data, tmp_path, name="find", seed=0)
     pool = InstructionPool(study).candidates()
@@ -140,6 +141,7 @@ def test_a_resumed_study_keeps_its_pool_and_rounds(data, tmp_path):
     assert lm.engine.calls == calls and len(InstructionPool(again).rounds()) == 2
 
 
+@pytest.mark.slow  # a long planted sweep
 def test_the_tuner_beats_random_search_at_equal_lm_calls(data, tmp_path):
     tuned, random_ = [], []
     for seed in range(3):
@@ -157,6 +159,7 @@ def test_the_tuner_beats_random_search_at_equal_lm_calls(data, tmp_path):
 GRID_INSTRUCTIONS = (*DECOYS, PLANTED_INSTRUCTION)  # with the 4 generic ones: 8 instructions
 
 
+@pytest.mark.slow  # a long planted sweep
 def test_sample_efficiency_against_exhaustive_search(data, tmp_path):
     """Grid: 8 instructions x 4 demo draws at k=3 (32 settings), every one scored on all 30 search items."""
     fixed, draws, planted_seed = {"k": K}, 4, 2
@@ -175,7 +178,7 @@ def test_sample_efficiency_against_exhaustive_search(data, tmp_path):
         assert best_search_spearman(study) >= best - 0.02, (seed, best_search_spearman(study), best, total_calls(study))
 
 
-def testbed_run(kind: str, seed: int, folder: Path, *, reject=None) -> dict:
+def run_testbed(kind: str, seed: int, folder: Path, *, reject=None) -> dict:
     """One run of the gate's ``kind`` testbed (see ``GateLM``), in memory; its judge.json metrics."""
     examples = planted_examples(GATE_ITEMS, seed=seed)
     data = folder / f"{kind}{seed}.jsonl"
@@ -188,7 +191,7 @@ def testbed_run(kind: str, seed: int, folder: Path, *, reject=None) -> dict:
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
-    metrics = testbed_run("null", seed, tmp_path)
+    metrics = run_testbed("null", seed, tmp_path)
     gain, selection = metrics["gain"], metrics["selection"]
     assert selection["gated"] and gain["gated"] and selection["chosen_trial"] == 0
     assert len(selection["rows"]) >= 2  # a challenger was compared and turned away
@@ -197,7 +200,7 @@ def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_on_the_planted_testbed_the_gate_passes_and_the_gain_shows_on_test(tmp_path, seed):
-    metrics = testbed_run("planted", seed, tmp_path)
+    metrics = run_testbed("planted", seed, tmp_path)
     gain, selection = metrics["gain"], metrics["selection"]
     chosen = next(r for r in selection["rows"] if r["chosen"])
     texts = GATE_SPEC["instructions"]
@@ -205,7 +208,7 @@ def test_on_the_planted_testbed_the_gate_passes_and_the_gain_shows_on_test(tmp_p
     assert chosen["params"]["instruction"] == 2  # the criterion, the criterion with the task, then GATE_INSTRUCTION
     assert gain["spearman"]["low"] > 0 and gain["mae"]["high"] < 0  # better ranks, smaller errors, on test
     assert metrics["default_test"]["spearman"] < metrics["test"]["spearman"]
-    assert set(gain) >= {"spearman", "mae", "gated", "n"}
+    assert set(gain) >= {"spearman", "mae", "gated", "n", "spearman_raw"} and gain["spearman_raw"]["low"] > 0
 
 
 def test_a_rejected_candidate_never_ships(tmp_path):
@@ -216,7 +219,7 @@ def test_a_rejected_candidate_never_ships(tmp_path):
         reasons.append(reason)
         return reason
 
-    metrics = testbed_run("planted", 0, tmp_path, reject=no_gate_instruction)
+    metrics = run_testbed("planted", 0, tmp_path, reject=no_gate_instruction)
     selection = metrics["selection"]
     assert "planted instruction refused" in reasons
     assert all(r["params"].get("instruction") != 2 or r["rejected"] for r in selection["rows"])

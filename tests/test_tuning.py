@@ -19,6 +19,8 @@ import pytest
 from judgetune.cli import main
 from judgetune.config import ConfigError, JudgeConfig
 
+pytestmark = pytest.mark.model  # every test here runs the embedded model
+
 TINY = ["--judge", "rubric", "--data", "sts2012-msrpar", "--trials", "3", "--search-items", "8", "--chunk", "4",
         "--dev-items", "12", "--test-items", "8", "--fix", "reasoning=false"]
 

@@ -202,23 +202,28 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
         if name != "train":  # cost apart from the figures: timings differ from run to run, agreement must not
             metrics.setdefault("cost", {})[name] = cost_per_item(verdicts, seconds)
         if name == "test":
-            test_scores = scores
+            test_scores, test_raw = scores, [v.score if v.parsed else None for v in verdicts]
             write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
             datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
     for name in ("train", "dev"):
         metrics[name]["note"] = "in-sample for the calibrator (fitted on the search and dev items)"
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
     if params == default:
-        default_scores = test_scores
+        default_scores, default_raw = test_scores, test_raw
     else:  # the default, frozen and calibrated the same way, scored once on the same test items
         default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress)
         default_judge = default_config.build_judge(lm, pool=splits.test)
         verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
         default_scores = default_config.calibrated(verdicts, default_judge, splits.test)
+        default_raw = [v.score if v.parsed else None for v in verdicts]
         metrics["default_test"] = agreement(default_scores, splits.test, splits.label_range,
                                             n_resamples=n_resamples, seed=spec.seed)
     metrics["gain"] = gain(test_scores, default_scores, splits.test, gated=params == default,
                            n_resamples=n_resamples, seed=spec.seed)
+    # the ranking before calibration: defined even where a constant calibrator ships (it ranks nothing)
+    raw_gain = gain(test_raw, default_raw, splits.test, gated=params == default, n_resamples=n_resamples,
+                    seed=spec.seed)["spearman"]
+    metrics["gain"]["spearman_raw"] = raw_gain
     train_labels = [e.judgment for e in splits.train]
     gold = [e.judgment for e in splits.test]
     common = {"label_range": splits.label_range, "groups": groups_of(splits.test), "n_resamples": n_resamples,
