@@ -87,7 +87,9 @@ def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructio
     judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, pool=splits.train, label_range=splits.label_range,
                       instructions=instructions)
     lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if lm is not None else None
-    staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed)
+    protocol = {} if spec.protocol is None else {"protocol": spec.protocol}
+    staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed,
+                                    **protocol)
     items = splits.selection
     fit_judge = staged.build_judge(lm, pool=items)
     verdicts, _ = timed_verdicts(fit_judge, items, progress=progress)
@@ -98,7 +100,7 @@ def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructio
     calibrator, cv = fit_calibrator([p for p, _, _ in pairs], [g for _, g, _ in pairs],
                                     groups=[q for _, _, q in pairs], label_range=splits.label_range, seed=spec.seed)
     config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=calibrator, label_range=splits.label_range,
-                                    seed=spec.seed, criterion=spec.criterion)
+                                    seed=spec.seed, criterion=spec.criterion, **protocol)
     return config, cv
 
 

@@ -7,6 +7,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from judgetune.judges import PROTOCOLS
+
 SAMPLERS = ("tpe", "nsga2", "random")
 PICK_RULES = ("spearman", "mae")
 GATES = ("on", "off")
@@ -46,6 +48,8 @@ class RunSpec:
     label: str | None = None  # the data file's column holding the human score (None: label / preference)
     gate: str = "on"  # "on": a challenger replaces the default judge only on a reliable gain; "off": the old dev pick
     audit_max: dict[str, float] = field(default_factory=dict)  # audit probe -> largest |effect| a challenger may show
+    protocol: str | None = None  # None: every item scored alone; "group" / "linkage": see judges.apply_protocol
+    per_grade: int = 1  # linkage: references drawn per grade for each question
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:
@@ -55,6 +59,10 @@ class RunSpec:
             raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
         if self.gate not in GATES:
             raise ValueError(f"gate must be one of {GATES}, got {self.gate!r}")
+        if self.protocol not in (None, *PROTOCOLS):
+            raise ValueError(f"protocol must be one of {PROTOCOLS} or None, got {self.protocol!r}")
+        if self.per_grade < 1:
+            raise ValueError(f"per_grade must be >= 1, got {self.per_grade}")
         if self.pick not in PICK_RULES:
             raise ValueError(f"pick must be one of {PICK_RULES}, got {self.pick!r}")
         if self.search_items < 4 or self.chunk < 1 or self.n_trials < 1:

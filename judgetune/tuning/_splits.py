@@ -5,13 +5,14 @@ objective, the calibrator and selection."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from judgetune import datasets
 from judgetune.datasets import Example, limit_by_group, sample_per_group
-from judgetune.judges import judge_class
+from judgetune.judges import apply_protocol, judge_class
 from judgetune.tuning._spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,9 @@ def fit_space(spec: RunSpec, train: list[Example]) -> dict[str, Any]:
     ``fixed`` settings take precedence."""
     kind = judge_class(spec.judge)
     decide = getattr(kind, "left_out", None)
-    left = {k: v for k, v in (decide(train) if decide else {}).items() if k not in spec.fixed}
+    takes_protocol = decide is not None and "protocol" in inspect.signature(decide).parameters
+    decided = {} if decide is None else decide(train, protocol=spec.protocol) if takes_protocol else decide(train)
+    left = {k: v for k, v in decided.items() if k not in spec.fixed}
     by_reason: dict[tuple[str, str], list[str]] = {}
     for name, (value, why) in left.items():  # a switch turned off is left out; any other knob is fixed
         by_reason.setdefault(("left out", why) if value is False else ("fixed", why), []).append(
@@ -53,13 +56,19 @@ def fit_space(spec: RunSpec, train: list[Example]) -> dict[str, Any]:
 
 def prepare_splits(spec: RunSpec) -> Splits:
     """train / dev / test by group (seeded); the search items a seeded sample of train groups. With
-    ``per_question``, each question keeps that many of its answers (seeded) first."""
+    ``per_question``, each question keeps that many of its answers (seeded) first. Under a protocol
+    (``linkage``), each split's questions draw their references from their own labeled answers, which
+    then leave the candidates, so no item is scored against a label of another candidate."""
     scale = None if spec.scale is None else datasets.Scale(*spec.scale)
     examples, label_range = datasets.load_data(spec.data, scale=scale, fields=spec.fields, label=spec.label)
     examples = [e for e in examples if e.judgment is not None]
     splits = datasets.split_examples(examples, seed=spec.seed)
     if spec.per_question is not None:  # many questions with a few answers each, rather than few whole questions
         splits = {name: sample_per_group(items, spec.per_question, seed=spec.seed) for name, items in splits.items()}
+    if spec.protocol is not None:
+        grades = sorted({float(e.label) for e in examples if e.label is not None}, reverse=True)
+        splits = {name: apply_protocol(items, spec.protocol, per_grade=spec.per_grade, seed=spec.seed,
+                                       grades=grades).candidates for name, items in splits.items()}
     search = limit_by_group(splits["train"], spec.search_items, seed=spec.seed)
     search_groups = {e.group_key for e in search}
     demo_pool = [e for e in splits["train"] if e.group_key not in search_groups]
