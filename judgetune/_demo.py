@@ -1,5 +1,5 @@
 """``judgetune demo``: tune judges of several families on MSRpar with the embedded defaults, choose one on
-dev, and show every family's held-out figures beside the trivial baselines, the LM judge's gain over its
+dev, and show every family's held-out figures beside the trivial baselines, each family's gain over its
 own default settings, and the chosen judge scoring a pair from Python.
 
 Sizes are cut so the demo fits in about three minutes on two idle cores: the LM family (the likelihood
@@ -126,9 +126,9 @@ def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0
     for baseline, metrics in config.metrics["baselines"].items():
         rows.append(_row(baseline, {**metrics, "tokens_per_item": 0, "seconds_per_item": 0.0}))
     comparisons = {other: versus(run_dir, results[other][1], seed=seed) for other in results if other != chosen}
-    gains = {f: results[f][0].metrics.get("gain") for f in lm_only}
+    gains = {f: results[f][0].metrics.get("gain") for f in results}  # every family: tuned minus its default
     summary = {"chosen": chosen, "best_lm_only": best_lm, "data": DATA, "rows": rows, "versus": comparisons,
-               "gain": gains, "gain_lines": {f: tuning.gain_line(results[f][0].metrics) for f in lm_only},
+               "gain": gains, "gain_lines": {f: tuning.gain_line(results[f][0].metrics) for f in results},
                "dev": {f: _row(f, results[f][0].metrics["dev"]) for f in results},
                "runs": {f: str(results[f][1]) for f in results}, "python": from_python(out_dir / "judge.json"),
                "seconds": round(time.monotonic() - start, 1)}

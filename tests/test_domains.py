@@ -174,7 +174,8 @@ def test_the_hybrid_space_leaves_out_what_the_data_and_installation_cannot_give(
         config, run_dir, study = tune(spec, runs_dir=tmp_path / "runs")
     searched = {name for t in study.get_trials() for name in t.params}
     assert not any("reference" in name or "mpnet" in name for name in searched), searched
-    assert "use_minilm-question" in searched and "use_refsim-minilm" in searched  # groups give graded answers
+    # without a protocol a group's other answers are never references (no label read at scoring time)
+    assert "use_minilm-question" in searched and "use_refsim-minilm" not in searched
     fitted = [r.getMessage() for r in caplog.records if "search space fitted to the data" in r.getMessage()]
     assert len(fitted) == 1
     assert "use_minilm-reference" in fitted[0] and "0 of 18 training items have a reference" in fitted[0]
@@ -246,7 +247,8 @@ ERROR_CASES = [
     (["evaluate", "--judge", "rougeL", "--data", "T/bad.csv", "--field", "answer=summary", "--label", "coherence"],
      "bad.csv:2: coherence (as label): expected a number, found 'x'"),
     (["evaluate", "--judge", "rougeL", "--data", "stsb", "--label", "x"], "stsb is a catalog source"),
-    (["evaluate", "--judge", "rougeL", "--data", "NATIVE", "--param", "nope=1"], "unknown setting(s) ['nope']"),
+    (["evaluate", "--judge", "rougeL", "--data", "NATIVE", "--param", "nope=1"],
+     "params.nope: unknown setting of judge rougeL"),
     (["tune", "--judge", "rougeL", "--data", "T/missing.csv", "--runs-dir", "T/runs"], "neither a catalog source"),
     (["tune", "--judge", "rougeL", "--data", "RATED", "--labels", "coherence", "--runs-dir", "T/runs"],
      "two or more distinct column names"),
@@ -255,7 +257,7 @@ ERROR_CASES = [
     (["tune", "--judge", "rougeL", "--data", "RATED", "--field", "answer=summary", "--labels", "coherence,nope",
       "--runs-dir", "T/runs"], "expected a column 'nope'"),
     (["tune", "--judge", "rougeL", "--data", "NATIVE", "--fix", "nope=1", "--runs-dir", "T/runs"],
-     "unknown setting(s) ['nope']"),
+     "params.nope: unknown setting of judge rougeL"),
     (["worker", "--storage", "sqlite:///T/empty.db", "--study", "nope"], "start it with `judgetune tune`"),
     (["worker", "--storage", "sqlite:///T/x.db", "--study", "nope"], "no such SQLite file"),
     (["score", "--config", "T/missing.json", "--data", "NATIVE", "--out", "T/o.jsonl"], "no such judge config"),

@@ -15,7 +15,7 @@ from judgetune.cli import main
 from judgetune.config import JudgeConfig
 from judgetune.datasets import Example
 from judgetune.errors import DataValidationError, JudgetuneError
-from judgetune.judges import build_judge, make_judge
+from judgetune.judges import make_judge
 from judgetune.nrp import (
     Answer,
     BM25Ranker,
@@ -298,12 +298,12 @@ def test_unknown_precomputed_items_name_the_query_and_item():
 
 
 def test_the_bm25_ranker_and_the_bm25_judge_are_one_bm25():
-    # scoring a collection's own documents, the ranker's fixed statistics are the judge's batch statistics
+    # the judge fitted on a collection's documents freezes the statistics the ranker fits on the same documents
     query = "how to treat a sprained ankle"
     docs = ["Rest, ice, compression and elevation treat a sprained ankle.", "Ankle sprains heal in weeks with rest.",
             "Our shop sells running shoes.", "Treating ankles: sprained ankles want ice and rest, and a doctor."]
-    judged = build_judge("bm25").judge_all([Example(id=str(i), question=query, answer=d, group="q")
-                                            for i, d in enumerate(docs)])
+    items = [Example(id=str(i), question=query, answer=d, group="q", label=0.0) for i, d in enumerate(docs)]
+    judged = make_judge("bm25", train=items, label_range=(0.0, 1.0)).judge_all(items)
     ranked = BM25Ranker().fit(Collection({"q": query}, [Document("q", str(i), d, {}) for i, d in enumerate(docs)], []))
     scores = ranked.score("q", query, [(str(i), d) for i, d in enumerate(docs)])
     assert scores == pytest.approx([v.score for v in judged], rel=1e-5)

@@ -109,7 +109,7 @@ def test_changed_settings_under_one_run_name_are_refused(run, env, capsys):
 @pytest.mark.parametrize("field, value, message", [
     ("schema_version", 99, "schema_version: expected 1"),
     ("judge", "oracle", "judge: expected one of"),
-    ("label_range", [1], "label_range: expected [low, high]"),
+    ("label_range", [1], "label_range: list should have at least 2 items after validation, not 1, found [1]"),
     ("calibrator", {"kind": "isotonic", "label_range": [0, 5], "x": [0, 1], "y": [1]}, "calibrator:"),
     ("demos", [{"answer": "a", "label": "high"}], "demos[0]: label"),
 ])
