@@ -712,6 +712,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
 
 
+def _column_options(parser: argparse.ArgumentParser) -> None:
+    """--field and --label: the data file's own column names."""
+    parser.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
+                        help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
+    parser.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
+
+
 def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) -> None:
     """``--timeout`` (per attempt of a server call) and, for commands that may recompute answers, ``--no-cache``."""
     parser.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
@@ -757,9 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file")
     ev.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
                     help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
-    ev.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
-                    help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
-    ev.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
+    _column_options(ev)
     ev.add_argument("--split", default="test", choices=("train", "dev", "test"))
     ev.add_argument("--lm", default="local:smollm2", help="LM spec (default: the embedded local:smollm2)")
     ev.add_argument("--api-base", help="server URL for an openai/MODEL spec")
@@ -780,9 +785,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--data", required=True, metavar="NAME|FILE")
     tune.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
                     help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
-    tune.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
-                    help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
-    tune.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
+    _column_options(tune)
     tune.add_argument("--labels", type=_labels, metavar="A,B,C",
                       help="tune one judge per criterion column: runs/RUN-A/, runs/RUN-B/, ... and runs/RUN/summary.json")
     tune.add_argument("--lm", default="local:smollm2")
@@ -843,9 +846,7 @@ def build_parser() -> argparse.ArgumentParser:
     score = commands.add_parser("score", help="score data with a frozen judge config")
     score.add_argument("--config", required=True, type=Path)
     score.add_argument("--data", required=True, metavar="NAME|FILE")
-    score.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
-                    help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
-    score.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
+    _column_options(score)
     score.add_argument("--out", required=True, type=Path, help="JSONL file to write (never the input)")
     score.add_argument("--force", action="store_true", help="replace --out when it exists")
     _protocol_option(score)
@@ -857,9 +858,7 @@ def build_parser() -> argparse.ArgumentParser:
     aud = commands.add_parser("audit", help="probe a frozen judge for position, verbosity and consistency biases")
     aud.add_argument("--config", required=True, type=Path)
     aud.add_argument("--data", required=True, metavar="NAME|FILE")
-    aud.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
-                     help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
-    aud.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
+    _column_options(aud)
     aud.add_argument("--split", default="all", choices=("train", "dev", "test", "all"),
                      help="the split of the judge's seed to audit (default all items but the judge's demos)")
     aud.add_argument("--probe", action="append", choices=sorted(_audit_probes()), help="run only this probe (repeatable)")
@@ -877,9 +876,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--configs", required=True, nargs="+", type=Path)
     compare.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
                     help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
-    compare.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
-                    help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
-    compare.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
+    _column_options(compare)
     compare.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
     compare.add_argument("--limit", type=_count)
     compare.add_argument("--seed", type=_seed, default=0)
