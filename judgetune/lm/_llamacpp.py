@@ -73,6 +73,9 @@ class LlamaCppModel:
         self.share_sources = True
         self.n_threads = n_threads
         self._scoring: _ScoringContext | None = None
+        # how many leading tokens of the generation context hold KV entries from a batched pass; the
+        # tokens generation appends one at a time (single-token kernel) are never reused
+        self._batched = 0
 
     @property
     def n_vocab(self) -> int:
@@ -96,19 +99,26 @@ class LlamaCppModel:
     def _eval_from_cache(self, tokens: list[int]) -> int:
         """Bring the context to ``tokens``, evaluating only what the cached prefix lacks; returns reused count.
 
-        At least two tokens are always evaluated: llama.cpp's single-token kernel gives logits up to
-        0.4 nats away from the batched pass, while any batch of two or more gives identical ones,
-        so a result never depends on what the previous call left in the cache.
+        At least two tokens are always evaluated, and tokens that generation evaluated one at a time
+        are evaluated again: llama.cpp's single-token kernel gives logits up to 0.4 nats away from the
+        batched pass, while any batch of two or more gives identical ones, so a result never depends
+        on what the previous call left in the cache.
         """
         llm = self._llm
-        keep = max(0, min(llm.longest_token_prefix(llm._input_ids.tolist(), tokens), len(tokens) - 2))
+        keep = max(0, min(self._reusable(tokens), len(tokens) - 2))
         if not self.reuse_prefix:
             keep = 0
         llm._ctx.kv_cache_seq_rm(-1, keep, -1)
         llm.n_tokens = keep
         llm.eval(tokens[keep:])
+        self._batched = len(tokens)
         self.evaluated_tokens += len(tokens) - keep
         return keep
+
+    def _reusable(self, tokens: list[int]) -> int:
+        """Leading tokens of ``tokens`` whose batched KV entries the generation context holds."""
+        llm = self._llm
+        return min(llm.longest_token_prefix(llm._input_ids.tolist(), tokens), self._batched)
 
     def next_logprobs(self, tokens: list[int]) -> np.ndarray:
         """Log-probabilities of every next token after ``tokens`` (one forward pass over the new part).
@@ -134,8 +144,7 @@ class LlamaCppModel:
         """Whether the scoring context's cached prefix covers more of ``tokens`` than the generation context's."""
         if self._scoring is None or not self.reuse_prefix:
             return False
-        llm = self._llm
-        return common_prefix(self._scoring.prefix, tokens) > llm.longest_token_prefix(llm._input_ids.tolist(), tokens)
+        return common_prefix(self._scoring.prefix, tokens) > self._reusable(tokens)
 
     def generate(self, tokens: list[int], *, max_tokens: int, temperature: float = 0.0, stop: tuple[str, ...] = (),
                  json_schema: dict | None = None, want_logprobs: bool = False,
