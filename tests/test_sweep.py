@@ -355,7 +355,10 @@ def test_sigint_stops_cleanly_marks_the_trial_failed_and_prints_one_line(tmp_pat
     command = [sys.executable, "-m", "judgetune.cli", "tune", "--judge", "rubric", "--lm", "test:slow", "--data",
                str(data), "--trials", "3", "--search-items", "12", "--chunk", "2", "--run", "int", "--runs-dir",
                str(tmp_path)]
-    process = subprocess.Popen(command, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a background job of a non-interactive shell (pytest run as `... &`) starts with SIGINT ignored, and its
+    # children inherit that: the child gets Ctrl-C's default disposition, as under a terminal
+    process = subprocess.Popen(command, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 600
     while process.poll() is None and not any(t.user_attrs.get("items_scored") for t in study_trials(tmp_path / "int")):
         assert time.monotonic() < deadline, "no trial scored an item within 10 minutes"
