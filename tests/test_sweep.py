@@ -372,6 +372,61 @@ def test_sigint_stops_cleanly_marks_the_trial_failed_and_prints_one_line(tmp_pat
     assert states[-1] == "FAIL" and set(states[:-1]) <= {"COMPLETE"} and len(states) <= 3, states
 
 
+def test_call_budget_stops_the_search(tmp_path, data, monkeypatch, capsys):
+    """``--max-calls``: the search stops once the budget is spent (a trial is never cut short), with
+    progress off a terminal and the gain line. Real-model coverage of the tune path: test_tuning.py."""
+    from judgetune.cli import main
+
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "fresh-cache"))  # every answer costs a call
+    assert main(["tune", "--judge", "rubric", "--lm", "test:deterministic", "--data", str(data), "--trials", "10",
+                 "--search-items", "8", "--chunk", "4", "--dev-items", "8", "--test-items", "6", "--max-calls", "5",
+                 "--run", "budget", "--runs-dir", str(tmp_path)]) == 0
+    trials = study_trials(tmp_path / "budget")
+    assert len(trials) == 1  # the first trial alone spends more than 5 calls
+    assert trials[0].user_attrs["lm_calls"] > 5
+    out = capsys.readouterr()
+    assert "trial 0: MAE " in out.err and "(1/10 finished)" in out.err  # progress during the search, off a terminal
+    assert "gain over the default judge on" in out.out  # what tuning bought, in one line
+
+
+@pytest.mark.slow
+def test_a_killed_trial_is_retried_with_its_cached_answers(tmp_path):
+    """SIGKILL in the middle of a trial, then the same command: the dead trial is failed and retried at
+    once (heartbeats every 10 s: the retry must not wait for them; the dead process is seen on open),
+    and the items it scored before the kill come from the cache. ``test:slow`` (0.1 s per answer)
+    leaves a wide window for the kill; real-model coverage of the tune path: test_tuning.py."""
+    data = jsonl(tmp_path / "d.jsonl", labeled_rows(groups=30))
+    command = [sys.executable, "-m", "judgetune.cli", "tune", "--judge", "rubric", "--lm", "test:slow", "--data",
+               str(data), "--trials", "2", "--search-items", "40", "--chunk", "4", "--dev-items", "8",
+               "--test-items", "6", "--heartbeat", "10", "--run", "killed", "--runs-dir", str(tmp_path)]
+    env = env_for(tmp_path)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while True:  # kill once the first trial has scored a chunk but not all of it
+        assert process.poll() is None, "the run ended before it could be killed"
+        trials = study_trials(tmp_path / "killed")
+        if trials and trials[0].user_attrs.get("items_scored", 0) >= 4:
+            break
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail("the first trial never scored a chunk")
+        time.sleep(0.1)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed = study_trials(tmp_path / "killed")[0]
+    assert killed.state.name == "RUNNING" and killed.user_attrs["items_scored"] < 40
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = study_trials(tmp_path / "killed")
+    assert [t.state.name for t in trials].count("COMPLETE") == 2 and trials[0].state.name == "FAIL"
+    retry = trials[1]  # retried first, at once
+    assert retry.system_attrs.get("failed_trial") == 0
+    assert retry.params == killed.params and retry.state.name == "COMPLETE"
+    # the items scored before the kill came from the cache: only the rest cost LM calls
+    assert retry.user_attrs["lm_calls"] <= 40 - killed.user_attrs["items_scored"]
+    assert (tmp_path / "killed" / "judge.json").is_file()
+
+
 # --- 7. found by our own sweep --------------------------------------------------------------------------
 
 def test_a_bad_storage_url_is_a_one_line_error(run_cli, tmp_path, data):

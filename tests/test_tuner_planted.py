@@ -66,14 +66,16 @@ def data(tmp_path_factory):
 
 def planted_run(data: str, tmp_path, *, name: str, seed: int, sampler: str = "tpe", n_trials: int = 40,
                 max_calls: int | None = None, proposals: int = 3, fixed: dict | None = None, demo_draws: int = 8,
-                demo_seed: int = DEMO_SEED, instructions: tuple[str, ...] = (), chunk: int = 6, enqueue=()):
+                demo_seed: int = DEMO_SEED, instructions: tuple[str, ...] = (), chunk: int = 6, enqueue=(),
+                storage: str | None = None):
+    """A planted tune, in memory unless ``storage`` (a URL) is given."""
     spec = RunSpec(name=name, judge="rubric", data=data, seed=seed, n_trials=n_trials, sampler=sampler, search_items=30,
                    chunk=chunk, dev_items=30, test_items=20, max_calls=max_calls, fixed={**FIXED, **(fixed or {})},
                    proposals=proposals, rounds=2, demo_draws=demo_draws, instructions=list(instructions))
     splits = prepare_splits(spec)
     planted = pick_demos(splits.demo_pool, K, seed=demo_seed)
     lm = PlantedLM.for_examples([*splits.train, *splits.dev, *splits.test], planted, K)
-    study = open_study(spec, f"sqlite:///{tmp_path / (name + '.db')}")
+    study = open_study(spec, storage or optuna.storages.InMemoryStorage())
     for params in enqueue:
         study.enqueue_trial(params)
     run_trials(study, spec, lm, splits, proposer=lm)
@@ -132,7 +134,8 @@ def test_proposals_are_cleaned_and_refusals_counted_with_reasons(data, tmp_path)
 
 
 def test_a_resumed_study_keeps_its_pool_and_rounds(data, tmp_path):
-    spec, splits, lm, study = planted_run(data, tmp_path, name="resume", seed=1, n_trials=6)
+    spec, splits, lm, study = planted_run(data, tmp_path, name="resume", seed=1, n_trials=6,
+                                          storage=f"sqlite:///{tmp_path / 'resume.db'}")
     before = [c.to_dict() for c in InstructionPool(study).candidates()]
     again = open_study(spec, f"sqlite:///{tmp_path / 'resume.db'}")
     calls = lm.engine.calls

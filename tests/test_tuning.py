@@ -6,10 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import jsonlines
@@ -21,8 +18,8 @@ from judgetune.config import ConfigError, JudgeConfig
 
 pytestmark = pytest.mark.model  # every test here runs the embedded model
 
-TINY = ["--judge", "rubric", "--data", "sts2012-msrpar", "--trials", "3", "--search-items", "8", "--chunk", "4",
-        "--dev-items", "12", "--test-items", "8", "--fix", "reasoning=false"]
+TINY = ["--judge", "rubric", "--data", "sts2012-msrpar", "--trials", "3", "--search-items", "6", "--chunk", "3",
+        "--dev-items", "6", "--test-items", "6", "--rescore", "2", "--fix", "reasoning=false"]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +57,7 @@ def test_tune_writes_a_frozen_judge_config(run):
     trials = study_of(run).get_trials()
     assert trials[0].user_attrs["incumbent"] is True  # the default judge is the first trial
     # a fresh cache: the first trial computes one answer per item; a trial repeating earlier settings, none
-    assert trials[0].user_attrs["lm_calls"] == trials[0].user_attrs["items_scored"] == 8
+    assert trials[0].user_attrs["lm_calls"] == trials[0].user_attrs["items_scored"] == 6
     for i, trial in enumerate(trials):
         assert trial.user_attrs["tokens"] > 0
         if any(t.params == trial.params for t in trials[:i]):
@@ -74,6 +71,27 @@ def test_tune_writes_a_frozen_judge_config(run):
         g = gain[key]
         assert g["value"] is None or g["low"] <= g["high"]
     assert gain["gated"] == data["metrics"]["selection"]["gated"]
+
+
+def _without_timings(value):
+    """A metrics record without wall-clock figures (they differ from run to run by nature)."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if "seconds" not in k and k != "time"}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def test_the_same_tune_with_the_same_seed_gives_identical_figures(run, tmp_path, monkeypatch):
+    """The module's tune run again with a separate, empty answer cache (so both runs compute every LM
+    answer, batched as the engine batches them): the judge.json figures are identical."""
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cold-cache"))
+    assert main(["tune", *TINY, "--run", "again", "--runs-dir", str(tmp_path)]) == 0
+    first, again = (JudgeConfig.load(d / "judge.json") for d in (run, tmp_path / "again"))
+    assert again.reproduce["engine"] == "llamacpp" and again.reproduce["threads"]
+    assert again.metrics["search"]["lm_calls"] == first.metrics["search"]["lm_calls"] > 0  # both computed afresh
+    assert (again.params, again.instruction, again.demos) == (first.params, first.instruction, first.demos)
+    assert _without_timings(again.metrics) == _without_timings(first.metrics)
 
 
 def test_score_reproduces_the_test_predictions_exactly(run, tmp_path, env):
@@ -152,58 +170,7 @@ def test_compare_prints_both_judges_and_a_paired_test(run, tmp_path, env, capsys
                  str(other), "--resamples", "50", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in result["rows"]] == [str(run / "judge.json"), str(other)]
-    assert result["pairs"][0]["items"] == 8 and "p_value" in result["pairs"][0]
-
-
-def test_call_budget_stops_the_search(env, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "fresh-cache"))  # every answer costs a call
-    assert main(["tune", *TINY[:TINY.index("--trials")], "--trials", "10", *TINY[TINY.index("--trials") + 2:],
-                 "--max-calls", "5", "--run", "budget", "--runs-dir", str(tmp_path)]) == 0
-    trials = study_of(tmp_path / "budget").get_trials()
-    assert len(trials) == 1  # the first trial alone spends more than 5 calls
-    assert trials[0].user_attrs["lm_calls"] > 5
-    out = capsys.readouterr()
-    assert "trial 0: MAE " in out.err and "(1/10 finished)" in out.err  # progress during the search, off a terminal
-    assert "gain over the default judge on" in out.out  # what tuning bought, in one line
-
-
-def test_a_killed_trial_is_retried_with_its_cached_answers(env, tmp_path):
-    # heartbeats every 10 s: the retry must not wait for them (the dead process is seen on open)
-    command = [sys.executable, "-m", "judgetune.cli", "tune", "--judge", "rubric", "--data", "sts2012-msrpar",
-               "--trials", "2", "--search-items", "16", "--chunk", "4", "--dev-items", "8", "--test-items", "4",
-               "--fix", "reasoning=false", "--heartbeat", "10", "--run", "killed", "--runs-dir", str(tmp_path)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    db = tmp_path / "killed" / "study.db"
-
-    def trials_so_far():  # the other process may be creating the database, its tables or the study
-        try:
-            return study_of(db.parent).get_trials() if db.exists() else []
-        except Exception:  # noqa: BLE001 (KeyError "Record does not exist", sqlite "database is locked", ...)
-            return []
-
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # kill once the first trial has scored a chunk but not all of it
-        time.sleep(0.2)
-        trials = trials_so_far()
-        if trials and trials[0].user_attrs.get("items_scored", 0) >= 4:
-            break
-    else:
-        process.kill()
-        pytest.fail("the first trial never scored a chunk")
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    killed = study_of(db.parent).get_trials()[0]
-    assert killed.state.name == "RUNNING" and killed.user_attrs["items_scored"] < 16
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    trials = study_of(db.parent).get_trials()
-    assert [t.state.name for t in trials].count("COMPLETE") == 2 and trials[0].state.name == "FAIL"
-    retry = trials[1]  # retried first, at once
-    assert retry.system_attrs.get("failed_trial") == 0
-    assert retry.params == killed.params and retry.state.name == "COMPLETE"
-    # the items scored before the kill came from the cache: only the rest cost LM calls
-    assert retry.user_attrs["lm_calls"] <= 16 - killed.user_attrs["items_scored"]
-    assert (db.parent / "judge.json").is_file()
+    assert result["pairs"][0]["items"] == 6 and "p_value" in result["pairs"][0]
 
 
 def test_splits_keep_questions_apart_and_demos_away_from_search_items(env):

@@ -107,20 +107,20 @@ def _mirror(mirror: str | Path | None) -> Path | None:
     return None if mirror is None else Path(mirror)
 
 
-def fetch(name: str, *, root: Path | None = None, mirror: str | Path | None = None) -> list[Path]:
+def fetch(name: str, *, root: str | Path | None = None, mirror: str | Path | None = None) -> list[Path]:
     """Put a source's files under ``root``: copied from ``mirror`` (or ``$JUDGETUNE_DATA_MIRROR``)
     when one is set, else downloaded from their canonical location; every file is checksummed."""
-    return fetch_files(manifest_entries(get_source(name).files), root or data_dir(), _mirror(mirror))
+    return fetch_files(manifest_entries(get_source(name).files), Path(root) if root else data_dir(), _mirror(mirror))
 
 
-def ensure_fetched(name: str, *, root: Path | None = None, mirror: str | Path | None = None) -> Path:
+def ensure_fetched(name: str, *, root: str | Path | None = None, mirror: str | Path | None = None) -> Path:
     """The data folder holding a source's files, fetching them from a mirror when they are missing
     and one is configured.
 
     Raises:
         DataNotFoundError: the files are missing and no mirror is configured.
     """
-    root = root or data_dir()
+    root = Path(root) if root else data_dir()
     missing = missing_files(manifest_entries(get_source(name).files), root)
     if missing:
         if _mirror(mirror) is None:
@@ -131,7 +131,7 @@ def ensure_fetched(name: str, *, root: Path | None = None, mirror: str | Path | 
     return root
 
 
-def load(name: str, *, root: Path | None = None, mirror: str | Path | None = None) -> list[Example]:
+def load(name: str, *, root: str | Path | None = None, mirror: str | Path | None = None) -> list[Example]:
     """The Examples of a catalog source (see ``ensure_fetched`` for where the files come from)."""
     return get_source(name).convert(ensure_fetched(name, root=root, mirror=mirror))
 
