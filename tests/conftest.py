@@ -4,7 +4,8 @@ Tiers are pytest markers (registered here, so ``pyproject.toml`` stays short):
 
 - ``model``: loads the embedded model (SmolLM2 through llama.cpp, or transformers);
 - ``server``: starts a real llama.cpp OpenAI-compatible server;
-- ``slow``: subprocesses, kills, tuning workers, long planted sweeps.
+- ``slow``: subprocesses, kills, tuning workers, long planted sweeps, and model tests of more than about
+  4 s on 2 idle cores (long prompts, whole tunes).
 
 ``python -m pytest`` runs every tier (as CI does); ``python -m pytest -m "not slow"`` is the fast
 tier. A test that uses one of the model or server fixtures below is marked automatically; mark any
@@ -35,7 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 TIERS = {
     "model": "loads the embedded model (SmolLM2 in-process); marked automatically for the model fixtures",
     "server": "starts a real llama.cpp OpenAI-compatible server; marked automatically for llama_server",
-    "slow": "subprocesses, kills, tuning workers or long planted sweeps; deselect with -m 'not slow'",
+    "slow": "subprocesses, kills, tuning workers, long planted sweeps or model tests of over ~4 s; "
+            "deselect with -m 'not slow'",
 }
 MODEL_FIXTURES = {"embedded_lm", "uncached_lm"}
 SERVER_FIXTURES = {"llama_server"}
@@ -80,19 +82,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(f"{seconds:8.2f}s {nodeid}")
 
 
-# Slow tests in files their owners edit: marked here (by test name, or by a module fixture that runs a
-# whole tune), until the mark moves beside the test. Measured with --durations on the full suite.
-SLOW_ELSEWHERE = {
-    "test_tuning.py": {"run"},
-    "test_tuner_planted.py": {"test_the_tuner_beats_random_search_at_equal_lm_calls",
-                              "test_sample_efficiency_against_exhaustive_search",
-                              "test_the_tuner_finds_the_planted_instruction_demos_and_k"},
-    "test_likelihood.py": {"test_server_with_misaligned_echo_is_refused", "test_judge_agrees_with_human_paraphrase_scores"},
-    "test_hybrid.py": {"test_evaluate_with_the_linkage_protocol_reports_qualifying_questions",
-                       "test_the_likelihood_signal_gets_the_lm_from_the_builder_and_a_frozen_hybrid_reloads_with_it"},
-    "test_lm_batch.py": {"test_judge_all_scores_several_items_per_decode_with_the_same_verdicts"},
-    "test_demo.py": {"small_demo"},
-}
+# Module fixtures that run a whole tune: a test that uses one is slow (the other slow tests carry the mark).
+SLOW_FIXTURES = {"run", "small_demo"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -102,8 +93,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.model)
         if names & SERVER_FIXTURES:
             item.add_marker(pytest.mark.server)
-        slow = SLOW_ELSEWHERE.get(item.path.name, set())
-        if (names | {getattr(item, "originalname", item.name)}) & slow and item.get_closest_marker("slow") is None:
+        if names & SLOW_FIXTURES and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
 
 

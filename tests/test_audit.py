@@ -196,6 +196,7 @@ def test_check_bounds_rejects_the_biased_judge_and_keeps_its_twin():
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_audit_on_the_embedded_model_pairwise_swap_cancels_position(embedded_lm, data_root):
     """A real judge: the pairwise judge with its swap on is order-blind by construction (each order's
     two questions are the other's, swapped), so its position effect is exactly 0; one order alone is not."""

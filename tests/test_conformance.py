@@ -55,7 +55,7 @@ def test_every_registered_kind_is_covered():
     assert set(SETTINGS) == set(KINDS)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k == "pairwise" else k for k in KINDS])
 def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
     name, params = SETTINGS[kind]
     train, items, label_range = data[name]

@@ -96,6 +96,7 @@ def test_evaluate_reads_a_mapped_file(run_cli, tmp_path):
     assert tuned["spearman"] > 0.9  # rougeL with the reference follows coherence by construction
 
 
+@pytest.mark.slow
 def test_several_criteria_are_tuned_in_one_command(run_cli, tmp_path):
     path = write_csv(tmp_path / "r.csv", rated_rows())
     code, out, err = run_cli(["tune", "--judge", "rougeL", "--data", str(path), *MAP, "--labels", "coherence,fluency",

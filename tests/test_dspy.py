@@ -17,6 +17,7 @@ def lm(embedded_lm):
     return embedded_lm
 
 
+@pytest.mark.slow
 def test_bootstrap_few_shot_keeps_the_demos_a_frozen_judge_passes(lm, data_root):
     pairs = [e for e in datasets.load("sts2012-msrpar", root=data_root) if e.meta["split"] == "train"][:4]
     judge = build(JudgeSpec("rubric", {"k": 0}), BuildContext(lm=lm, label_range=(0.0, 5.0)))

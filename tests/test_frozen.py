@@ -39,8 +39,10 @@ def _items(prefix: str) -> list[Example]:
 
 
 def _kinds():
-    return [pytest.param(kind, marks=pytest.mark.model) if judge_class(kind).needs_lm_with({}) else kind
-            for kind in KINDS]
+    """Every kind; those that need an LM marked ``model``, and the pairwise judge (two long answers, both
+    orders) ``slow`` too."""
+    return [pytest.param(kind, marks=[pytest.mark.model, *([pytest.mark.slow] if kind == "pairwise" else [])])
+            if judge_class(kind).needs_lm_with({}) else kind for kind in KINDS]
 
 
 @pytest.mark.parametrize("kind", _kinds())

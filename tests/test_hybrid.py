@@ -344,6 +344,7 @@ def test_a_frozen_hybrid_normalized_within_a_question_scores_only_under_the_grou
     assert [s.id for s in scored] == [e.id for e in one_group]
 
 
+@pytest.mark.slow
 def test_mpnet_is_joined_from_its_packaged_parts_and_encodes():
     import os
     from importlib import metadata
@@ -364,6 +365,7 @@ def test_mpnet_is_joined_from_its_packaged_parts_and_encodes():
     assert sims[0, 1] > sims[0, 2] + 0.3 and np.allclose(np.diag(sims), 1, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_evaluate_with_the_linkage_protocol_reports_qualifying_questions(data_root, monkeypatch, capsys):
     import json
 
@@ -382,6 +384,7 @@ def test_evaluate_with_the_linkage_protocol_reports_qualifying_questions(data_ro
     assert out["rows"][0]["n"] == protocol["candidates"]
 
 
+@pytest.mark.slow
 def test_tune_searches_freezes_and_reproduces_a_hybrid(data_root, tmp_path, monkeypatch):
     import jsonlines
 
@@ -401,6 +404,7 @@ def test_tune_searches_freezes_and_reproduces_a_hybrid(data_root, tmp_path, monk
         assert [r["score"] for r in first] == [r["score"] for r in again]
 
 
+@pytest.mark.slow
 def test_the_likelihood_signal_gets_the_lm_from_the_builder_and_a_frozen_hybrid_reloads_with_it(trec, embedded_lm):
     """An LM signal is off by default; on, the hybrid takes the builder context's LM, and its frozen
     config needs (and reloads with) an LM."""

@@ -46,6 +46,7 @@ def test_rubric_score_is_the_expected_value_of_the_distribution_at_the_score(emb
     assert all(d.answer in demo_text for d in judge.demos) and len(judge.demos) == 2
 
 
+@pytest.mark.slow
 def test_fact_lists_are_valid_json(embedded_lm, data_root):
     judge = FactCheckJudge(embedded_lm, max_facts=4)
     schema = fact_list_schema(4)

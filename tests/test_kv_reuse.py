@@ -97,6 +97,7 @@ def likelihood_items(model, examples, instruction: str) -> list[tuple[list[int],
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_target_logprobs_with_a_shared_source_equal_from_scratch_in_any_decode(uncached_lm, polytope):
     model = uncached_lm.model
     items = likelihood_items(model, polytope, "Sum up the main points of the text below in a few sentences.")
@@ -118,6 +119,7 @@ def test_target_logprobs_with_a_shared_source_equal_from_scratch_in_any_decode(u
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_label_distributions_and_judges_score_the_same_with_sources_reused(uncached_lm, polytope):
     """The rubric (the article as its reference) and the likelihood judge in both directions, through
     ``judge_all``: the same verdicts with source reuse on as with every prompt from scratch."""
@@ -150,6 +152,7 @@ def test_label_distributions_and_judges_score_the_same_with_sources_reused(uncac
 
 
 @pytest.mark.server
+@pytest.mark.slow
 def test_over_a_server_items_of_one_article_are_sent_one_after_another(llama_server, polytope):
     """Interleaved articles reach the server article by article (its prompt cache keeps the last prompt);
     llama-cpp-python's server reports no cached tokens, so the cost record says none rather than 0."""

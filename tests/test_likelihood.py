@@ -74,6 +74,7 @@ def test_batched_prefix_scoring_equals_from_scratch(uncached_lm):
         assert np.abs(got - shared[i]).max() <= TOLERANCE
 
 
+@pytest.mark.slow
 def test_judge_agrees_with_human_paraphrase_scores(uncached_lm, msrpar):
     train, test, _ = msrpar
     items = test[:40]
@@ -87,6 +88,7 @@ def test_judge_agrees_with_human_paraphrase_scores(uncached_lm, msrpar):
     assert rho > 0.2  # measured 0.44 on 120 test pairs; the constant and random predictors sit at 0
 
 
+@pytest.mark.slow
 def test_frozen_judge_scores_identically(uncached_lm, msrpar, tmp_path):
     train, test, label_range = msrpar
     judge = make_judge("likelihood", uncached_lm, train=train, pool=[], label_range=label_range, seed=3,
@@ -124,6 +126,7 @@ def test_source_comes_from_the_data_and_is_not_searched(msrpar, data_root):
     assert "source" not in params  # FixedTrial would have raised had it been suggested
 
 
+@pytest.mark.slow
 def test_server_with_misaligned_echo_is_refused(uncached_lm, msrpar, llama_server):
     """llama-cpp-python's server echoes prompt log-probabilities shifted by one token
     (abetlen/llama-cpp-python#1983): the probe catches it, where the in-process model passes it."""

@@ -40,6 +40,7 @@ def messages(question: str, answer: str) -> list[dict[str, str]]:
     return [SYSTEM, {"role": "user", "content": f"Question: {question}\nAnswer: {answer}"}]
 
 
+@pytest.mark.slow
 def test_next_logprobs_side_by_side_equal_one_at_a_time(lm):
     model = lm.model
     prompts = [model.tokenize(model.render(messages(q, a), "Score: ")) for q, a in QUESTIONS]
@@ -130,6 +131,7 @@ def test_a_label_of_two_tokens_costs_no_second_pass_and_others_still_match(lm):
         assert np.abs(np.array(outcome.value.logprobs) - np.array(one.logprobs)).max() <= TOLERANCE
 
 
+@pytest.mark.slow
 def test_judge_all_scores_several_items_per_decode_with_the_same_verdicts(lm, data_root):
     examples = datasets.load("sts2012-msrpar", root=data_root)
     train = [e for e in examples if e.meta["split"] == "train"]

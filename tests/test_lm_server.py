@@ -213,7 +213,7 @@ def test_transformers_and_llamacpp_label_distributions_agree(transformers_lm, un
     assert agree >= len(prompts) - 1
 
 
-@pytest.mark.parametrize("backend", ["llamacpp", "transformers"])
+@pytest.mark.parametrize("backend", ["llamacpp", pytest.param("transformers", marks=pytest.mark.slow)])
 def test_multi_token_label_is_chained(backend, request):
     lm = request.getfixturevalue("uncached_lm" if backend == "llamacpp" else "transformers_lm")
     chained = from_scratch(lm, CHAIN_PROMPT, CHAIN_LABELS)

@@ -260,6 +260,7 @@ def test_nrp_command_errors_are_clean(tmp_path, capsys):
     assert "ranker scores:scores.jsonl: no score for query 2, item(s) ['a', 'b']" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_frozen_judge_on_the_embedded_model_ranks_with_its_calibrated_score(tmp_path, monkeypatch, uncached_lm):
     """The ranker loads the frozen judge.json and its own model; the expected scores are recomputed here
     from the label distributions of the unfrozen judge on a separate, uncached model: the rubric's

@@ -220,6 +220,7 @@ TINY = [
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_pipeline_on_the_embedded_model(lm):
     checker = ragcheck.default_checker(lm, max_claims=2)
     lm.transcript = []
@@ -280,6 +281,7 @@ def test_failures_are_kept_per_item_with_their_reason():
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_cli_ragcheck(tmp_path, lm, monkeypatch, capsys):
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(lm.cache.directory))
     path = tmp_path / "items.jsonl"

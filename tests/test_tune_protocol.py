@@ -7,6 +7,7 @@ import json
 import random
 
 import optuna
+import pytest
 
 from judgetune.datasets import read_examples
 from judgetune.tuning import RunSpec, tune
@@ -28,6 +29,7 @@ def grouped_rows(questions: int = 24, per_grade: int = 3) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_tune_under_linkage_draws_references_per_split_and_records_the_protocol(tmp_path):
     path = tmp_path / "grouped.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in grouped_rows()), encoding="utf-8")

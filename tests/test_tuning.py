@@ -18,8 +18,8 @@ from judgetune.config import ConfigError, JudgeConfig
 
 pytestmark = pytest.mark.model  # every test here runs the embedded model
 
-TINY = ["--judge", "rubric", "--data", "sts2012-msrpar", "--trials", "3", "--search-items", "6", "--chunk", "3",
-        "--dev-items", "6", "--test-items", "6", "--rescore", "2", "--fix", "reasoning=false"]
+TINY = ["--judge", "rubric", "--data", "sts2012-msrpar", "--trials", "2", "--search-items", "6", "--chunk", "3",
+        "--dev-items", "6", "--test-items", "6", "--rescore", "1", "--fix", "reasoning=false"]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_tune_writes_a_frozen_judge_config(run):
     assert data["calibrator"]["kind"] in ("isotonic", "linear", "constant")
     assert set(data["data"]["files"]) and all(len(h) == 64 for h in data["data"]["files"].values())
     search = data["metrics"]["search"]
-    assert search["trials"] == {"COMPLETE": 3} or sum(search["trials"].values()) == 3
+    assert search["trials"] == {"COMPLETE": 2}
     assert search["lm_calls"] > 0 and search["tokens"] > 0
     trials = study_of(run).get_trials()
     assert trials[0].user_attrs["incumbent"] is True  # the default judge is the first trial
