@@ -150,7 +150,7 @@ def test_evaluate_and_tune_end_to_end_without_logprobs(llama_server, no_logprobs
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
     lm = ["--lm", f"openai/{llama_server.model}", "--api-base", no_logprobs.base_url]
-    code = main(["evaluate", "--judge", "rubric", "--data", "sts2012-msrpar", *lm, "--limit", "4", "--param", "k=2",
+    code = main(["evaluate", "--judge", "rubric", "--data", "sts2012-msrpar", *lm, "--limit", "2", "--param", "k=2",
                  "--param", "n_samples=2", "--param", "temperature=0.5", "--resamples", "50", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["judge"]["params"]["scoring_mode"] == "sampled"
