@@ -17,7 +17,10 @@ __all__ = ["MODES", "PROTOCOLS", "ProtocolDraw", "apply_protocol", "cross_fit", 
 
 
 def question_folds(groups: Sequence[str], k: int, *, seed: int = 0) -> list[list[str]]:
-    """The distinct groups dealt into ``k`` folds in a seeded order."""
+    """The distinct groups dealt into ``k`` folds in a seeded order.
+
+    Not scikit-learn's ``GroupKFold(shuffle=True)``: that one balances folds by item count, which moves
+    every cross-fitted figure published from these folds (docs/metrics.md); dealing groups keeps them."""
     keys = sorted(set(groups))
     if len(keys) < k:
         raise ValueError(f"{len(keys)} questions cannot fill {k} folds")

@@ -126,7 +126,10 @@ def normalize(x: np.ndarray, groups: Sequence[str], how: str, *, center: np.ndar
 
 
 def with_interactions(z: np.ndarray) -> np.ndarray:
-    """The normalized features followed by the product of every pair of them, squares included."""
+    """The normalized features followed by the product of every pair of them, squares included.
+
+    The columns of scikit-learn's ``PolynomialFeatures(2, include_bias=False)``, in its order; written out
+    because that class refuses NaN, which marks a signal an item lacks (it must stay NaN in the products)."""
     rows, cols = np.triu_indices(z.shape[1])
     return np.hstack([z, z[:, rows] * z[:, cols]])
 

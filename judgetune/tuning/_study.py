@@ -144,13 +144,14 @@ def fail_dead_trials(study: optuna.Study) -> list[int]:
         if worker_host != host or not pid.isdigit() or int(pid) == os.getpid() or _process_alive(int(pid)):
             continue
         try:
-            study._storage.set_trial_state_values(trial._trial_id, state=optuna.trial.TrialState.FAIL)
+            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         except (RuntimeError, optuna.exceptions.UpdateFinishedTrialError):  # another process got there first
             continue
         log.info("trial %d: its process %s is gone; failed and queued for a retry", trial.number, pid)
+        failed = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            retry(study, study._storage.get_trial(trial._trial_id))
+            retry(study, failed)
         dead.append(trial.number)
     return dead
 
