@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judgetune._files import make_folder
 from judgetune.config import JudgeConfig, load_config_lm, score_protocol
 from judgetune.datasets import Example, Reference, example_from_record
 from judgetune.errors import DataValidationError, JudgetuneError
@@ -275,7 +276,7 @@ def _data_file(data: Any, folder: Path) -> str:
     if rows is None:
         return str(data)
     text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
     path = folder / f"rows-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}.jsonl"
     if not path.exists():
         path.write_text(text, encoding="utf-8")

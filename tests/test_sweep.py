@@ -435,6 +435,15 @@ def test_a_bad_storage_url_is_a_one_line_error(run_cli, tmp_path, data):
     assert code == 2 and "storage 'notaurl': expected an SQLAlchemy URL" in err and "Traceback" not in err
 
 
+def test_a_runs_dir_that_is_a_file_is_a_one_line_error(run_cli, tmp_path, data):
+    blocker = write(tmp_path / "runs", "not a folder")
+    for runs_dir in (blocker, blocker / "deeper"):
+        code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(data), "--trials", "1", "--run", "r",
+                                "--runs-dir", str(runs_dir)])
+        assert code == 2 and f"{blocker} is a file, not a folder" in err and "Errno" not in err
+    assert blocker.read_text() == "not a folder"
+
+
 def test_report_of_a_missing_run_folder_is_an_error_and_creates_nothing(run_cli, tmp_path):
     code, _, err = run_cli(["report", str(tmp_path / "nope")])
     assert code == 2 and "no study.db here" in err and not (tmp_path / "nope").exists()

@@ -18,7 +18,7 @@ import numpy as np
 import optuna
 
 from judgetune import datasets
-from judgetune._files import atomic_write
+from judgetune._files import atomic_write, make_folder
 from judgetune.calibration import fit_calibrator
 from judgetune.config import JudgeConfig, examples_fingerprint
 from judgetune.datasets import Example, groups_of
@@ -278,8 +278,7 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.
     Returns:
         The frozen config, the run folder, and the study.
     """
-    run_dir = Path(runs_dir) / spec.name
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = make_folder(Path(runs_dir) / spec.name)
     study = open_study(spec, default_storage(run_dir) if storage is None else storage, heartbeat=heartbeat,
                        sampler=sampler)
     splits = prepare_splits(spec)
