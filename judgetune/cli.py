@@ -299,12 +299,9 @@ def _protocol_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _protocol_field(args: argparse.Namespace) -> dict:
-    """The tuner's protocol settings, when the tuner takes them (refused by name otherwise)."""
+    """The tuner's protocol settings (none when --protocol is not given)."""
     if not getattr(args, "protocol", None):
         return {}
-    if "protocol" not in getattr(tuning.RunSpec, "__dataclass_fields__", {}):
-        raise JudgetuneError("--protocol: this tuner does not take a protocol yet (tune without it; evaluate and "
-                             "score take --protocol)")
     return {"protocol": args.protocol, "per_grade": args.per_grade}
 
 
