@@ -78,7 +78,9 @@ class LinkageJudge(LMJudge):
 
     @classmethod
     def space(cls) -> list[Param]:
-        return [*cls.lm_space(), IntRange("per_grade", 1, 2, 1), IntRange("samples", 1, 3, 1),
+        # samples is not searched: every draw of one item reads the same references (its own, or the list
+        # generated once for its question), so more samples only repeat the same answer
+        return [*cls.lm_space(), IntRange("per_grade", 1, 2, 1), IntRange("samples", 1, 3, 1, searched=False),
                 Choice("generate", (True, False), True), IntRange("generated_references", 2, 5, 3)]
 
     score_range = (0.0, 1.0)

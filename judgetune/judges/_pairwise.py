@@ -46,7 +46,7 @@ class PairwiseJudge(LMJudge):
     @classmethod
     def space(cls) -> list[Param]:
         return [*cls.lm_space(), Choice("swap", (True, False), True), Choice("mode", ("answers", "references"), "answers"),
-                IntRange("per_grade", 1, 2, 1)]
+                IntRange("per_grade", 1, 2, 1, searched=False)]  # accepted, read by nothing: not searched
 
     @property
     def score_range(self) -> tuple[float, float]:
