@@ -16,13 +16,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from judgetune.errors import JudgetuneError
+
 __all__ = ["atomic_write", "clashes", "make_folder", "same_file", "sha256_of", "write_bytes", "write_text"]
 
 
 def make_folder(path: str | Path) -> Path:
     """``path`` as a folder (created with its parents), or a named error when a file stands in the way."""
-    from judgetune.errors import JudgetuneError
-
     path = Path(path)
     blocked = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
     if blocked is not None:
