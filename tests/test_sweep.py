@@ -347,6 +347,19 @@ def study_trials(run_dir: Path) -> list[optuna.trial.FrozenTrial]:
         return []
 
 
+def wait_until_scored(process: subprocess.Popen, run_dir: Path, items: int, *, timeout: float = 600) -> None:
+    """Return once a trial of the running ``process`` has scored at least ``items`` items (the moment to
+    interrupt it); fails the test if the process ends first or the wait exceeds ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not any(t.user_attrs.get("items_scored", 0) >= items for t in study_trials(run_dir)):
+        assert process.poll() is None, "the run ended before it could be interrupted"
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"no trial scored {items} item(s) within {timeout:.0f} s")
+        time.sleep(0.1)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+
+
 @pytest.mark.slow
 def test_sigint_stops_cleanly_marks_the_trial_failed_and_prints_one_line(tmp_path, data):
     """Ctrl-C during a trial: exit 130, one line, the running trial FAIL and every earlier one complete.
@@ -359,11 +372,7 @@ def test_sigint_stops_cleanly_marks_the_trial_failed_and_prints_one_line(tmp_pat
     # children inherit that: the child gets Ctrl-C's default disposition, as under a terminal
     process = subprocess.Popen(command, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 600
-    while process.poll() is None and not any(t.user_attrs.get("items_scored") for t in study_trials(tmp_path / "int")):
-        assert time.monotonic() < deadline, "no trial scored an item within 10 minutes"
-        time.sleep(0.1)
-    assert process.poll() is None, "the run ended before it could be interrupted"
+    wait_until_scored(process, tmp_path / "int", 1)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=300)
     assert process.returncode == 130, err[-2000:]
@@ -401,16 +410,7 @@ def test_a_killed_trial_is_retried_with_its_cached_answers(tmp_path):
                "--test-items", "4", "--heartbeat", "10", "--run", "killed", "--runs-dir", str(tmp_path)]
     env = env_for(tmp_path)
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while True:  # kill once the first trial has scored a chunk but not all of it
-        assert process.poll() is None, "the run ended before it could be killed"
-        trials = study_trials(tmp_path / "killed")
-        if trials and trials[0].user_attrs.get("items_scored", 0) >= 4:
-            break
-        if time.monotonic() > deadline:
-            process.kill()
-            pytest.fail("the first trial never scored a chunk")
-        time.sleep(0.1)
+    wait_until_scored(process, tmp_path / "killed", 4)  # a chunk of the first trial, not all of it
     process.send_signal(signal.SIGKILL)
     process.wait()
     killed = study_trials(tmp_path / "killed")[0]
