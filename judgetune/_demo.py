@@ -26,7 +26,7 @@ from typing import Any
 import jsonlines
 
 from judgetune import tuning
-from judgetune._files import write_text
+from judgetune._files import make_folder, write_text
 from judgetune.config import JudgeConfig
 from judgetune.report import write_report
 from judgetune.stats import correlation, mae, paired_difference
@@ -117,8 +117,7 @@ def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0
     lm_only = [f.name for f in families if f.lm_only]
     best_lm = max(lm_only, key=dev_rank) if lm_only else None
     config, run_dir = results[chosen]
-    out_dir = runs_dir / name
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_folder(runs_dir / name)
     for file in ("judge.json", "test_predictions.jsonl", "test.jsonl", "report.html"):
         shutil.copyfile(run_dir / file, out_dir / file)
     rows = [_row(family, {**results[family][0].metrics["test"], **results[family][0].metrics["cost"]["test"]})

@@ -11,7 +11,7 @@ import traceback
 from pathlib import Path
 
 from judgetune import datasets, evaluation, judges, reproduce, tuning
-from judgetune._files import atomic_write, clashes, write_bytes, write_text
+from judgetune._files import atomic_write, clashes, make_folder, write_bytes, write_text
 from judgetune.errors import JudgetuneError, NothingJudgedError, redact
 
 EXIT_USER_ERROR = 2  # bad input or options: nothing was run
@@ -394,8 +394,7 @@ def _tune_criteria(args: argparse.Namespace) -> None:
                          "gain": config.metrics.get("gain"), "vs_constant": config.metrics.get("vs_constant")})
         rows += [{"name": f"{label}: tuned (test)", **_cost_free(test)},
                  *({"name": f"{label}: {b}", **_cost_free(r)} for b, r in baselines.items())]
-    summary_dir = args.runs_dir / name
-    summary_dir.mkdir(parents=True, exist_ok=True)
+    summary_dir = make_folder(args.runs_dir / name)
     summary = {"data": args.data, "judge": args.judge, "criteria": criteria}
     write_text(summary_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     if args.json:
@@ -664,7 +663,7 @@ def _nrp(args: argparse.Namespace) -> None:
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
     out = args.out or Path("runs") / f"nrp-{Path(args.data).name}-{result['chosen'].replace(':', '-')}"
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     with atomic_write(out / "answers.jsonl") as handle:
         handle.writelines(json.dumps(a) + "\n" for a in result["answers"])
     summary = {k: v for k, v in result.items() if k != "answers"}
