@@ -46,15 +46,10 @@ from judgetune.testing.planted import GATE_ITEMS, GATE_SPEC, GateLM, planted_exa
 from judgetune.tuning import RunSpec, tune  # noqa: E402
 
 # the sets of the issue, each with the judges that apply (embedding: the cheap control)
-SETS = {"sts2012-msrpar": ("likelihood", "hybrid", "rubric", "embedding"),
-        "stsb": ("likelihood", "hybrid", "rubric", "embedding"),
-        "summac-summeval": ("likelihood", "hybrid", "rubric", "embedding"),
-        "summac-xsumfaith": ("likelihood", "hybrid", "rubric", "embedding"),
-        "llmbar-natural": ("likelihood", "hybrid", "rubric", "embedding"),
-        "linkage-webglm": ("hybrid", "rubric", "embedding"),
-        "linkage-trec-dl-nf": ("hybrid", "rubric", "embedding"),
-        "linkage-antique": ("hybrid", "rubric", "embedding"),
-        "ragchecker": ("hybrid", "rubric", "embedding")}
+GRADED = ("hybrid", "rubric", "embedding")
+SETS = {**{name: ("likelihood", *GRADED) for name in ("sts2012-msrpar", "stsb", "summac-summeval",
+                                                      "summac-xsumfaith", "llmbar-natural")},
+        **{name: GRADED for name in ("linkage-webglm", "linkage-trec-dl-nf", "linkage-antique", "ragchecker")}}
 
 
 def figure(metrics: dict[str, Any] | None, grouped: bool) -> float | None:
