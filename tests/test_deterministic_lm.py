@@ -120,3 +120,15 @@ def test_unknown_test_models_are_refused():
     assert str(parse_lm_spec("test:deterministic")) == "test:deterministic"
     with pytest.raises(LMSpecError, match="unknown test model 'nope'"):
         parse_lm_spec("test:nope")
+
+
+def test_a_generation_prompt_that_fills_the_context_fails_its_item_alone():
+    """A rubric with reasoning generates before it reads its label: an item too long for that fails
+    with its reason, and the other items are judged (not a crash of the whole run)."""
+    lm = load_lm("test:deterministic", use_cache=False)
+    short = Example(id="short", question="What is 2+2?", answer="4", references=(Reference("4"),), label=5.0)
+    long = Example(id="long", question="What is 2+2?", answer="four " * 5000, references=(Reference("4"),), label=5.0)
+    judge = make_judge("rubric", lm, train=[], pool=[], label_range=(1, 5), params={"k": 0, "reasoning": True})
+    verdicts = judge.judge_all([short, long, short])
+    assert [v.score is not None for v in verdicts] == [True, False, True]
+    assert "context" in verdicts[1].raw

@@ -17,7 +17,7 @@ from judgetune.lm._cache import ResponseCache, cached
 from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distributions
 from judgetune.lm._position import ServerLabelReader
-from judgetune.lm._remote import LMCallError, OpenAICompatibleClient
+from judgetune.lm._remote import OpenAICompatibleClient
 from judgetune.lm._spec import TEST_MODELS, LMSpec, model_file, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs, local_target_logprobs, remote_target_logprobs
 
@@ -98,7 +98,7 @@ class JudgeLM:
         try:
             response = self.engine.complete(_request(self.model_id, sent, config))
         except lm15.ProviderError as err:  # the engine's wrapper of a call that failed for good
-            if isinstance(err.__cause__, LMCallError):
+            if isinstance(err.__cause__, ItemError):  # a failed call, a prompt that fills the context
                 raise err.__cause__ from None  # callers keep the item as failed, with its reason
             raise
         text = response.message.text or ""
