@@ -398,6 +398,35 @@ def test_call_budget_stops_the_search(tmp_path, data, monkeypatch, capsys):
     assert "gain over the default judge on" in out.out  # what tuning bought, in one line
 
 
+def _without_timings(value):
+    """A metrics record without wall-clock figures (they differ from run to run by nature)."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if "seconds" not in k and k != "time"}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def test_the_same_tune_with_the_same_seed_gives_identical_figures(tmp_path, data, monkeypatch):
+    """Two runs of one command, each with its own empty answer cache: the same trials, choice, demos and
+    figures (the seed fixes splits, sampler, proposals and demo draws). Real-model coverage: test_tuning.py
+    scores a frozen judge from an empty cache and gets the tune's test predictions bit for bit."""
+    from judgetune.cli import main
+
+    configs = []
+    for name in ("first", "again"):
+        monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / f"cache-{name}"))
+        assert main(["tune", "--judge", "rubric", "--lm", "test:deterministic", "--data", str(data), "--trials", "4",
+                     "--search-items", "8", "--chunk", "4", "--dev-items", "8", "--test-items", "8", "--seed", "3",
+                     "--run", name, "--runs-dir", str(tmp_path)]) == 0
+        configs.append(JudgeConfig.load(tmp_path / name / "judge.json"))
+    first, again = configs
+    assert first.metrics["search"]["lm_calls"] == again.metrics["search"]["lm_calls"] > 0  # both computed afresh
+    assert [t.params for t in study_trials(tmp_path / "first")] == [t.params for t in study_trials(tmp_path / "again")]
+    assert (again.params, again.instruction, again.demos) == (first.params, first.instruction, first.demos)
+    assert _without_timings(again.metrics) == _without_timings(first.metrics)
+
+
 @pytest.mark.slow
 def test_a_killed_trial_is_retried_with_its_cached_answers(tmp_path):
     """SIGKILL in the middle of a trial, then the same command: the dead trial is failed and retried at
