@@ -146,8 +146,9 @@ def test_a_resumed_study_keeps_its_pool_and_rounds(data, tmp_path):
 
 @pytest.mark.slow  # a long planted sweep
 def test_the_tuner_beats_random_search_at_equal_lm_calls(data, tmp_path):
+    """Two seeds (seeds 0-5 measured: TPE's best search Spearman 0.98-1.0, random search's 0.70-0.93)."""
     tuned, random_ = [], []
-    for seed in range(3):
+    for seed in range(2):
         _, _, _, study = planted_run(data, tmp_path, name=f"tpe{seed}", seed=seed)
         calls = total_calls(study)
         _, _, _, baseline = planted_run(data, tmp_path, name=f"rnd{seed}", seed=seed, sampler="random",
@@ -156,7 +157,7 @@ def test_the_tuner_beats_random_search_at_equal_lm_calls(data, tmp_path):
         tuned.append(best_search_spearman(study))
         random_.append(best_search_spearman(baseline))
     assert np.mean(tuned) > np.mean(random_) + 0.05, (tuned, random_)
-    assert sum(t >= r for t, r in zip(tuned, random_)) >= 2, (tuned, random_)
+    assert all(t >= r for t, r in zip(tuned, random_)), (tuned, random_)
 
 
 GRID_INSTRUCTIONS = (*DECOYS, PLANTED_INSTRUCTION)  # with the 4 generic ones: 8 instructions
