@@ -86,7 +86,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 SLOW_FIXTURES = {"run", "small_demo"}
 
 
+# The files that take longest, longest first. The two xdist workers take whole files (``--dist loadfile``)
+# in collection order (``--no-loadscope-reorder``): the long ones first, so that the many short ones fill
+# the gaps at the end and both workers finish together. Order only: every test runs either way.
+LONGEST_FILES = ("test_lm_modes.py", "test_tuner_planted.py", "test_kv_reuse.py", "test_tuning.py", "test_hybrid.py",
+                 "test_lm_server.py", "test_conformance.py", "test_sweep.py", "test_likelihood.py", "test_sweep_root.py",
+                 "test_lm_batch.py", "test_judges_local.py", "test_audit.py", "test_frozen.py", "test_api.py",
+                 "test_workers.py")
+
+
+def _file_rank(item: pytest.Item) -> int:
+    name = item.path.name
+    return LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_file_rank)  # stable: each file keeps its own order
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if names & MODEL_FIXTURES:

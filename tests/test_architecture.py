@@ -106,3 +106,11 @@ def test_every_public_package_declares_all(package):
     assert isinstance(getattr(module, "__all__", None), list) and module.__all__
     missing = [n for n in module.__all__ if not hasattr(module, n)]
     assert not missing
+
+
+def test_the_files_scheduled_first_exist():
+    """conftest's LONGEST_FILES orders the two workers' files; a renamed file would silently drop out."""
+    from conftest import LONGEST_FILES
+
+    tests = Path(__file__).parent
+    assert [name for name in LONGEST_FILES if not (tests / name).is_file()] == []

@@ -372,15 +372,16 @@ def test_evaluate_with_the_linkage_protocol_reports_qualifying_questions(data_ro
     from judgetune.cli import main
 
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
+    # 300 items: a few whole questions (the baselines' MiniLM encoding of all 824 test items takes 20 s)
     assert main(["evaluate", "--judge", "bm25", "--data", "linkage-trec-dl-nf", "--protocol", "linkage",
-                 "--resamples", "50", "--json"]) == 0
+                 "--resamples", "50", "--limit", "300", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     protocol = out["protocol"]
     assert protocol["questions"] == len(protocol["qualified"]) and protocol["questions"] > 0
     assert all("fewer than 1 answer(s) of grade" in why for why in protocol["skipped"].values())
     examples = datasets.load("linkage-trec-dl-nf", root=data_root)
-    test_groups = {e.group_key for e in datasets.split_examples(examples, seed=0)["test"]}
-    assert set(protocol["qualified"]) | set(protocol["skipped"]) == test_groups
+    judged = datasets.limit_by_group(datasets.split_examples(examples, seed=0)["test"], 300, seed=0)
+    assert set(protocol["qualified"]) | set(protocol["skipped"]) == {e.group_key for e in judged}
     assert out["rows"][0]["n"] == protocol["candidates"]
 
 
