@@ -581,3 +581,17 @@ def test_paired_difference_resamples_the_same_items_for_both_judges():
     assert errors["ci"][1] < 0  # the better judge's MAE is lower on every resample's scale
     with pytest.raises(ValueError, match="same items"):
         m.paired_difference(m.mae, good[:10], noisy, gold)
+
+
+def test_spearman_rows_equals_correlation_row_by_row_with_ties_and_constant_rows():
+    rng = np.random.default_rng(0)
+    pred = rng.integers(0, 4, (300, 12)).astype(float)  # many ties
+    gold = rng.integers(0, 3, (300, 12)).astype(float)
+    pred[5], gold[7] = 2.0, 1.0  # constant rows: undefined
+    rows = m.spearman_rows(pred, gold)
+    for p, g, r in zip(pred, gold, rows):
+        expected = m.correlation(p, g)
+        assert (np.isnan(r) and expected is None) or r == pytest.approx(expected, abs=1e-12)
+    assert np.isnan(rows[5]) and np.isnan(rows[7])
+    interval = m.interval_of(rows)
+    assert interval.resamples == 298 and interval.low < interval.high

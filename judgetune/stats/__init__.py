@@ -18,6 +18,7 @@ from judgetune.stats._metrics import (
     evaluate_predictions,
     evaluate_with_baselines,
     grouped_correlation,
+    interval_of,
     mae,
     ndcg,
     paired_difference,
@@ -28,10 +29,12 @@ from judgetune.stats._metrics import (
     resample_indices,
     rescale,
     snap_to_labels,
+    spearman_rows,
 )
 
 __all__ = ["CORRELATIONS", "DEFAULT_BRACKETS", "GroupedValue", "Interval", "best_accuracy", "bootstrap_interval",
            "bootstrap_mean_interval", "bracket_accuracy", "bracket_of", "cohen_kappa", "constant_baseline",
            "correlation", "default_bracket_edges", "evaluate_predictions", "evaluate_with_baselines",
-           "grouped_correlation", "mae", "ndcg", "paired_difference", "per_group_values", "random_baseline",
-           "random_baseline_spread", "rbo", "resample_indices", "rescale", "snap_to_labels"]
+           "grouped_correlation", "interval_of", "mae", "ndcg", "paired_difference", "per_group_values", "random_baseline",
+           "random_baseline_spread", "rbo", "resample_indices", "rescale", "snap_to_labels",
+           "spearman_rows"]

@@ -276,6 +276,26 @@ def _percentiles(values: list[float], confidence: float, resamples: int) -> Inte
     return Interval(float(low), float(high), resamples)
 
 
+def interval_of(values: Sequence[float], confidence: float = 0.95) -> Interval:
+    """The percentile interval of bootstrap values; NaN values (the metric undefined on that resample)
+    are left out and not counted in ``resamples``."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return _percentiles(list(v), confidence, int(v.size))
+
+
+def spearman_rows(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Spearman of each row of two ``(resamples, items)`` arrays, as ``correlation`` computes it for one
+    pair (average ranks for ties), in one pass; NaN where either row is constant."""
+    rp, rg = stats.rankdata(pred, axis=1), stats.rankdata(gold, axis=1)
+    rp -= rp.mean(axis=1, keepdims=True)
+    rg -= rg.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = (rp * rg).sum(axis=1) / np.sqrt((rp ** 2).sum(axis=1) * (rg ** 2).sum(axis=1))
+    rho[(np.ptp(pred, axis=1) == 0) | (np.ptp(gold, axis=1) == 0)] = np.nan
+    return rho
+
+
 def resample_indices(n_items: int, groups: Sequence | None = None, *, n_resamples: int = 1000,
                      seed: int = 0) -> list[np.ndarray]:
     """Item indices of ``n_resamples`` bootstrap samples that draw whole groups with replacement."""
