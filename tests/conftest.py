@@ -30,6 +30,10 @@ import pytest
 # threads must sleep rather than spin, or the workers take each other's cores (read once, when OpenMP starts;
 # subprocesses inherit it).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# One llama.cpp thread per worker: with two workers on two cores, two threads each made every parallel
+# kernel wait for a thread the other worker had taken (measured: two model-heavy test files side by side
+# 80 s with two threads each, 69 s with one). Scores are the same with 1 or 2 threads (docs/lms.md).
+os.environ.setdefault("JUDGETUNE_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -132,3 +132,16 @@ def test_a_generation_prompt_that_fills_the_context_fails_its_item_alone():
     verdicts = judge.judge_all([short, long, short])
     assert [v.score is not None for v in verdicts] == [True, False, True]
     assert "context" in verdicts[1].raw
+
+
+def test_the_embedded_models_threads_come_from_the_environment(monkeypatch):
+    from judgetune.lm import embedded_threads
+
+    monkeypatch.delenv("JUDGETUNE_THREADS", raising=False)
+    assert embedded_threads() == 2
+    monkeypatch.setenv("JUDGETUNE_THREADS", "3")
+    assert embedded_threads() == 3
+    for bad in ("0", "two", "-1", "1.5"):
+        monkeypatch.setenv("JUDGETUNE_THREADS", bad)
+        with pytest.raises(LMSpecError, match=r"\$JUDGETUNE_THREADS: expected a whole number >= 1, got"):
+            embedded_threads()

@@ -16,10 +16,11 @@ from judgetune.lm._remote import (
                                   ServerUnreachableError,
                                   classify,
 )
-from judgetune.lm._spec import LMSpec, LMSpecError, parse_lm_spec
+from judgetune.lm._spec import LMSpec, LMSpecError, embedded_threads, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs
 
 __all__ = ["SCORING_MODES", "Completion", "Generation", "JudgeLM", "LMCallError", "LMSpec", "LMSpecError",
            "LabelDistribution", "LogprobsUnavailableError", "OpenAICompatibleClient", "Outcome", "PrefillChatAdapter",
-           "ResponseCache", "TargetLogprobs", "default_cache_dir", "load_lm", "logprobs_unavailable", "parse_lm_spec",
-           "resolve_scoring_mode", "run_items", "ServerAuthError", "ServerError", "ServerUnreachableError", "classify"]
+           "ResponseCache", "TargetLogprobs", "default_cache_dir", "embedded_threads", "load_lm",
+           "logprobs_unavailable", "parse_lm_spec", "resolve_scoring_mode", "run_items", "ServerAuthError",
+           "ServerError", "ServerUnreachableError", "classify"]

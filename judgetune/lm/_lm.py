@@ -18,7 +18,7 @@ from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distributions
 from judgetune.lm._position import ServerLabelReader
 from judgetune.lm._remote import OpenAICompatibleClient
-from judgetune.lm._spec import TEST_MODELS, LMSpec, model_file, parse_lm_spec
+from judgetune.lm._spec import TEST_MODELS, LMSpec, embedded_threads, model_file, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs, local_target_logprobs, remote_target_logprobs
 
 T = TypeVar("T")
@@ -236,7 +236,7 @@ def _labels_key(messages: list[dict[str, str]], labels: Sequence[str], prefix: s
 
 def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseCache | None = None,
             use_cache: bool = True, backend: str | None = None, timeout: float = 60.0, max_retries: int = 3,
-            concurrency: int = 8, n_ctx: int = 4096, n_threads: int = 2, reasoning: bool | None = None,
+            concurrency: int = 8, n_ctx: int = 4096, n_threads: int | None = None, reasoning: bool | None = None,
             label_position: str | None = None, chat_template: str | None = None) -> JudgeLM:
     """Load the model a spec names.
 
@@ -249,6 +249,7 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         backend: for ``local:`` specs, ``llamacpp`` (default) or ``transformers``.
         timeout, max_retries: per remote attempt, and retries of transient faults.
         concurrency: threads for remote calls in :meth:`JudgeLM.run`.
+        n_threads: CPU threads of an in-process model (default ``$JUDGETUNE_THREADS``, else 2).
         reasoning: an ``openai/MODEL`` that is a reasoning model (None: decided from its name).
         label_position, chat_template: over a server, how the prompt is made to end at the label
             (``completions`` or ``prefill``; None: probed) and the chat template for ``completions``
@@ -271,6 +272,7 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         model = DeterministicModel(n_ctx=n_ctx, delay=TEST_MODELS[spec.model])
         return JudgeLM(spec, cache=cache, model=model, model_id=f"{spec}:{model.version}")
     path = model_file(spec)
+    n_threads = n_threads or embedded_threads()
     backend = backend or ("transformers" if spec.kind == "hf" else "llamacpp")
     if backend == "llamacpp":
         from judgetune.lm._llamacpp import LlamaCppModel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,20 @@ REASONING_NAME = re.compile(r"(?:^|/)(?:o[1-9](?:-|$)|gpt-5)", re.IGNORECASE)
 
 class LMSpecError(JudgetuneError, ValueError):
     """An LM spec string that names no model judgetune can run."""
+
+
+THREADS_ENV = "JUDGETUNE_THREADS"  # CPU threads of an in-process model; 2 when unset
+
+
+def embedded_threads() -> int:
+    """The CPU threads an in-process model runs on: ``$JUDGETUNE_THREADS``, else 2. Scores do not
+    depend on it (measured bit-identical with 1 and 2 threads, docs/lms.md); speed does."""
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if not text:
+        return 2
+    if not text.isdigit() or int(text) < 1:
+        raise LMSpecError(f"${THREADS_ENV}: expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 @dataclass(frozen=True)

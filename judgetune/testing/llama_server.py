@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 
+from judgetune.lm import embedded_threads
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -25,13 +27,14 @@ class LlamaServer:
         RuntimeError: the server exited or was not up within ``startup`` seconds (with its log's tail).
     """
 
-    def __init__(self, gguf: str | Path, log_path: str | Path, *, n_ctx: int = 2048, n_threads: int = 2,
+    def __init__(self, gguf: str | Path, log_path: str | Path, *, n_ctx: int = 2048, n_threads: int | None = None,
                  logits_all: bool = False, startup: float = 60.0):
         self.gguf, self.log_path, self.startup = str(gguf), Path(log_path), startup
         self.base_url = f"http://127.0.0.1:{free_port()}/v1"
         self.command = [sys.executable, "-m", "llama_cpp.server", "--model", self.gguf, "--host", "127.0.0.1",
                         "--port", self.base_url.split(":")[2].split("/")[0], "--n_ctx", str(n_ctx),
-                        "--n_threads", str(n_threads), *(["--logits_all", "true"] if logits_all else [])]
+                        "--n_threads", str(n_threads or embedded_threads()),
+                        *(["--logits_all", "true"] if logits_all else [])]
         self.process: subprocess.Popen | None = None
 
     @property
