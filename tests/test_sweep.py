@@ -503,3 +503,20 @@ def test_bad_instructions_files_are_one_line_errors(run_cli, tmp_path, data):
         code, _, err = run_cli(["tune", "--judge", "rubric", "--data", str(data), "--instructions", str(path), "--run", "i",
                                 "--runs-dir", str(tmp_path / "runs")])
         assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_selection_items_from_few_questions_are_named_once(tmp_path, caplog):
+    """Grouped data whose search and dev items come from fewer than 5 questions: one warning, with the
+    way out; many questions with a few answers each: none."""
+    from judgetune.tuning import prepare_splits
+
+    data = jsonl(tmp_path / "grouped.jsonl", labeled_rows(groups=24, per_group=10))
+    spec = {"name": "x", "judge": "rubric", "data": str(data), "search_items": 10, "dev_items": 10}
+    with caplog.at_level("WARNING", logger="judgetune.tuning"):
+        prepare_splits(RunSpec(**spec))
+    few = [r.getMessage() for r in caplog.records if "selection items" in r.getMessage()]
+    assert len(few) == 1 and "come from only 2 question(s)" in few[0] and "--per-question N" in few[0], few
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="judgetune.tuning"):
+        prepare_splits(RunSpec(**spec, per_question=2))
+    assert not [r for r in caplog.records if "selection items" in r.getMessage()]
