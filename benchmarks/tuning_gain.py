@@ -81,7 +81,8 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
     for rule, gate in (("gate", "on"), ("old", "off")):
         spec = RunSpec(name=f"gain-{dataset}-{judge}-{trials}-{gate}", judge=judge, data=dataset, seed=args.seed,
                        n_trials=trials, search_items=args.search_items, dev_items=args.dev_items,
-                       test_items=args.test_items, fit_items=args.fit_items, gate=gate)
+                       test_items=args.test_items, fit_items=args.fit_items, gate=gate,
+                       per_question=args.per_question)
         start = time.perf_counter()
         config, _, _ = tune(spec, runs_dir=runs, progress=False, n_resamples=args.resamples)
         rows.append(gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start))
@@ -115,7 +116,8 @@ def meta(args: argparse.Namespace) -> dict[str, Any]:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return {"date": datetime.date.today().isoformat(), "commit": commit.strip(),
             "machine": f"{os.cpu_count()}-core {platform.machine()}, load {load} (shared: timings inflated)",
-            "command": " ".join(["python", *sys.argv]), "quick": args.quick}
+            "command": " ".join(["python", *sys.argv]), "quick": args.quick,
+            "per_question": args.per_question}
 
 
 def main() -> None:
@@ -130,6 +132,8 @@ def main() -> None:
     parser.add_argument("--no-sets", action="store_true", help="run the testbeds only")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit-items", type=int, default=None)
+    parser.add_argument("--per-question", type=int, default=None,
+                        help="answers kept per question in every split (grouped sets: more questions, fewer answers each)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
