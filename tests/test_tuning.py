@@ -46,6 +46,7 @@ def test_tune_writes_a_frozen_judge_config(run):
     data = json.loads((run / "judge.json").read_text())
     assert {"schema_version", "judge", "lm", "instruction", "demos", "calibrator", "metrics"} <= set(data)
     assert data["judge"] == "rubric" and data["lm"]["spec"] == "local:smollm2"
+    assert data["reproduce"]["engine"] == "llamacpp"
     assert data["reproduce"]["threads"] == int(os.environ["JUDGETUNE_THREADS"])  # conftest's setting reached the model
     assert {"train", "dev", "test"} <= set(data["metrics"]) and data["metrics"]["test"]["n"] >= 2
     assert data["metrics"]["test"]["mae_ci"][0] <= data["metrics"]["test"]["mae"] <= data["metrics"]["test"]["mae_ci"][1]
