@@ -320,7 +320,9 @@ def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "loca
         >>> judge.study.best_trials, judge.config.metrics["test"]  # doctest: +SKIP
     """
     from judgetune import tuning
+    from judgetune.judges import judge_class
 
+    judge_class(judge)  # an unknown kind is refused before the data is read or a run folder is made
     data_arg = _data_file(data, Path(runs_dir) / name)
     model, owned = _lm_object(lm)
     if model is not None:

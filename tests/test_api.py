@@ -73,6 +73,12 @@ def test_same_rows_resume_the_run_and_other_rows_are_refused(tmp_path):
         judgetune.tune(rows(seed=1), n_trials=2, **kwargs)
 
 
+def test_an_unknown_judge_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ValueError, match="unknown judge 'nope'; known: .*rubric"):
+        judgetune.tune(rows(), judge="nope", name="x", runs_dir=tmp_path)
+    assert not (tmp_path / "x").exists()
+
+
 def test_bad_rows_are_refused_with_the_row_and_field():
     data = rows(12)
     del data[3]["answer"]
