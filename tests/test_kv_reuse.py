@@ -21,7 +21,12 @@ from judgetune.judges import make_judge  # noqa: E402
 from judgetune.lm import load_lm, run_items  # noqa: E402
 from judgetune.lm._prefix import plan_phases, reported_usage, source_order  # noqa: E402
 
-TOLERANCE = 1e-4  # nats; measured 0.0 (bit-identical) on this machine
+TOLERANCE = 1e-4  # nats, target log-probs; measured 0.0 with llama.cpp built for AVX-512, within it for AVX2
+# Label probabilities of a prompt evaluated in two passes (source reused, then the rest) against one pass:
+# 0.0 with the AVX-512 build, up to 0.0024 with an AVX2-only build (GGML_NATIVE=OFF, GGML_AVX512=OFF): its
+# kernels sum in another order for another batch shape. A wrong reuse moves them by 0.01 or more (the
+# generation-KV bug fixed earlier: 0.014).
+LABEL_TOLERANCE = 0.005
 INSTRUCTION = [1, 2, 3, 4, 5, 6]
 
 
@@ -145,7 +150,7 @@ def test_label_distributions_and_judges_score_the_same_with_sources_reused(uncac
     assert spent_alone - spent >= article  # the second item reused the article's evaluation
     for a, b in zip(shared, alone):
         assert a.parsed and b.parsed
-        assert a.distribution == pytest.approx(b.distribution, abs=TOLERANCE)
+        assert a.distribution == pytest.approx(b.distribution, abs=LABEL_TOLERANCE)
     for a, b in zip(both, both_alone):
         for key in ("a_answer", "a_source"):
             assert abs(a.detail[key]["mean"] - b.detail[key]["mean"]) <= TOLERANCE
