@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-# The suite runs on two workers (pyproject's addopts) and llama.cpp runs two OpenMP threads in each: waiting
+# The suite runs on two workers (pyproject's addopts) and llama.cpp runs OpenMP threads in each: waiting
 # threads must sleep rather than spin, or the workers take each other's cores (read once, when OpenMP starts;
 # subprocesses inherit it).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -88,10 +88,11 @@ def _warn_few_questions(spec: RunSpec, selection: list[Example]) -> None:
     (measured: TREC-DL-NF embedding, 56 selection items from 2 questions, test MAE 1.153 vs the
     constant's 0.830; with ``--per-question 6``, 10 questions, 0.778 vs 0.875)."""
     keys = datasets.groups_of(selection)
-    if keys is None or len(set(keys)) >= MIN_SELECTION_GROUPS:
+    questions = 0 if keys is None else len(set(keys))
+    if keys is None or questions >= MIN_SELECTION_GROUPS:
         return
     hint = ("keep fewer answers per question (--per-question N) to see more questions" if spec.per_question is None
             else "raise --search-items / --dev-items")
     log.warning("%s: the %d selection items (search and dev) come from only %d question(s): the calibrator and the "
                 "gate learn from them and may not carry to other questions; %s", spec.data, len(selection),
-                len(set(keys)), hint)
+                questions, hint)
