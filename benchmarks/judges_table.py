@@ -10,7 +10,11 @@ records its protocol. (Before 2026-11-23 the listwise rows drew each candidate's
 labels of the other test answers, themselves candidates: rows produced with sibling labels.)
 Every method gets a new, empty answer cache, so its seconds per item are real.
 
-    python benchmarks/judges_table.py [--quick] [--json] [--only DATASET]
+    python benchmarks/judges_table.py [--quick] [--json] [--only DATASET] [--lm SPEC] [--out FILE]
+
+``--lm`` names the model of the LM judges (default the embedded local:smollm2; the grading model is
+``local:qwen1.5b``); every row records it. With ``--out`` the file is rewritten as each row finishes
+(``"complete": false`` until the end), so a long run on a slow model keeps what it has measured.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ PUBLISHED = [  # LINKAGE paper, Spearman per question (its own question sets)
 
 
 def rows_for(name: str, size: int, cache_root: str, seed: int, resamples: int,
-             methods: list[str] | None = None) -> list[dict]:
+             methods: list[str] | None = None, lm_spec: str = "local:smollm2", done=lambda row: None) -> list[dict]:
     source = datasets.get_source(name)
     label_range = (float(source.scale.low), float(source.scale.high))
     splits = datasets.split_examples(datasets.load(name), seed=seed)
@@ -75,19 +79,21 @@ def rows_for(name: str, size: int, cache_root: str, seed: int, resamples: int,
     judges = [(label, kind, params) for label, kind, params in PLAN[name][1]] + [(b, b, {}) for b in BASELINES]
     judges = [j for j in judges if methods is None or j[0] in methods]
     for label, kind, params in judges:
-        lm = load_lm("local:smollm2", cache=ResponseCache(os.path.join(cache_root, name, label))) \
+        lm = load_lm(lm_spec, cache=ResponseCache(os.path.join(cache_root, name, label))) \
             if kind in LM_JUDGES else None
         judge = make_judge(kind, lm, train=splits["train"], label_range=label_range, params=params, seed=seed)
         verdicts, seconds = timed_verdicts(judge, test, progress=sys.stderr.isatty())
         if lm is not None:
             lm.close()
-        rows.append({"dataset": name, "method": label, "protocol": protocol,
+        rows.append({"dataset": name, "method": label, "protocol": protocol, "lm": lm_spec if lm else None,
                      **judge_row(label, verdicts, test, seconds=seconds, pred_range=judge.range_for(test), **common)})
+        done(rows[-1])
         print(f"  {name} {label}: done in {seconds:.0f} s", file=sys.stderr)
     constant = ConstantJudge.from_labels([e.judgment for e in splits["train"]], label_range)
     verdicts, seconds = timed_verdicts(constant, test)
-    rows.append({"dataset": name, "method": "constant", "protocol": protocol,
+    rows.append({"dataset": name, "method": "constant", "protocol": protocol, "lm": None,
                  **judge_row("constant", verdicts, test, seconds=seconds, pred_range=label_range, **common)})
+    done(rows[-1])
     return rows
 
 
@@ -104,27 +110,34 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(PLAN), action="append")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--methods", nargs="+", help="only these methods (labels of PLAN, or baselines)")
-    parser.add_argument("--out", type=Path, help="write the JSON result (with its meta) to this file")
+    parser.add_argument("--out", type=Path, help="write the JSON result (with its meta) to this file, row by row")
+    parser.add_argument("--lm", default="local:smollm2", help="the LM judges' model (default local:smollm2)")
     args = parser.parse_args()
     resamples = 200 if args.quick else 1000
     rows = []
+    meta = {"date": dt.date.today().isoformat(),
+            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                     cwd=Path(__file__).parent).stdout.strip(),
+            "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
+            "command": " ".join(["python", *sys.argv]), "lm": args.lm}
+
+    def write(complete: bool) -> str:
+        text = json.dumps({"meta": {**meta, "complete": complete}, "rows": rows}, indent=2)
+        if args.out:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        return text
+
     with tempfile.TemporaryDirectory() as cache_root:
         for name in args.only or PLAN:
             size = PLAN[name][0][0 if args.quick else 1]
             unit = "answers per test question" if datasets.get_source(name).task == "listwise" else "held-out items"
             print(f"{name}: {size} {unit}", file=sys.stderr)
-            rows.extend(rows_for(name, size, cache_root, args.seed, resamples, args.methods))
+            rows_for(name, size, cache_root, args.seed, resamples, args.methods, args.lm,
+                     done=lambda row: (rows.append(row), write(False)))
     rows.extend({"dataset": d, "method": m, "spearman_per_group": v, "published": True} for d, m, v in PUBLISHED
                 if d in (args.only or PLAN))
     if args.json or args.out:
-        meta = {"date": dt.date.today().isoformat(),
-                "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                         cwd=Path(__file__).parent).stdout.strip(),
-                "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
-                "command": " ".join(["python", *sys.argv])}
-        text = json.dumps({"meta": meta, "rows": rows}, indent=2)
-        if args.out:
-            args.out.write_text(text + "\n", encoding="utf-8")
+        text = write(True)
         if args.json:
             print(text)
             return

@@ -28,6 +28,10 @@ reuse and plain (alternating which runs first) so that machine load hits both al
     python benchmarks/lm_throughput.py --grouped [--rounds R] [--sources S] [--json] [--out PATH]
     python benchmarks/lm_throughput.py --grouped --server [--sources S] [--per-round N] [--json] [--out PATH]
 
+``--models SPEC [SPEC ...]``: per model, the peak prompt-evaluation rate (as above, tokens/s and tokens per
+CPU-second) and the generation rate (tokens/s of a 96-token greedy answer), median of 3 tries each:
+``python benchmarks/lm_throughput.py --models local:smollm2 local:qwen1.5b --json``.
+
 ``--grouped --server``: the rubric judge over llama-cpp-python's server, ``--per-round`` summaries of each of
 ``--sources`` articles, sent article by article (judgetune's order) vs in the catalog's order, two rounds.
 """
@@ -406,6 +410,30 @@ def emit(result: dict, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(result))
 
+def model_rates(spec: str, tries: int = 3) -> dict:
+    """Peak prompt-evaluation and generation rates of one in-process model on the rubric prompts."""
+    demos, pool = demos_and_items(8)
+    lm = load_lm(spec, use_cache=False)
+    model = lm.model
+    prompts = [model.tokenize(model.render(rubric_messages(demos, e), PREFIX)) for e in pool]
+    shared = min(len(os.path.commonprefix([prompts[0], p])) for p in prompts[1:])
+    tokens = [t for p in prompts for t in p[shared:]][:max(PEAK_SIZES)]
+    prompt, prompt_cpu, generation = [], [], []
+    story = [{"role": "user", "content": "Write a long, detailed story about a lighthouse keeper and a storm."}]
+    for i in range(tries):
+        wall, cpu = peak_rate(model, prompts[0][:shared], tokens, cpu=True)
+        prompt.append(wall)
+        prompt_cpu.append(cpu)
+        start = time.perf_counter()
+        answer = lm.generate([{**story[0], "content": f"{story[0]['content']} ({i})"}], max_tokens=96)
+        generation.append(answer.usage.get("completion_tokens", 0) / (time.perf_counter() - start))
+    lm.close()
+    return {"lm": spec, "prompt_tokens_per_s": statistics.median(prompt),
+            "prompt_tokens_per_cpu_s": statistics.median(prompt_cpu),
+            "generation_tokens_per_s": statistics.median(generation), "tries": tries,
+            "threads": model.n_threads, "load": os.getloadavg()[0]}
+
+
 PATHS = ("predict", "prefill_predict", "label", "prefix", "batched", "coalesced", "sampled")
 
 
@@ -420,7 +448,17 @@ def main() -> None:
     parser.add_argument("--sources", type=int, default=2, help="--grouped: articles per round (default 2)")
     parser.add_argument("--server", action="store_true",
                         help="--grouped: the rubric judge over llama-cpp-python's server instead, grouped vs interleaved")
+    parser.add_argument("--models", nargs="+", metavar="SPEC", help="only the prompt and generation rates of these models")
     args = parser.parse_args()
+    if args.models:
+        result = {"models": [model_rates(spec) for spec in args.models]}
+        emit(result, args)
+        if not args.json:
+            for row in result["models"]:
+                print(f"{row['lm']:<18} prompt {row['prompt_tokens_per_s']:7.1f} tok/s "
+                      f"({row['prompt_tokens_per_cpu_s']:.1f} per CPU-s)  "
+                      f"generation {row['generation_tokens_per_s']:6.1f} tok/s")
+        return
     if args.grouped and args.server:
         result = server_grouped_case(args.sources, args.per_round or 4)
         emit(result, args)
