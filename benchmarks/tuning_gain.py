@@ -10,16 +10,18 @@ median), whether the default shipped (``gated``), LM calls (answers computed; th
 reuses the first run's cached answers, so its count is lower) and wall seconds (inflated on a
 shared machine).
 
-Testbeds (deterministic LMs, ``judgetune.testing.planted.GateLM``): the null one (every
-instruction equal up to noise) counts the runs where the default shipped; the planted one (a truly
-better instruction) counts the runs where the gate passed and the test gain's interval excludes 0.
+Testbeds (deterministic LMs, ``judgetune.testing.planted.TESTBEDS``): ``null`` (every instruction equal up
+to noise; 40 dev items) and ``null-grouped`` (questions of 12 answers, 3-5 of them in dev) count the runs where
+the default shipped (goal: at least 95%); ``planted`` (a truly better instruction; 40 dev items) and
+``planted-150`` (150 dev items) the runs where the gate passed and the test gain's interval is above 0
+(goals: 90% and 99%).
 
     python benchmarks/tuning_gain.py [--quick] [--json] [--out PATH] [--sets ...] [--judges ...]
-        [--trials N ...] [--testbeds N_NULL N_PLANTED] [--no-sets]
+        [--trials N ...] [--testbeds NAME=N ...] [--no-sets]
 
-JSON: ``{"meta", "rows": [...], "testbeds": {"null": {"runs", "default_shipped"}, "planted": {"runs",
-"gain_detected"}}}``; with ``--out`` the file is rewritten after every row (``"complete": false``
-until the last).
+JSON: ``{"meta", "rows": [...], "testbeds": {NAME: {"runs", "default_shipped", "gain_detected", "refused",
+"..._rate", "details"}}}``; with ``--out`` the file is rewritten after every row and testbed run
+(``"complete": false`` until the last).
 """
 
 from __future__ import annotations
@@ -41,8 +43,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import optuna  # noqa: E402
 
-from judgetune.datasets import write_examples  # noqa: E402
-from judgetune.testing.planted import GATE_ITEMS, GATE_SPEC, GateLM, planted_examples  # noqa: E402
+from judgetune.testing.planted import TESTBEDS, run_testbed  # noqa: E402
 from judgetune.tuning import RunSpec, tune  # noqa: E402
 
 # the sets of the issue, each with the judges that apply (embedding: the cheap control)
@@ -89,25 +90,31 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
     return rows
 
 
-def testbed(kind: str, runs: int, folder: str) -> dict[str, Any]:
-    """``runs`` seeded runs of the ``kind`` testbed: how often the default shipped, how often the gate
-    passed with a test gain whose interval excludes 0."""
-    shipped = detected = 0
-    details = []
+def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None) -> dict[str, Any]:
+    """``runs`` seeded runs of the gate testbed ``name`` (``TESTBEDS``): how often the default shipped, and how
+    often the gate passed with a test gain whose interval is above 0. The figures are ``into[name]``, updated
+    (and ``save`` called) as each run ends."""
+    out: dict[str, Any] = {"runs": 0, "settings": TESTBEDS[name], "default_shipped": 0, "gain_detected": 0,
+                           "refused": 0, "details": []}
+    into[name] = out
+    start = time.perf_counter()
     for seed in range(runs):
-        examples = planted_examples(GATE_ITEMS, seed=seed)
-        data = Path(folder) / f"{kind}{seed}.jsonl"
-        write_examples(data, examples)
-        spec = RunSpec(name=f"{kind}{seed}", data=str(data), seed=seed, **GATE_SPEC)
-        config, _, _ = tune(spec, runs_dir=folder, storage=optuna.storages.InMemoryStorage(),
-                            lm=GateLM.for_testbed(examples, kind, seed), progress=False, n_resamples=200)
-        gain, test = config.metrics["gain"], config.metrics["selection"]["test"]
-        shipped += gain["gated"]
-        detected += (not gain["gated"]) and gain["spearman"]["low"] > 0
-        details.append({"seed": seed, "gated": gain["gated"], "lower_bound": test.get("lower_bound"),
-                        "gain": gain["spearman"]})
-    key = "default_shipped" if kind == "null" else "gain_detected"
-    return {"runs": runs, key: shipped if kind == "null" else detected, "details": details}
+        metrics = run_testbed(name, seed, folder)
+        gain, test = metrics["gain"], metrics["selection"]["test"]
+        out["runs"] += 1
+        out["default_shipped"] += gain["gated"]
+        out["gain_detected"] += (not gain["gated"]) and (gain["spearman"] or {}).get("low", 0) > 0
+        out["refused"] += test.get("refused") is not None
+        out["details"].append({"seed": seed, "gated": gain["gated"], "dev_items": test.get("items"),
+                               "dev_groups": test.get("groups"), "winner_advantage": test.get("winner_advantage"),
+                               "lower_bound": test.get("lower_bound"), "refused": test.get("refused"),
+                               "gain": gain["spearman"]})
+        out["default_shipped_rate"] = out["default_shipped"] / out["runs"]
+        out["gain_detected_rate"] = out["gain_detected"] / out["runs"]
+        out["seconds_per_run"] = round((time.perf_counter() - start) / out["runs"], 1)
+        if save is not None:
+            save()
+    return out
 
 
 def meta(args: argparse.Namespace) -> dict[str, Any]:
@@ -120,6 +127,13 @@ def meta(args: argparse.Namespace) -> dict[str, Any]:
             "per_question": args.per_question}
 
 
+def _testbed_runs(text: str) -> tuple[str, int]:
+    name, _, runs = text.partition("=")
+    if name not in TESTBEDS or not runs.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=N with NAME one of {', '.join(TESTBEDS)}")
+    return name, int(runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (minutes per set and judge on 2 cores)")
@@ -128,7 +142,9 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     parser.add_argument("--judges", nargs="+", help="only these judges (of those that apply to each set)")
     parser.add_argument("--trials", type=int, nargs="+", help="trial budgets (default: 4 quick, 12 full)")
-    parser.add_argument("--testbeds", type=int, nargs=2, metavar=("N_NULL", "N_PLANTED"), default=[40, 20])
+    parser.add_argument("--testbeds", nargs="+", metavar="NAME=N", type=_testbed_runs,
+                        default=[("null", 200), ("null-grouped", 200), ("planted", 100), ("planted-150", 100)],
+                        help=f"seeded runs per gate testbed, of {', '.join(TESTBEDS)} (N=0: skip)")
     parser.add_argument("--no-sets", action="store_true", help="run the testbeds only")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit-items", type=int, default=None)
@@ -152,10 +168,10 @@ def main() -> None:
             args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 
     with tempfile.TemporaryDirectory() as folder:
-        for kind, runs in (("null", args.testbeds[0]), ("planted", args.testbeds[1])):
+        for name, runs in args.testbeds:
             if runs:
-                result["testbeds"][kind] = testbed(kind, runs, folder)
-                print(f"testbed {kind}: {json.dumps({k: v for k, v in result['testbeds'][kind].items() if k != 'details'})}",
+                bed = testbed(name, runs, folder, result["testbeds"], save)
+                print(f"testbed {name}: {json.dumps({k: v for k, v in bed.items() if k != 'details'})}",
                       file=sys.stderr, flush=True)
                 save()
         for dataset in [] if args.no_sets else args.sets:
