@@ -23,12 +23,11 @@ from judgetune.judges import pick_demos
 from judgetune.testing.planted import (
     DECOYS,
     GATE_INSTRUCTION,
-    GATE_ITEMS,
     GATE_SPEC,
     PLANTED_INSTRUCTION,
-    GateLM,
     PlantedLM,
     planted_examples,
+    run_testbed,
 )
 from judgetune.tuning import (
     InstructionPool,
@@ -40,7 +39,6 @@ from judgetune.tuning import (
     select,
     select_on_dev,
     total_calls,
-    tune,
 )
 
 K, DEMO_SEED = 3, 5
@@ -182,17 +180,6 @@ def test_sample_efficiency_against_exhaustive_search(data, tmp_path):
         assert best_search_spearman(study) >= best - 0.02, (seed, best_search_spearman(study), best, total_calls(study))
 
 
-def run_testbed(kind: str, seed: int, folder: Path, *, reject=None) -> dict:
-    """One run of the gate's ``kind`` testbed (see ``GateLM``), in memory; its judge.json metrics."""
-    examples = planted_examples(GATE_ITEMS, seed=seed)
-    data = folder / f"{kind}{seed}.jsonl"
-    write_examples(data, examples)
-    spec = RunSpec(name=f"{kind}{seed}", data=str(data), seed=seed, **GATE_SPEC)
-    config, _, _ = tune(spec, runs_dir=folder, storage=optuna.storages.InMemoryStorage(),
-                        lm=GateLM.for_testbed(examples, kind, seed), progress=False, reject=reject, n_resamples=200)
-    return config.metrics
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
     metrics = run_testbed("null", seed, tmp_path)
@@ -200,6 +187,14 @@ def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
     assert selection["gated"] and gain["gated"] and selection["chosen_trial"] == 0
     assert len(selection["rows"]) >= 2  # a challenger was compared and turned away
     assert gain["spearman"] == {"value": 0.0, "low": 0.0, "high": 0.0} and gain["n"] == metrics["test"]["n"]
+
+
+def test_on_the_grouped_null_testbed_the_default_ships_after_a_test_over_the_dev_questions(tmp_path):
+    metrics = run_testbed("null-grouped", 1, tmp_path)
+    selection = metrics["selection"]
+    test = selection["test"]
+    assert selection["gated"] and 3 <= test["groups"] <= 5 and test["method"] == "t over questions"
+    assert test["refused"] is None and (test["winner"] is None or test["lower_bound"] <= 0)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
