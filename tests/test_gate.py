@@ -22,7 +22,7 @@ from judgetune import datasets
 from judgetune.errors import JudgetuneError
 from judgetune.tuning import RunSpec, gain, gain_line, gate, prepare_splits
 from judgetune.tuning._objective import clearly_dominated
-from judgetune.tuning._run import harmful_gain
+from judgetune.tuning._run import gate_line, harmful_gain
 from judgetune.tuning._selection import Scored, filled
 
 REF = {"target": "reference"}
@@ -222,6 +222,22 @@ def test_audit_max_audits_the_default_and_calibrated_candidates(tmp_path, monkey
     rows = config.metrics["selection"]["rows"]
     assert rows[0]["default"] and rows[0]["flagged"] == "audit: verbosity: too big" and rows[0]["rejected"] is None
     assert len(audited) == len(rows) and all(c.calibrator is not None for c in audited)
+
+
+def test_the_gain_line_says_what_the_gate_saw():
+    rows = [{"number": 0, "search_figure": 0.619, "rejected": None},
+            {"number": 1, "search_figure": 0.661, "rejected": None, "advantage_dev_ci": [-0.102, 0.187]}]
+    selection = {"gate": "on", "rule": "spearman", "rows": rows,
+                 "test": {"winner": 1, "winner_advantage": 0.041, "items": 40, "method": "bootstrap over items",
+                          "passed": False, "refused": None, "guard": {"objective": "mae", "worse": False}}}
+    line = gate_line(selection)
+    assert "trial 1, best on the search items (0.661 vs the default's 0.619)" in line
+    assert "+0.041 [-0.102, +0.187]" in line and line.endswith("not above zero; the default shipped")
+    g = {"n": 80, "gated": True, **{k: {"value": 0.0, "low": 0.0, "high": 0.0} for k in ("spearman", "mae")}}
+    assert gain_line({"gain": g, "selection": selection}).split("\n")[1] == line
+    refused = {**selection, "test": {**selection["test"], "refused": "the dev split holds 2 questions"}}
+    assert gate_line(refused) == "gate: no test (the dev split holds 2 questions)"
+    assert gate_line({**selection, "gate": "off"}) is None
 
 
 # 7. the label range without the test rows

@@ -184,8 +184,39 @@ def harmful_gain(g: dict[str, Any]) -> str | None:
             + ", ".join(worse))
 
 
+def gate_line(selection: dict[str, Any] | None) -> str | None:
+    """What the gate saw, in one line: the challenger chosen on the search items, its dev advantage with
+    its interval, and why the default shipped when it did (None for a run without the gate)."""
+    if not selection or selection.get("gate") != "on":
+        return None
+    test, rows = selection.get("test") or {}, selection["rows"]
+    name, fmt = selection["rule"], (lambda x: "-" if x is None else f"{x:+.3f}")  # noqa: E731
+    name = "Spearman" if name == "spearman" else "MAE (default's minus its own)"
+    if test.get("refused"):
+        return f"gate: no test ({test['refused']})"
+    if test.get("winner") is None:
+        best = max((r for r in rows[1:] if r.get("search_figure") is not None and not r.get("rejected")),
+                   key=lambda r: r["search_figure"], default=None)
+        if best is None:
+            return "gate: no challenger left to test; the default shipped"
+        return (f"gate: no challenger beat the default on the search items (best {best['search_figure']:.3f}, trial "
+                f"{best['number']}, vs the default's {rows[0]['search_figure']:.3f}); the default shipped")
+    win = rows[test["winner"]]
+    low, high = win.get("advantage_dev_ci") or (None, None)
+    line = (f"gate: trial {win['number']}, best on the search items ({win['search_figure']:.3f} vs the default's "
+            f"{rows[0]['search_figure']:.3f}), had a dev advantage of {fmt(test.get('winner_advantage'))} "
+            f"[{fmt(low)}, {fmt(high)}] in {name} on {test.get('items')} dev items ({test.get('method')}, 95%)")
+    guard = test.get("guard") or {}
+    if test.get("passed"):
+        return line + "; it shipped"
+    if guard.get("worse"):
+        return line + f", but its {guard['objective']} was worse than the default's beyond noise; the default shipped"
+    return line + ": not above zero; the default shipped"
+
+
 def gain_line(metrics: dict[str, Any]) -> str:
-    """One line on what tuning bought: the gain over the default on test, and the gate's verdict."""
+    """What tuning bought: the gain over the default on test and the gate's verdict in one line, then what
+    the gate saw (``gate_line``) and any warning, one line each."""
     g = metrics.get("gain")
     if not g or g.get("spearman") is None:
         return "gain over the default judge: not measured"
@@ -193,8 +224,11 @@ def gain_line(metrics: dict[str, Any]) -> str:
     parts = [f"{name} {fmt(g[key]['value'])} [{fmt(g[key]['low'])}, {fmt(g[key]['high'])}]"
              for name, key in (("Spearman", "spearman"), ("per-group Spearman", "spearman_per_group"), ("MAE", "mae"))
              if g.get(key)]
-    verdict = ("the default shipped: no reliable gain on the selection items" if g["gated"] else "a tuned judge shipped")
+    verdict = "the default shipped" if g["gated"] else "a tuned judge shipped"
     line = f"gain over the default judge on {g['n']} test items (paired 95%): {', '.join(parts)}; {verdict}"
+    gate = gate_line(metrics.get("selection"))
+    if gate:
+        line += f"\n{gate}"
     if g.get("warning"):
         line += f"\nwarning: {g['warning']}"
     if metrics.get("vs_constant", {}).get("worse"):
