@@ -98,8 +98,8 @@ def _winner_trial(selection: dict[str, Any]) -> int | None:
     return None if winner is None else selection["rows"][winner]["number"]
 
 
-def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, runs: str) -> list[dict[str, Any]]:
-    rows = []
+def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, runs: str):
+    """The gate's row, then the old rule's (a generator: each row as its run ends)."""
     for rule, gate in (("gate", "on"), ("old", "off")):
         lm = {"lm": args.lm, "api_base": args.api_base} if args.lm else {}
         spec = RunSpec(name=f"gain-{dataset}-{judge}-{trials}-{gate}", judge=judge, data=dataset, seed=args.seed,
@@ -108,8 +108,7 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
                        per_question=args.per_question, fixed=dict(args.fix or {}), **lm)
         start = time.perf_counter()
         config, _, _ = tune(spec, runs_dir=runs, progress=False, n_resamples=args.resamples)
-        rows.append(gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start))
-    return rows
+        yield gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start)
 
 
 def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None) -> dict[str, Any]:
@@ -223,17 +222,15 @@ def main() -> None:
                     continue
                 for trials in args.trials:
                     try:
-                        rows = set_rows(dataset, judge, trials, args, folder)
+                        for row in set_rows(dataset, judge, trials, args, folder):
+                            result["rows"].append(row)
+                            print(json.dumps(row), file=sys.stderr, flush=True)
+                            save()
                     except Exception as exc:  # a judge that does not fit this data: say so, keep the others
                         result["skipped"].append({"dataset": dataset, "judge": judge, "trials": trials,
                                                   "reason": f"{type(exc).__name__}: {exc}"[:500]})
                         print(f"skipped {dataset} {judge}: {exc}", file=sys.stderr, flush=True)
                         save()
-                        continue
-                    result["rows"].extend(rows)
-                    for r in rows:
-                        print(json.dumps(r), file=sys.stderr, flush=True)
-                    save()
     gated = [r for r in result["rows"] if r["rule"] == "gate"]
     gains = [r["gain"] for r in gated if r["gain"] is not None]
     result["summary"] = {
