@@ -50,7 +50,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import optuna  # noqa: E402
 
-from judgetune.testing.planted import TESTBEDS, run_testbed  # noqa: E402
+from judgetune.testing.planted import TESTBEDS, gate_testbed  # noqa: E402
 from judgetune.tuning import RunSpec, tune  # noqa: E402
 
 # the sets of the issue, each with the judges that apply (embedding: the cheap control)
@@ -111,6 +111,14 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
         yield gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start)
 
 
+def run_testbed(name: str, seed: int, folder, *, reject=None) -> dict:
+    """One seeded run of the gate testbed ``name`` (``TESTBEDS``), its study in memory: judge.json's metrics."""
+    spec, lm = gate_testbed(name, seed, folder)
+    config, _, _ = tune(RunSpec(**spec), runs_dir=folder, storage=optuna.storages.InMemoryStorage(), lm=lm,
+                        progress=False, reject=reject, n_resamples=200)
+    return config.metrics
+
+
 def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None) -> dict[str, Any]:
     """``runs`` seeded runs of the gate testbed ``name`` (``TESTBEDS``): how often the default shipped, and how
     often the gate passed with a test gain whose interval is above 0. The figures are ``into[name]``, updated
@@ -159,7 +167,7 @@ def _fixed(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def _testbed_runs(text: str) -> tuple[str, int]:
+def _gate_testbeds(text: str) -> tuple[str, int]:
     name, _, runs = text.partition("=")
     if name not in TESTBEDS or not runs.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=N with NAME one of {', '.join(TESTBEDS)}")
@@ -183,7 +191,7 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     parser.add_argument("--judges", nargs="+", help="only these judges (of those that apply to each set)")
     parser.add_argument("--trials", type=int, nargs="+", help="trial budgets (default: 4 quick, 12 full)")
-    parser.add_argument("--testbeds", nargs="+", metavar="NAME=N", type=_testbed_runs,
+    parser.add_argument("--testbeds", nargs="+", metavar="NAME=N", type=_gate_testbeds,
                         default=[("null", 200), ("null-grouped", 200), ("planted", 100), ("planted-150", 100)],
                         help=f"seeded runs per gate testbed, of {', '.join(TESTBEDS)} (N=0: skip)")
     parser.add_argument("--no-sets", action="store_true", help="run the testbeds only")

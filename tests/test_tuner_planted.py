@@ -26,8 +26,8 @@ from judgetune.testing.planted import (
     GATE_SPEC,
     PLANTED_INSTRUCTION,
     PlantedLM,
+    gate_testbed,
     planted_examples,
-    run_testbed,
 )
 from judgetune.tuning import (
     InstructionPool,
@@ -39,6 +39,7 @@ from judgetune.tuning import (
     select,
     select_on_dev,
     total_calls,
+    tune,
 )
 
 K, DEMO_SEED = 3, 5
@@ -178,6 +179,14 @@ def test_sample_efficiency_against_exhaustive_search(data, tmp_path):
                                      **common)
         assert total_calls(study) <= 0.3 * calls + 30
         assert best_search_spearman(study) >= best - 0.02, (seed, best_search_spearman(study), best, total_calls(study))
+
+
+def run_testbed(name: str, seed: int, folder, *, reject=None) -> dict:
+    """One seeded run of the gate testbed ``name`` (``TESTBEDS``), its study in memory: judge.json's metrics."""
+    spec, lm = gate_testbed(name, seed, folder)
+    config, _, _ = tune(RunSpec(**spec), runs_dir=folder, storage=optuna.storages.InMemoryStorage(), lm=lm,
+                        progress=False, reject=reject, n_resamples=200)
+    return config.metrics
 
 
 @pytest.mark.parametrize("seed", [0, 1])

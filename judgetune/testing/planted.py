@@ -173,20 +173,15 @@ class GateLM(PlantedLM):
         return self.base + self.boost * (GATE_INSTRUCTION in messages[0]["content"])
 
 
-def run_testbed(name: str, seed: int, folder, *, reject=None, n_resamples: int = 200) -> dict:
-    """One seeded run of the gate testbed ``name`` (of :data:`TESTBEDS`), its study in memory and its
-    files in ``folder``: the frozen judge's metrics (judge.json's)."""
-    import optuna
 
+def gate_testbed(name: str, seed: int, folder) -> tuple[dict, GateLM]:
+    """The inputs of one seeded run of the gate testbed ``name`` (of :data:`TESTBEDS`): its items written
+    to ``folder``, the keyword arguments of its ``RunSpec``, and its LM."""
     from judgetune.datasets import write_examples
-    from judgetune.tuning import RunSpec, tune
 
     bed = TESTBEDS[name]
     examples = planted_examples(bed["items"], seed=seed, per_group=bed.get("per_group"))
     data = f"{folder}/{name}{seed}.jsonl"
     write_examples(data, examples)
-    spec = RunSpec(name=f"{name}{seed}", data=data, seed=seed, **{**GATE_SPEC, **bed["spec"]})
-    config, _, _ = tune(spec, runs_dir=folder, storage=optuna.storages.InMemoryStorage(),
-                        lm=GateLM.for_testbed(examples, bed["kind"], seed), progress=False, reject=reject,
-                        n_resamples=n_resamples)
-    return config.metrics
+    spec = {"name": f"{name}{seed}", "data": data, "seed": seed, **GATE_SPEC, **bed["spec"]}
+    return spec, GateLM.for_testbed(examples, bed["kind"], seed)
