@@ -228,7 +228,7 @@ def test_the_gain_line_says_what_the_gate_saw():
     rows = [{"number": 0, "search_figure": 0.619, "rejected": None},
             {"number": 1, "search_figure": 0.661, "rejected": None, "advantage_dev_ci": [-0.102, 0.187]}]
     selection = {"gate": "on", "rule": "spearman", "rows": rows,
-                 "test": {"winner": 1, "winner_advantage": 0.041, "items": 40, "method": "bootstrap over items",
+                 "test": {"winner": 1, "winner_advantage": 0.041, "items": 40, "method": "jackknife t over items",
                           "passed": False, "refused": None, "guard": {"objective": "mae", "worse": False}}}
     line = gate_line(selection)
     assert "trial 1, best on the search items (0.661 vs the default's 0.619)" in line

@@ -337,7 +337,7 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.
         progress: a bar over the trials on a terminal, else one line per trial, and the scoring bars
             (standard error); False: silent.
         reject: a predicate over a candidate's selection row saying why it may not ship (or None).
-        n_resamples: bootstrap resamples of the reported intervals (the gate always draws 1000).
+        n_resamples: bootstrap resamples of the reported intervals (the gate's are t intervals).
 
     Returns:
         The frozen config, the run folder, and the study.
