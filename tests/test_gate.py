@@ -115,7 +115,7 @@ def test_with_enough_dev_questions_a_clear_edge_passes_and_noise_does_not():
     test = gate("spearman", [default, challenger], gold, groups, [1], 1)
     assert test["passed"] and test["refused"] is None and test["method"] == "t over questions"
     assert test["lower_bound"] == pytest.approx(test["interval"][1][0]) and test["lower_bound"] > 0
-    _, _, other, _ = grouped(8, seed=1)  # another draw of the same noisy judge: no edge
+    # another draw of the same noisy judge: no edge, it passes at most now and then
     passed = [gate("spearman", [default, grouped(8, seed=s)[2]], gold, groups, [1], 1)["passed"] for s in range(20)]
     assert sum(passed) <= 3
 
