@@ -102,8 +102,8 @@ def _warn_few_questions(spec: RunSpec, selection: list[Example], dev: list[Examp
         return
     hint = ("keep fewer answers per question (--per-question N) to see more questions" if spec.per_question is None
             else "raise --search-items / --dev-items")
-    gate = (f"it makes no test with fewer than {MIN_GATE_GROUPS}, the default ships"
-            if dev_questions < MIN_GATE_GROUPS else "it can hardly tell judges apart with so few")
+    gate = (f"makes no test with fewer than {MIN_GATE_GROUPS} (the default ships)"
+            if dev_questions < MIN_GATE_GROUPS else "can hardly tell judges apart with so few")
     log.warning("%s: the %d selection items (search and dev) come from only %d question(s), the %d dev items the gate "
                 "tests on from %d: the calibrator learns from few questions and may not carry to others, and the "
                 "gate %s; %s", spec.data, len(selection), questions, len(dev), dev_questions, gate, hint)
