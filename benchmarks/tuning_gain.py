@@ -11,7 +11,7 @@ reuses the first run's cached answers, so its count is lower) and wall seconds (
 shared machine).
 
 Testbeds (deterministic LMs, ``judgetune.testing.planted.TESTBEDS``): ``null`` (every instruction equal up
-to noise; 40 dev items) and ``null-grouped`` (questions of 12 answers, 3-5 of them in dev) count the runs where
+to noise; 40 dev items) and ``null-grouped`` (20 questions of 12 answers, 4 of them in dev) count the runs where
 the default shipped (goal: at least 95%); ``planted`` (a truly better instruction; 40 dev items) and
 ``planted-150`` (150 dev items) the runs where the gate passed and the test gain's interval is above 0
 (goals: 90% and 99%).

@@ -144,7 +144,7 @@ GATE_SPEC = {"judge": "rubric", "fixed": {"reasoning": False, "scoring": "expect
 
 # the gate's testbeds (benchmarks/tuning_gain.py measures their rates; tests run a few seeds): the LM kind,
 # the items and the run settings beyond GATE_SPEC. "null" and "planted" at the benchmark's quick dev size (40
-# items); "null-grouped": questions of 12 answers, 3-5 of them in dev; "planted-150": 150 dev items.
+# items); "null-grouped": 20 questions of 12 answers, 4 of them in dev; "planted-150": 150 dev items.
 TESTBEDS = {"null": {"kind": "null", "items": GATE_ITEMS, "spec": {"dev_items": 40}},
             "null-grouped": {"kind": "null", "items": 240, "per_group": 12, "spec": {}},
             "planted": {"kind": "planted", "items": GATE_ITEMS, "spec": {"dev_items": 40}},
