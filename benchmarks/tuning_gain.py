@@ -10,16 +10,25 @@ median), whether the default shipped (``gated``), LM calls (answers computed; th
 reuses the first run's cached answers, so its count is lower) and wall seconds (inflated on a
 shared machine).
 
-Testbeds (deterministic LMs, ``judgetune.testing.planted.GateLM``): the null one (every
-instruction equal up to noise) counts the runs where the default shipped; the planted one (a truly
-better instruction) counts the runs where the gate passed and the test gain's interval excludes 0.
+Testbeds (deterministic LMs, ``judgetune.testing.planted.TESTBEDS``): ``null`` (every instruction equal up
+to noise; 40 dev items) and ``null-grouped`` (20 questions of 12 answers, 4 of them in dev) count the runs where
+the default shipped (goal: at least 95%); ``planted`` (a truly better instruction; 40 dev items) and
+``planted-150`` (150 dev items) the runs where the gate passed and the test gain's interval is above 0
+(goals: 90% and 99%).
 
-    python benchmarks/tuning_gain.py [--quick] [--json] [--out PATH] [--sets ...] [--judges ...]
-        [--trials N ...] [--testbeds N_NULL N_PLANTED] [--no-sets]
+    python benchmarks/tuning_gain.py [--quick | --user] [--json] [--out PATH] [--sets ...] [--judges ...]
+        [--trials N ...] [--testbeds NAME=N ...] [--no-sets] [--lm SPEC [--api-base URL]] [--fix KEY=VALUE ...]
+        [--search-items N] [--dev-items N] [--test-items N]
 
-JSON: ``{"meta", "rows": [...], "testbeds": {"null": {"runs", "default_shipped"}, "planted": {"runs",
-"gain_detected"}}}``; with ``--out`` the file is rewritten after every row (``"complete": false``
-until the last).
+``--user`` runs a user's sizes (60 search, 80 dev, 150 test items; a set with fewer labels gives fewer);
+``--lm SPEC`` the LM judges on that model, e.g. the grading model:
+
+    python benchmarks/tuning_gain.py --user --no-testbeds --lm local:qwen1.5b --sets sts2012-msrpar stsb \\
+        --judges rubric --fix reasoning=false --out benchmarks/results/tuning_gain-user-qwen1.5b.json
+
+JSON: ``{"meta", "rows": [...], "testbeds": {NAME: {"runs", "default_shipped", "gain_detected", "refused",
+"..._rate", "details"}}}``; with ``--out`` the file is rewritten after every row and testbed run
+(``"complete": false`` until the last).
 """
 
 from __future__ import annotations
@@ -41,15 +50,18 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import optuna  # noqa: E402
 
-from judgetune.datasets import write_examples  # noqa: E402
-from judgetune.testing.planted import GATE_ITEMS, GATE_SPEC, GateLM, planted_examples  # noqa: E402
+from judgetune.testing.planted import TESTBEDS, gate_testbed  # noqa: E402
 from judgetune.tuning import RunSpec, tune  # noqa: E402
 
 # the sets of the issue, each with the judges that apply (embedding: the cheap control)
 GRADED = ("hybrid", "rubric", "embedding")
-SETS = {**{name: ("likelihood", *GRADED) for name in ("sts2012-msrpar", "stsb", "summac-summeval",
-                                                      "summac-xsumfaith", "llmbar-natural")},
+SETS = {**{name: ("likelihood", *GRADED) for name in ("sts2012-msrpar", "stsb")},
+        **{name: ("likelihood", *GRADED, "factcheck") for name in ("summac-summeval", "summac-xsumfaith")},
+        "llmbar-natural": ("likelihood", *GRADED, "pairwise"),
         **{name: GRADED for name in ("linkage-webglm", "linkage-trec-dl-nf", "linkage-antique", "ragchecker")}}
+# sizes: --quick (minutes per set on 2 cores), the default (full), --user (what a user with 300-500 labels has:
+# at least 60 dev items); --search-items / --dev-items / --test-items override any of them
+SIZES = {"quick": (16, 40, 100), "full": (40, 150, 300), "user": (60, 80, 150)}
 
 
 def figure(metrics: dict[str, Any] | None, grouped: bool) -> float | None:
@@ -65,6 +77,7 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
     spearman = gain.get("spearman_per_group" if grouped else "spearman") or {}
     mae = gain.get("mae") or {}
     default = m.get("default_test", m["test"])
+    test = m["selection"].get("test") or {}
     return {"dataset": dataset, "judge": judge, "rule": rule, "trials": trials, "n_test": gain["n"],
             "spearman_kind": "per group" if grouped else "global",
             "default_spearman": figure(default, grouped), "tuned_spearman": figure(m["test"], grouped),
@@ -73,41 +86,64 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
             "tuned_mae": m["test"].get("mae"), "constant_mae": m["baselines"]["constant"].get("mae"),
             "mae_vs_constant": m["vs_constant"].get("mae"), "worse_than_constant": m["vs_constant"]["worse"],
             "gated": gain["gated"], "calibrator": config.calibrator["kind"] if config.calibrator else None,
+            "gate_winner_trial": _winner_trial(m["selection"]), "gate_advantage": test.get("winner_advantage"),
+            "gate_low": test.get("lower_bound"), "gate_refused": test.get("refused"), "warning": gain.get("warning"),
+            "lm": config.lm["spec"] if config.lm else None,
             "lm_calls": m["search"]["lm_calls"] + m["selection"].get("lm_calls", 0), "seconds": round(seconds, 1)}
 
 
-def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, runs: str) -> list[dict[str, Any]]:
-    rows = []
+def _winner_trial(selection: dict[str, Any]) -> int | None:
+    """The trial the gate tested (chosen on the search items), or None."""
+    winner = (selection.get("test") or {}).get("winner")
+    return None if winner is None else selection["rows"][winner]["number"]
+
+
+def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, runs: str):
+    """The gate's row, then the old rule's (a generator: each row as its run ends)."""
     for rule, gate in (("gate", "on"), ("old", "off")):
+        lm = {"lm": args.lm, "api_base": args.api_base} if args.lm else {}
         spec = RunSpec(name=f"gain-{dataset}-{judge}-{trials}-{gate}", judge=judge, data=dataset, seed=args.seed,
                        n_trials=trials, search_items=args.search_items, dev_items=args.dev_items,
                        test_items=args.test_items, fit_items=args.fit_items, gate=gate,
-                       per_question=args.per_question)
+                       per_question=args.per_question, fixed=dict(args.fix or {}), **lm)
         start = time.perf_counter()
         config, _, _ = tune(spec, runs_dir=runs, progress=False, n_resamples=args.resamples)
-        rows.append(gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start))
-    return rows
+        yield gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start)
 
 
-def testbed(kind: str, runs: int, folder: str) -> dict[str, Any]:
-    """``runs`` seeded runs of the ``kind`` testbed: how often the default shipped, how often the gate
-    passed with a test gain whose interval excludes 0."""
-    shipped = detected = 0
-    details = []
+def run_testbed(name: str, seed: int, folder, *, reject=None) -> dict:
+    """One seeded run of the gate testbed ``name`` (``TESTBEDS``), its study in memory: judge.json's metrics."""
+    spec, lm = gate_testbed(name, seed, folder)
+    config, _, _ = tune(RunSpec(**spec), runs_dir=folder, storage=optuna.storages.InMemoryStorage(), lm=lm,
+                        progress=False, reject=reject, n_resamples=200)
+    return config.metrics
+
+
+def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None) -> dict[str, Any]:
+    """``runs`` seeded runs of the gate testbed ``name`` (``TESTBEDS``): how often the default shipped, and how
+    often the gate passed with a test gain whose interval is above 0. The figures are ``into[name]``, updated
+    (and ``save`` called) as each run ends."""
+    out: dict[str, Any] = {"runs": 0, "settings": TESTBEDS[name], "default_shipped": 0, "gain_detected": 0,
+                           "refused": 0, "details": []}
+    into[name] = out
+    start = time.perf_counter()
     for seed in range(runs):
-        examples = planted_examples(GATE_ITEMS, seed=seed)
-        data = Path(folder) / f"{kind}{seed}.jsonl"
-        write_examples(data, examples)
-        spec = RunSpec(name=f"{kind}{seed}", data=str(data), seed=seed, **GATE_SPEC)
-        config, _, _ = tune(spec, runs_dir=folder, storage=optuna.storages.InMemoryStorage(),
-                            lm=GateLM.for_testbed(examples, kind, seed), progress=False, n_resamples=200)
-        gain, test = config.metrics["gain"], config.metrics["selection"]["test"]
-        shipped += gain["gated"]
-        detected += (not gain["gated"]) and gain["spearman"]["low"] > 0
-        details.append({"seed": seed, "gated": gain["gated"], "lower_bound": test.get("lower_bound"),
-                        "gain": gain["spearman"]})
-    key = "default_shipped" if kind == "null" else "gain_detected"
-    return {"runs": runs, key: shipped if kind == "null" else detected, "details": details}
+        metrics = run_testbed(name, seed, folder)
+        gain, test = metrics["gain"], metrics["selection"]["test"]
+        out["runs"] += 1
+        out["default_shipped"] += gain["gated"]
+        out["gain_detected"] += (not gain["gated"]) and (gain["spearman"] or {}).get("low", 0) > 0
+        out["refused"] += test.get("refused") is not None
+        out["details"].append({"seed": seed, "gated": gain["gated"], "dev_items": test.get("items"),
+                               "dev_groups": test.get("groups"), "winner_advantage": test.get("winner_advantage"),
+                               "lower_bound": test.get("lower_bound"), "refused": test.get("refused"),
+                               "gain": gain["spearman"]})
+        out["default_shipped_rate"] = out["default_shipped"] / out["runs"]
+        out["gain_detected_rate"] = out["gain_detected"] / out["runs"]
+        out["seconds_per_run"] = round((time.perf_counter() - start) / out["runs"], 1)
+        if save is not None:
+            save()
+    return out
 
 
 def meta(args: argparse.Namespace) -> dict[str, Any]:
@@ -116,20 +152,50 @@ def meta(args: argparse.Namespace) -> dict[str, Any]:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return {"date": datetime.date.today().isoformat(), "commit": commit.strip(),
             "machine": f"{os.cpu_count()}-core {platform.machine()}, load {load} (shared: timings inflated)",
-            "command": " ".join(["python", *sys.argv]), "quick": args.quick,
+            "command": " ".join(["python", *sys.argv]), "quick": args.quick, "user": args.user,
+            "lm": args.lm, "sizes": {"search": args.search_items, "dev": args.dev_items, "test": args.test_items},
             "per_question": args.per_question}
+
+
+def _fixed(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _gate_testbeds(text: str) -> tuple[str, int]:
+    name, _, runs = text.partition("=")
+    if name not in TESTBEDS or not runs.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=N with NAME one of {', '.join(TESTBEDS)}")
+    return name, int(runs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (minutes per set and judge on 2 cores)")
+    parser.add_argument("--user", action="store_true",
+                        help="a user's sizes: 60 search, 80 dev, 150 test items (fewer where the set has fewer)")
+    parser.add_argument("--search-items", type=int)
+    parser.add_argument("--dev-items", type=int)
+    parser.add_argument("--test-items", type=int)
+    parser.add_argument("--lm", help="the LM spec of the LM judges (default: RunSpec's, local:smollm2)")
+    parser.add_argument("--api-base", help="the server of an --lm that needs one")
+    parser.add_argument("--fix", nargs="+", type=_fixed, metavar="KEY=VALUE",
+                        help="fixed judge settings of every run, as `judgetune tune --fix` (e.g. reasoning=false)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.add_argument("--out", type=Path, help="write the JSON here (rewritten after every row)")
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     parser.add_argument("--judges", nargs="+", help="only these judges (of those that apply to each set)")
     parser.add_argument("--trials", type=int, nargs="+", help="trial budgets (default: 4 quick, 12 full)")
-    parser.add_argument("--testbeds", type=int, nargs=2, metavar=("N_NULL", "N_PLANTED"), default=[40, 20])
+    parser.add_argument("--testbeds", nargs="+", metavar="NAME=N", type=_gate_testbeds,
+                        default=[("null", 200), ("null-grouped", 200), ("planted", 100), ("planted-150", 100)],
+                        help=f"seeded runs per gate testbed, of {', '.join(TESTBEDS)} (N=0: skip)")
     parser.add_argument("--no-sets", action="store_true", help="run the testbeds only")
+    parser.add_argument("--no-testbeds", action="store_true", help="run the sets only")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit-items", type=int, default=None)
     parser.add_argument("--per-question", type=int, default=None,
@@ -138,9 +204,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     args.trials = args.trials or [4 if args.quick else 12]
-    args.search_items = 16 if args.quick else 40
-    args.dev_items = 40 if args.quick else 150
-    args.test_items = 100 if args.quick else 300
+    sizes = SIZES["quick" if args.quick else "user" if args.user else "full"]
+    args.search_items, args.dev_items, args.test_items = (given if given is not None else size for given, size in zip(
+        (args.search_items, args.dev_items, args.test_items), sizes))
     args.resamples = 200 if args.quick else 1000
     if args.quick and args.fit_items is None:
         args.fit_items = 400  # the hybrid's fit and demo pool: 400 training items (seeded) keep a quick run quick
@@ -152,10 +218,10 @@ def main() -> None:
             args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 
     with tempfile.TemporaryDirectory() as folder:
-        for kind, runs in (("null", args.testbeds[0]), ("planted", args.testbeds[1])):
+        for name, runs in [] if args.no_testbeds else args.testbeds:
             if runs:
-                result["testbeds"][kind] = testbed(kind, runs, folder)
-                print(f"testbed {kind}: {json.dumps({k: v for k, v in result['testbeds'][kind].items() if k != 'details'})}",
+                bed = testbed(name, runs, folder, result["testbeds"], save)
+                print(f"testbed {name}: {json.dumps({k: v for k, v in bed.items() if k != 'details'})}",
                       file=sys.stderr, flush=True)
                 save()
         for dataset in [] if args.no_sets else args.sets:
@@ -164,17 +230,15 @@ def main() -> None:
                     continue
                 for trials in args.trials:
                     try:
-                        rows = set_rows(dataset, judge, trials, args, folder)
+                        for row in set_rows(dataset, judge, trials, args, folder):
+                            result["rows"].append(row)
+                            print(json.dumps(row), file=sys.stderr, flush=True)
+                            save()
                     except Exception as exc:  # a judge that does not fit this data: say so, keep the others
                         result["skipped"].append({"dataset": dataset, "judge": judge, "trials": trials,
                                                   "reason": f"{type(exc).__name__}: {exc}"[:500]})
                         print(f"skipped {dataset} {judge}: {exc}", file=sys.stderr, flush=True)
                         save()
-                        continue
-                    result["rows"].extend(rows)
-                    for r in rows:
-                        print(json.dumps(r), file=sys.stderr, flush=True)
-                    save()
     gated = [r for r in result["rows"] if r["rule"] == "gate"]
     gains = [r["gain"] for r in gated if r["gain"] is not None]
     result["summary"] = {

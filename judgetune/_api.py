@@ -346,23 +346,28 @@ def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "loca
 
 
 def evaluate(judge: str | FrozenJudge, data: Any, *, split: str = "test", lm: Any = "local:smollm2",
-             seed: int = 0, n_resamples: int = 1000, fields: dict[str, str] | None = None, label: str | None = None,
-             **params: Any) -> Rows:
+             seed: int | None = None, n_resamples: int = 1000, fields: dict[str, str] | None = None,
+             label: str | None = None, **params: Any) -> Rows:
     """Rows of agreement with the human labels on one split of ``data`` (a catalog name, a file, a list of dicts or
     a DataFrame): the judge (a kind, untuned, with ``params``; or a frozen judge, calibrated) beside the trivial
     baselines, with 95% intervals. ``fields`` and ``label`` map your own columns (see
-    :func:`judgetune.datasets.read_examples`); ``lm`` is a spec, a ``load_lm`` result or a ``dspy.LM``."""
+    :func:`judgetune.datasets.read_examples`); ``lm`` is a spec, a ``load_lm`` result or a ``dspy.LM``. ``seed``
+    seeds the split (default 0); a frozen judge is scored on the split it was tuned on (its recorded seed; another
+    ``seed`` is refused, and data it was not tuned on is said in a warning)."""
     with tempfile.TemporaryDirectory(prefix="judgetune-") as tmp:
         return Rows(_evaluate(judge, _data_file(data, Path(tmp)), split=split, lm=lm, seed=seed,
                               n_resamples=n_resamples, fields=fields, label=label, params=params))
 
 
-def _evaluate(judge: str | FrozenJudge, data: str, *, split: str, lm: Any, seed: int, n_resamples: int,
+def _evaluate(judge: str | FrozenJudge, data: str, *, split: str, lm: Any, seed: int | None, n_resamples: int,
               fields: dict[str, str] | None, label: str | None, params: dict[str, Any]) -> list[dict[str, Any]]:
     from judgetune import datasets, evaluation, stats
     from judgetune.judges import judge_class, make_judge
     from judgetune.lm import load_lm
 
+    frozen = [judge.config] if isinstance(judge, FrozenJudge) else []
+    seed = evaluation.heldout_seed(frozen, seed, split)
+    evaluation.warn_other_data(frozen, data)
     examples, label_range = datasets.load_data(data, fields=fields, label=label)
     splits = datasets.split_examples([e for e in examples if e.judgment is not None], seed=seed)
     test = splits[split]
@@ -392,17 +397,24 @@ def _evaluate(judge: str | FrozenJudge, data: str, *, split: str, lm: Any, seed:
 
 
 def compare(judges: Mapping[str, FrozenJudge | str | Path] | Sequence[FrozenJudge | str | Path], data: Any, *,
-            split: str | None = "test", seed: int = 0, n_resamples: int = 1000, fields: dict[str, str] | None = None,
-            label: str | None = None) -> dict[str, Rows]:
+            split: str | None = "test", seed: int | None = None, n_resamples: int = 1000,
+            fields: dict[str, str] | None = None, label: str | None = None) -> dict[str, Rows]:
     """Several frozen judges (objects or judge.json paths; a mapping names them) on the same items of ``data``:
     ``{"rows": metrics with 95% intervals per judge, "pairs": paired Wilcoxon tests on absolute errors}``.
-    ``split`` None scores every labeled item; otherwise the seeded split of that name."""
+    ``split`` None scores every labeled item; otherwise that split of the seed the judges were tuned with
+    (``seed`` default 0 for untuned ones; another seed than a judge's own is refused, as are judges tuned on
+    different splits; data they were not tuned on is said in a warning)."""
     from judgetune import datasets, evaluation
+    from judgetune.config import JudgeConfig
 
     named = dict(judges) if isinstance(judges, Mapping) else {
         (str(j) if isinstance(j, (str, Path)) else f"{i}: {j.config.judge}"): j for i, j in enumerate(judges)}
+    configs = [j.config if isinstance(j, FrozenJudge) else JudgeConfig.load(j) for j in named.values()]
+    seed = evaluation.heldout_seed(configs, seed, split)
     with tempfile.TemporaryDirectory(prefix="judgetune-") as tmp:
-        examples, label_range = datasets.load_data(_data_file(data, Path(tmp)), fields=fields, label=label)
+        path = _data_file(data, Path(tmp))
+        evaluation.warn_other_data(configs, path)
+        examples, label_range = datasets.load_data(path, fields=fields, label=label)
     examples = [e for e in examples if e.judgment is not None]
     if split is not None:
         examples = datasets.split_examples(examples, seed=seed)[split]

@@ -8,6 +8,7 @@ import logging
 import re
 import sys
 import traceback
+import warnings
 from pathlib import Path
 
 from judgetune import datasets, evaluation, judges, reproduce, tuning
@@ -533,15 +534,20 @@ def _compare(args: argparse.Namespace) -> None:
     from judgetune.evaluation import compare_scores
 
     examples, label_range = _load_data(args)
-    if args.data in datasets.CATALOG or args.split != "all":
-        examples = datasets.split_examples(examples, seed=args.seed)[args.split if args.split != "all" else "test"]
-    examples = datasets.limit_by_group(examples, args.limit, seed=args.seed)
+    configs = {str(path): JudgeConfig.load(path) for path in args.configs}
+    split = args.split if args.split != "all" else "test" if args.data in datasets.CATALOG else None
+    seed = evaluation.heldout_seed(list(configs.values()), args.seed, split)  # a judge's own split, never another
+    with warnings.catch_warnings():  # said once, by the log line on stderr
+        warnings.simplefilter("ignore", UserWarning)
+        evaluation.warn_other_data(list(configs.values()), args.data)
+    if split is not None:
+        examples = datasets.split_examples(examples, seed=seed)[split]
+    examples = datasets.limit_by_group(examples, args.limit, seed=seed)
     scores = {}
-    for path in args.configs:
-        config = JudgeConfig.load(path)
-        _, scores[str(path)] = score_examples(config, examples, load_config_lm(config, timeout=args.timeout),
-                                              progress=not args.json)
-    result = compare_scores(scores, examples, label_range=label_range, n_resamples=args.resamples, seed=args.seed)
+    for path, config in configs.items():
+        _, scores[path] = score_examples(config, examples, load_config_lm(config, timeout=args.timeout),
+                                         progress=not args.json)
+    result = compare_scores(scores, examples, label_range=label_range, n_resamples=args.resamples, seed=seed)
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -890,7 +896,8 @@ def build_parser() -> argparse.ArgumentParser:
     _column_options(compare)
     compare.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
     compare.add_argument("--limit", type=_count)
-    compare.add_argument("--seed", type=_seed, default=0)
+    compare.add_argument("--seed", type=_seed, default=None,
+                         help="seeds the split of judges that were not tuned (default 0); a tuned judge's own is used")
     compare.add_argument("--resamples", type=_count, default=1000)
     _timeout_option(compare)
     compare.add_argument("--mirror", type=Path)

@@ -182,6 +182,13 @@ def test_demos_are_stratified_by_label_and_seeded():
     assert not {d.id for d in pick_demos(pool, 20, seed=0, exclude=["0", "1"])} & {"0", "1"}
 
 
+def test_demos_span_a_continuous_scale():
+    pool = [Example(id=str(i), answer="a", label=round(0.2 * (i % 26), 1)) for i in range(78)]  # 0.0, 0.2, ..., 5.0
+    for seed in range(10):
+        labels = sorted(d.label for d in pick_demos(pool, 3, seed=seed))
+        assert labels[0] < 5 / 3 < labels[1] < 10 / 3 < labels[2], (seed, labels)  # one in each third of 0-5
+
+
 def test_settings_are_checked_against_the_search_space():
     space = RubricJudge.space()
     assert check_params(space, {"k": 2}, judge="rubric")["k"] == 2

@@ -23,11 +23,10 @@ from judgetune.judges import pick_demos
 from judgetune.testing.planted import (
     DECOYS,
     GATE_INSTRUCTION,
-    GATE_ITEMS,
     GATE_SPEC,
     PLANTED_INSTRUCTION,
-    GateLM,
     PlantedLM,
+    gate_testbed,
     planted_examples,
 )
 from judgetune.tuning import (
@@ -182,14 +181,11 @@ def test_sample_efficiency_against_exhaustive_search(data, tmp_path):
         assert best_search_spearman(study) >= best - 0.02, (seed, best_search_spearman(study), best, total_calls(study))
 
 
-def run_testbed(kind: str, seed: int, folder: Path, *, reject=None) -> dict:
-    """One run of the gate's ``kind`` testbed (see ``GateLM``), in memory; its judge.json metrics."""
-    examples = planted_examples(GATE_ITEMS, seed=seed)
-    data = folder / f"{kind}{seed}.jsonl"
-    write_examples(data, examples)
-    spec = RunSpec(name=f"{kind}{seed}", data=str(data), seed=seed, **GATE_SPEC)
-    config, _, _ = tune(spec, runs_dir=folder, storage=optuna.storages.InMemoryStorage(),
-                        lm=GateLM.for_testbed(examples, kind, seed), progress=False, reject=reject, n_resamples=200)
+def run_testbed(name: str, seed: int, folder, *, reject=None) -> dict:
+    """One seeded run of the gate testbed ``name`` (``TESTBEDS``), its study in memory: judge.json's metrics."""
+    spec, lm = gate_testbed(name, seed, folder)
+    config, _, _ = tune(RunSpec(**spec), runs_dir=folder, storage=optuna.storages.InMemoryStorage(), lm=lm,
+                        progress=False, reject=reject, n_resamples=200)
     return config.metrics
 
 
@@ -200,6 +196,14 @@ def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
     assert selection["gated"] and gain["gated"] and selection["chosen_trial"] == 0
     assert len(selection["rows"]) >= 2  # a challenger was compared and turned away
     assert gain["spearman"] == {"value": 0.0, "low": 0.0, "high": 0.0} and gain["n"] == metrics["test"]["n"]
+
+
+def test_on_the_grouped_null_testbed_the_default_ships_after_a_test_over_the_dev_questions(tmp_path):
+    metrics = run_testbed("null-grouped", 1, tmp_path)
+    selection = metrics["selection"]
+    test = selection["test"]
+    assert selection["gated"] and 3 <= test["groups"] <= 5 and test["method"] == "t over questions"
+    assert test["refused"] is None and (test["winner"] is None or test["lower_bound"] <= 0)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -11,6 +11,7 @@ from judgetune.evaluation._evaluate import (
     pair_accuracy,
     timed_verdicts,
 )
+from judgetune.evaluation._heldout import heldout_seed, tuned_seed, warn_other_data
 from judgetune.evaluation._protocol import (
     MODES,
     PROTOCOLS,
@@ -22,5 +23,6 @@ from judgetune.evaluation._protocol import (
 )
 
 __all__ = ["MODES", "PROTOCOLS", "ProtocolDraw", "agreement", "apply_protocol", "compare_scores", "cost_per_item",
-           "cross_fit", "draw_references", "evaluate_judge", "format_rows", "judge_row", "label_range_of",
-           "pair_accuracy", "paired_test", "question_folds", "timed_verdicts"]
+           "cross_fit", "draw_references", "evaluate_judge", "format_rows", "heldout_seed", "judge_row",
+           "label_range_of", "pair_accuracy", "paired_test", "question_folds", "timed_verdicts", "tuned_seed",
+           "warn_other_data"]

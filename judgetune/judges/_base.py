@@ -153,15 +153,20 @@ class Judge(dspy.Module):
 
 
 def pick_demos(pool: Sequence[Example], k: int, *, seed: int, exclude: Sequence[str] = ()) -> list[Example]:
-    """``k`` labeled Examples stratified by label: one per label in turn (labels in a seeded order),
-    each label's Examples in a seeded order. Unlabeled Examples and ``exclude``d ids never appear."""
+    """``k`` labeled Examples stratified by label, so they span the scale: one per label in turn (labels in
+    a seeded order), each label's Examples in a seeded order; with more distinct labels than ``k`` (a
+    continuous scale), one per each of ``k`` bins of neighbouring labels (low to high in equal counts of
+    distinct labels). Unlabeled Examples and ``exclude``d ids never appear."""
     rng = random.Random(seed)
     by_label: dict[float, list[Example]] = defaultdict(list)
     excluded = set(exclude)
     for ex in pool:
         if ex.id not in excluded and (ex.label is not None or ex.preference is not None):
             by_label[ex.label if ex.label is not None else ex.preference].append(ex)
-    buckets = [by_label[label] for label in sorted(by_label)]
+    labels = sorted(by_label)
+    bins = [labels[i * len(labels) // k:(i + 1) * len(labels) // k] for i in range(k)] if len(labels) > k > 0 \
+        else [[label] for label in labels]
+    buckets = [[ex for label in b for ex in by_label[label]] for b in bins]
     for bucket in buckets:
         rng.shuffle(bucket)
     rng.shuffle(buckets)

@@ -69,10 +69,19 @@ def selection_section(selection: dict[str, Any] | None) -> str:
         f"<td>{_f(r.get('advantage_dev'))}</td></tr>" for r in selection["rows"])
     test = selection.get("test") or {}
     if selection.get("gate") == "on":
-        verdict = (f"The gate {'passed' if test.get('passed') else 'did not pass'}: the best challenger's advantage "
-                   f"on the {test.get('items')} dev items was {_f(test.get('winner_advantage'))}, its max-corrected "
-                   f"lower bound {_f(test.get('lower_bound'))} ({test.get('challengers')} challengers). "
-                   + ("The default judge shipped." if selection.get("gated") else "The challenger shipped."))
+        if test.get("refused"):
+            verdict = f"The gate made no test: {html.escape(test['refused'])}. "
+        elif test.get("winner") is None:
+            verdict = "No challenger beat the default on the search items. "
+        else:
+            guard = test.get("guard") or {}
+            verdict = (f"The gate {'passed' if test.get('passed') else 'did not pass'}: the challenger chosen on the "
+                       f"search items had a dev advantage of {_f(test.get('winner_advantage'))} on the "
+                       f"{test.get('items')} dev items, the lower end of its paired 95% interval "
+                       f"{_f(test.get('lower_bound'))} ({html.escape(str(test.get('method')))})"
+                       + (f"; its {guard.get('objective')} was worse than the default's beyond noise"
+                          if guard.get("worse") else "") + ". ")
+        verdict += "The default judge shipped." if selection.get("gated") else "The challenger shipped."
         intro = (f"Candidates scored on {selection.get('items')} non-test items ({selection.get('lm_calls', 0)} LM "
                  f"calls), MAE out of fold; chosen by {html.escape(selection['rule'])}. {verdict}")
     else:

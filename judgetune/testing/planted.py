@@ -42,11 +42,13 @@ DECOYS = ("Rate the answer by how fluent and polite it sounds.",
 ITEM = re.compile(r"item-(\d+)")
 
 
-def planted_examples(n: int = 160, *, seed: int = 0) -> list[Example]:
-    """``n`` items with labels 0-5 (seeded), each naming itself ``item-N`` in its answer."""
+def planted_examples(n: int = 160, *, seed: int = 0, per_group: int | None = None) -> list[Example]:
+    """``n`` items with labels 0-5 (seeded), each naming itself ``item-N`` in its answer; with ``per_group``,
+    grouped into questions of that many answers (split, resampled and correlated per question)."""
     rng = random.Random(seed)
     return [Example(id=f"p{i}", answer=f"Answer item-{i}: statement number {rng.randint(0, 999)}.",
-                    references=(Reference(f"Reference sentence {i} about topic {i % 7}."),), label=float(rng.randint(0, 5)))
+                    references=(Reference(f"Reference sentence {i} about topic {i % 7}."),), label=float(rng.randint(0, 5)),
+                    group=None if per_group is None else f"q{i // per_group}")
             for i in range(n)]
 
 
@@ -140,6 +142,14 @@ GATE_SPEC = {"judge": "rubric", "fixed": {"reasoning": False, "scoring": "expect
              "criterion": GATE_CRITERION, "instructions": [GATE_INSTRUCTION], "n_trials": 10, "search_items": 30,
              "chunk": 30, "rescore": 4}
 
+# the gate's testbeds (benchmarks/tuning_gain.py measures their rates; tests run a few seeds): the LM kind,
+# the items and the run settings beyond GATE_SPEC. "null" and "planted" at the benchmark's quick dev size (40
+# items); "null-grouped": 20 questions of 12 answers, 4 of them in dev; "planted-150": 150 dev items.
+TESTBEDS = {"null": {"kind": "null", "items": GATE_ITEMS, "spec": {"dev_items": 40}},
+            "null-grouped": {"kind": "null", "items": 240, "per_group": 12, "spec": {}},
+            "planted": {"kind": "planted", "items": GATE_ITEMS, "spec": {"dev_items": 40}},
+            "planted-150": {"kind": "planted", "items": 750, "spec": {"dev_items": 150, "test_items": 100}}}
+
 
 class GateLM(PlantedLM):
     """Weight ``base`` on the true label for every instruction, ``base + boost`` when the system prompt
@@ -161,3 +171,17 @@ class GateLM(PlantedLM):
 
     def signal(self, messages: list[dict]) -> float:
         return self.base + self.boost * (GATE_INSTRUCTION in messages[0]["content"])
+
+
+
+def gate_testbed(name: str, seed: int, folder) -> tuple[dict, GateLM]:
+    """The inputs of one seeded run of the gate testbed ``name`` (of :data:`TESTBEDS`): its items written
+    to ``folder``, the keyword arguments of its ``RunSpec``, and its LM."""
+    from judgetune.datasets import write_examples
+
+    bed = TESTBEDS[name]
+    examples = planted_examples(bed["items"], seed=seed, per_group=bed.get("per_group"))
+    data = f"{folder}/{name}{seed}.jsonl"
+    write_examples(data, examples)
+    spec = {"name": f"{name}{seed}", "data": data, "seed": seed, **GATE_SPEC, **bed["spec"]}
+    return spec, GateLM.for_testbed(examples, bed["kind"], seed)

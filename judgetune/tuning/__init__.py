@@ -14,7 +14,17 @@ from judgetune.tuning._proposals import (
     proposal_round,
     propose_round,
 )
-from judgetune.tuning._run import finish, freeze, gain, gain_line, proposals_summary, tune, write_predictions
+from judgetune.tuning._run import (
+    finish,
+    freeze,
+    gain,
+    gain_line,
+    gate_line,
+    harmful_gain,
+    proposals_summary,
+    tune,
+    write_predictions,
+)
 from judgetune.tuning._selection import Reject, candidate_trials, gate, rejection, select, select_on_dev
 from judgetune.tuning._space import default_params, judge_for, pool_seeds, settled_params, suggest
 from judgetune.tuning._spec import GATES, PICK_RULES, SAMPLERS, RunSpec
@@ -35,11 +45,11 @@ from judgetune.tuning._study import (
     total_calls,
 )
 
-__all__ = ["GATES", "MAX_FAILURE_RATE", "PICK_RULES", "SAMPLERS", "CallBudget", "Candidate", "InstructionPool", "Miss",
-           "Objective", "ProposalTask", "Reject", "RunSpec", "Splits", "TrialProgress", "candidate_trials",
+__all__ = ["GATES", "MAX_FAILURE_RATE", "PICK_RULES", "SAMPLERS", "CallBudget", "Candidate", "InstructionPool",
+           "Miss", "Objective", "ProposalTask", "Reject", "RunSpec", "Splits", "TrialProgress", "candidate_trials",
            "clean_proposal", "default_params", "default_storage", "finish", "finished_trials", "fit_space", "freeze",
-           "gain", "gain_line", "gate", "join_study", "judge_for", "lm_calls", "load_proposer", "load_run_lm",
-           "load_study", "make_sampler", "objectives", "open_study", "pool_seeds", "prepare_splits",
-           "proposal_prompt", "proposal_round", "proposals_summary", "propose_round", "ranked", "refusal",
-           "rejection", "run_trials", "search_key", "search_summary", "seed_instructions", "select",
+           "gain", "gain_line", "gate", "gate_line", "harmful_gain", "join_study", "judge_for", "lm_calls",
+           "load_proposer", "load_run_lm", "load_study", "make_sampler", "objectives", "open_study", "pool_seeds",
+           "prepare_splits", "proposal_prompt", "proposal_round", "proposals_summary", "propose_round", "ranked",
+           "refusal", "rejection", "run_trials", "search_key", "search_summary", "seed_instructions", "select",
            "select_on_dev", "settled_params", "storage_for", "suggest", "total_calls", "tune", "write_predictions"]

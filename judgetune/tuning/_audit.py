@@ -1,9 +1,10 @@
 """The audit in a tuning run: candidates held to ``--audit-max`` bounds, and the shipped judge audited.
 
-A candidate is audited on the dev items (which no candidate was chosen on) before the gate, on the
-bounded probes only, uncalibrated (its score range mapped linearly onto the human scale, as a frozen
-judge without a calibrator): it is turned away when an effect is significantly beyond its bound.
-The shipped judge is audited, calibrated, on the test items after it is frozen (``metrics.audit``).
+Every candidate, the default included, is audited on the dev items before the gate, on the bounded
+probes only, calibrated as it would ship (its calibrator fitted on the search items, whose answers
+are cached: the bounds are on the human scale): a challenger is turned away when an effect is
+significantly beyond its bound; the default's verdict is recorded (it stays the fallback). The
+shipped judge is audited, calibrated, on the test items after it is frozen (``metrics.audit``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from judgetune import audit
+from judgetune.calibration import CALIBRATORS, cross_fitted
 from judgetune.config import JudgeConfig
 from judgetune.errors import JudgetuneError
 from judgetune.lm import parse_lm_spec
@@ -35,14 +37,25 @@ def audit_reject(spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
         full = {**row["params"], **splits.data_fixed, **settled_params(spec, lm)}
         judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, pool=splits.dev, label_range=splits.label_range,
                           instructions=instructions)
-        config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range,
-                                        seed=spec.seed)
+        config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=search_calibrator(judge, splits, seed=spec.seed),
+                                        label_range=splits.label_range, seed=spec.seed)
         reasons, _ = audit.check_bounds(config, splits.dev, lm, spec.audit_max, seed=spec.seed)
         if reasons:
             return "audit: " + "; ".join(reasons)
         return reject(row) if reject is not None else None
 
     return check
+
+
+def search_calibrator(judge, splits: Splits, *, seed: int):
+    """The calibrator of ``judge`` fitted on the search items (None when fewer than 4 of them were judged)."""
+    verdicts = judge.judge_all(splits.search)
+    pairs = [(v.score, e.judgment, e.group_key) for v, e in zip(verdicts, splits.search) if v.parsed]
+    if len(pairs) < 4:
+        return None
+    raw, gold, groups = (list(x) for x in zip(*pairs))
+    _, kind, _ = cross_fitted(raw, gold, label_range=splits.label_range, groups=groups, seed=seed)
+    return CALIBRATORS[kind](splits.label_range).fit(raw, gold)
 
 
 def audit_shipped(config: JudgeConfig, spec: RunSpec, splits: Splits, lm) -> dict[str, Any]:

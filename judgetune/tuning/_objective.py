@@ -21,7 +21,7 @@ from judgetune.datasets import Example, groups_of
 from judgetune.errors import JudgetuneError
 from judgetune.judges import Verdict
 from judgetune.lm import JudgeLM
-from judgetune.stats import correlation, grouped_correlation, interval_of, resample_indices, spearman_rows
+from judgetune.stats import correlation, grouped_correlation, interval_of, spearman_rows
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import judge_for, suggest
 from judgetune.tuning._spec import RunSpec
@@ -65,16 +65,34 @@ def objectives(verdicts: list[Verdict], examples: list[Example], *, label_range:
     return mae, float(rho), info
 
 
-def clearly_dominated(pred: np.ndarray, gold: np.ndarray, front: list[tuple[float, float]], *,
-                      seed: int) -> bool:
-    """True when a point of the front beats both bounds of this trial's 95% bootstrap intervals (the
-    resamples computed as arrays: this runs after every chunk of every trial)."""
+def clearly_dominated(pred: np.ndarray, raw: np.ndarray, gold: np.ndarray, groups: list[str] | None,
+                      front: list[tuple[float, float]], *, seed: int) -> bool:
+    """True when a point of the front beats both bounds of this trial's 95% bootstrap intervals, each
+    measured as the front's figures are: MAE of the out-of-fold calibrated ``pred``, Spearman of the
+    ``raw`` scores (per question and averaged where there are ``groups``). Resamples draw whole
+    questions where there are groups (computed as arrays: this runs after every chunk of every trial)."""
     if not front or len(pred) < 6:
         return False
-    idx = np.stack(resample_indices(len(pred), n_resamples=200, seed=seed))
-    p, g = np.asarray(pred, dtype=float)[idx], np.asarray(gold, dtype=float)[idx]
-    mae_ci = interval_of(np.abs(p - g).mean(axis=1))
-    rho_ci = interval_of(spearman_rows(p, g))
+    pred, raw, gold = (np.asarray(x, dtype=float) for x in (pred, raw, gold))
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        idx = rng.integers(0, len(pred), (200, len(pred)))
+        mae_ci = interval_of(np.abs(pred[idx] - gold[idx]).mean(axis=1))
+        rho_ci = interval_of(spearman_rows(raw[idx], gold[idx]))
+    else:
+        keys = np.asarray(groups)
+        units = [np.flatnonzero(keys == k) for k in dict.fromkeys(groups)]
+        if len(units) < 2:
+            return False
+        errors = np.array([np.abs(pred[u] - gold[u]).sum() for u in units])
+        sizes = np.array([len(u) for u in units], dtype=float)
+        rhos = np.array([np.nan if (v := correlation(raw[u], gold[u])) is None else v for u in units])
+        draws = rng.integers(0, len(units), (200, len(units)))
+        weights = np.stack([np.bincount(d, minlength=len(units)) for d in draws]).astype(float)
+        mae_ci = interval_of(weights @ errors / (weights @ sizes))
+        defined = ~np.isnan(rhos)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho_ci = interval_of(weights @ np.nan_to_num(rhos) / (weights @ defined))
     if mae_ci.low is None or rho_ci.high is None:
         return False
     return any(mae_ci.low > f_mae and rho_ci.high < f_rho for f_mae, f_rho in front)
@@ -111,9 +129,11 @@ class Objective:
             self._record_cost(trial, verdicts, calls0)
             if len(verdicts) < len(s.search) and len(kept) >= 6:
                 gold = np.asarray([k[1] for k in kept], dtype=float)
-                pred, _, _ = cross_fitted([k[0] for k in kept], gold, label_range=s.label_range,
+                raw = np.asarray([k[0] for k in kept], dtype=float)
+                pred, _, _ = cross_fitted(raw, gold, label_range=s.label_range,
                                           groups=[k[2] for k in kept], seed=spec.seed)
-                if clearly_dominated(pred, gold, front, seed=spec.seed):
+                keys = groups_of([e for v, e in zip(verdicts, done) if v.parsed])
+                if clearly_dominated(pred, raw, gold, keys, front, seed=spec.seed):
                     trial.set_user_attr("pruned_after_items", len(verdicts))
                     raise optuna.TrialPruned(f"clearly dominated after {len(verdicts)} items")
         mae, rho, info = objectives(verdicts, s.search, label_range=s.label_range, seed=spec.seed)

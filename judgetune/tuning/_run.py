@@ -39,7 +39,7 @@ from judgetune.tuning._audit import audit_reject, audit_shipped
 from judgetune.tuning._objective import ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._proposals import load_proposer
-from judgetune.tuning._selection import Reject, select, select_on_dev
+from judgetune.tuning._selection import Reject, filled, select, select_on_dev
 from judgetune.tuning._space import default_params, judge_for, settled_params
 from judgetune.tuning._spec import RunSpec
 from judgetune.tuning._splits import Splits, prepare_splits
@@ -113,17 +113,21 @@ def _mae(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def gain(shipped: Sequence[float | None], default: Sequence[float | None], examples: Sequence[Example], *,
-         gated: bool, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Shipped minus default on the test items both judged: Spearman, MAE (lower is better, so a negative
-    MAE gain is an improvement) and, where the data has groups, the per-group Spearman, each as
-    ``{"value", "low", "high"}`` with a paired 95% interval (the same whole groups drawn for both)."""
-    kept = [(a, b, e) for a, b, e in zip(shipped, default, examples) if a is not None and b is not None]
-    a, b = np.asarray([k[0] for k in kept], dtype=float), np.asarray([k[1] for k in kept], dtype=float)
-    gold = [k[2].judgment for k in kept]
-    groups = groups_of([k[2] for k in kept])
+         gated: bool, fallback: float | None = None, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Shipped minus default on every test item: Spearman, MAE (lower is better, so a negative MAE gain is
+    an improvement) and, where the data has groups, the per-group Spearman, each as ``{"value", "low",
+    "high"}`` with a paired 95% interval (the same whole groups drawn for both). A failed judgment is
+    scored as selection scores it (``filled``): ``fallback`` (the labels' median, for calibrated scores)
+    or the median of that judge's parsed scores; ``failed`` counts them."""
+    a = filled(np.asarray([np.nan if x is None else x for x in shipped], dtype=float), fallback)
+    b = filled(np.asarray([np.nan if x is None else x for x in default], dtype=float), fallback)
+    gold = [e.judgment for e in examples]
+    groups = groups_of(list(examples))
     common = {"n_resamples": n_resamples, "seed": seed}
-    out: dict[str, Any] = {"n": len(kept), "gated": gated}
-    if len(kept) < 2:
+    out: dict[str, Any] = {"n": len(gold), "gated": gated,
+                           "failed": {"shipped": sum(x is None for x in shipped),
+                                      "default": sum(x is None for x in default)}}
+    if len(gold) < 2:
         return {**out, "spearman": None, "mae": None}
     out["spearman"] = _interval(paired_difference(correlation, a, b, gold, groups, **common))
     out["mae"] = _interval(paired_difference(_mae, a, b, gold, groups, **common))
@@ -164,8 +168,55 @@ def versus_constant(scores: Sequence[float | None], examples: Sequence[Example],
     return {"mae": diff, "worse": diff["low"] is not None and diff["low"] > 0}
 
 
+def harmful_gain(g: dict[str, Any]) -> str | None:
+    """The warning when the shipped judge is worse than the default on test beyond noise: a Spearman gain
+    whose interval lies wholly below 0, or an MAE gain wholly above it (None otherwise)."""
+    worse = []
+    for name, key, sign in (("Spearman", "spearman", 1), ("per-group Spearman", "spearman_per_group", 1),
+                            ("MAE", "mae", -1)):
+        figure = g.get(key) or {}
+        low, high = figure.get("low"), figure.get("high")
+        if low is not None and high is not None and (high < 0 if sign > 0 else low > 0):
+            worse.append(f"{name} {figure['value']:+.3f} [{low:+.3f}, {high:+.3f}]")
+    if not worse:
+        return None
+    return ("the shipped judge is worse than the default on the test items beyond noise (paired 95%): "
+            + ", ".join(worse))
+
+
+def gate_line(selection: dict[str, Any] | None) -> str | None:
+    """What the gate saw, in one line: the challenger chosen on the search items, its dev advantage with
+    its interval, and why the default shipped when it did (None for a run without the gate)."""
+    if not selection or selection.get("gate") != "on":
+        return None
+    test, rows = selection.get("test") or {}, selection["rows"]
+    name, fmt = selection["rule"], (lambda x: "-" if x is None else f"{x:+.3f}")  # noqa: E731
+    name = "Spearman" if name == "spearman" else "MAE (default's minus its own)"
+    if test.get("refused"):
+        return f"gate: no test ({test['refused']})"
+    if test.get("winner") is None:
+        best = max((r for r in rows[1:] if r.get("search_figure") is not None and not r.get("rejected")),
+                   key=lambda r: r["search_figure"], default=None)
+        if best is None:
+            return "gate: no challenger left to test; the default shipped"
+        return (f"gate: no challenger beat the default on the search items (best {best['search_figure']:.3f}, trial "
+                f"{best['number']}, vs the default's {rows[0]['search_figure']:.3f}); the default shipped")
+    win = rows[test["winner"]]
+    low, high = win.get("advantage_dev_ci") or (None, None)
+    line = (f"gate: trial {win['number']}, best on the search items ({win['search_figure']:.3f} vs the default's "
+            f"{rows[0]['search_figure']:.3f}), had a dev advantage of {fmt(test.get('winner_advantage'))} "
+            f"[{fmt(low)}, {fmt(high)}] in {name} on {test.get('items')} dev items ({test.get('method')}, 95%)")
+    guard = test.get("guard") or {}
+    if test.get("passed"):
+        return line + "; it shipped"
+    if guard.get("worse"):
+        return line + f", but its {guard['objective']} was worse than the default's beyond noise; the default shipped"
+    return line + ": not above zero; the default shipped"
+
+
 def gain_line(metrics: dict[str, Any]) -> str:
-    """One line on what tuning bought: the gain over the default on test, and the gate's verdict."""
+    """What tuning bought: the gain over the default on test and the gate's verdict in one line, then what
+    the gate saw (``gate_line``) and any warning, one line each."""
     g = metrics.get("gain")
     if not g or g.get("spearman") is None:
         return "gain over the default judge: not measured"
@@ -173,8 +224,13 @@ def gain_line(metrics: dict[str, Any]) -> str:
     parts = [f"{name} {fmt(g[key]['value'])} [{fmt(g[key]['low'])}, {fmt(g[key]['high'])}]"
              for name, key in (("Spearman", "spearman"), ("per-group Spearman", "spearman_per_group"), ("MAE", "mae"))
              if g.get(key)]
-    verdict = ("the default shipped: no reliable gain on the selection items" if g["gated"] else "a tuned judge shipped")
+    verdict = "the default shipped" if g["gated"] else "a tuned judge shipped"
     line = f"gain over the default judge on {g['n']} test items (paired 95%): {', '.join(parts)}; {verdict}"
+    gate = gate_line(metrics.get("selection"))
+    if gate:
+        line += f"\n{gate}"
+    if g.get("warning"):
+        line += f"\nwarning: {g['warning']}"
     if metrics.get("vs_constant", {}).get("worse"):
         c = metrics["vs_constant"]["mae"]
         line += (f"\nwarning: test MAE is worse than the constant predictor's (the training median) by "
@@ -195,12 +251,15 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     instructions = InstructionPool(study).texts()
     config, cv = freeze(params, spec, splits, lm, instructions, progress=progress)
     metrics: dict[str, Any] = {}
+    # the figures' scale: the judge's label range, widened to a test label beyond it (read without the test rows)
+    test_labels = [e.judgment for e in splits.test]
+    scale = (min(splits.label_range[0], *test_labels), max(splits.label_range[1], *test_labels))
     test_scores: list[float | None] = []
     for name, examples in (("train", splits.search), ("dev", splits.dev), ("test", splits.test)):
         scoring_judge = config.build_judge(lm, pool=examples if name != "train" else splits.train)
         verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
         scores = config.calibrated(verdicts, scoring_judge, examples)
-        metrics[name] = agreement(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed)
+        metrics[name] = agreement(scores, examples, scale, n_resamples=n_resamples, seed=spec.seed)
         if name != "train":  # cost apart from the figures: timings differ from run to run, agreement must not
             metrics.setdefault("cost", {})[name] = cost_per_item(verdicts, seconds)
         if name == "test":
@@ -218,9 +277,10 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
         verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
         default_scores = default_config.calibrated(verdicts, default_judge, splits.test)
         default_raw = [v.score if v.parsed else None for v in verdicts]
-        metrics["default_test"] = agreement(default_scores, splits.test, splits.label_range,
+        metrics["default_test"] = agreement(default_scores, splits.test, scale,
                                             n_resamples=n_resamples, seed=spec.seed)
-    metrics["gain"] = gain(test_scores, default_scores, splits.test, gated=params == default,
+    median = float(np.median([e.judgment for e in splits.selection]))  # what a failure is charged (``filled``)
+    metrics["gain"] = gain(test_scores, default_scores, splits.test, gated=params == default, fallback=median,
                            n_resamples=n_resamples, seed=spec.seed)
     # the ranking before calibration: defined even where a constant calibrator ships (it ranks nothing)
     raw_gain = gain(test_raw, default_raw, splits.test, gated=params == default, n_resamples=n_resamples,
@@ -228,17 +288,21 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     metrics["gain"]["spearman_raw"] = raw_gain
     train_labels = [e.judgment for e in splits.train]
     gold = [e.judgment for e in splits.test]
-    common = {"label_range": splits.label_range, "groups": groups_of(splits.test), "n_resamples": n_resamples,
+    common = {"label_range": scale, "groups": groups_of(splits.test), "n_resamples": n_resamples,
               "seed": spec.seed}
     metrics["baselines"] = {
         "constant": evaluate_predictions(constant_baseline(train_labels, len(gold)), gold, **common),
-        "random": random_baseline_spread(train_labels, gold, label_range=splits.label_range, groups=common["groups"],
+        "random": random_baseline_spread(train_labels, gold, label_range=scale, groups=common["groups"],
                                          seed=spec.seed)}
     metrics["vs_constant"] = versus_constant(test_scores, splits.test, train_labels, n_resamples=n_resamples,
                                              seed=spec.seed)
     if metrics["vs_constant"]["worse"]:
         log.warning("%s: the shipped judge's test MAE is worse than the constant predictor's beyond noise (%s)",
                     spec.name, metrics["vs_constant"]["mae"])
+    harm = harmful_gain(metrics["gain"])
+    if harm:
+        metrics["gain"]["warning"] = harm
+        log.warning("%s: %s", spec.name, harm)
     metrics["calibrator_cv_mae"] = cv
     metrics["search"] = {**search_summary(study), "chosen_trial": selection["chosen_trial"], "pick_rule": spec.pick}
     metrics["selection"] = selection
@@ -273,7 +337,7 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.
         progress: a bar over the trials on a terminal, else one line per trial, and the scoring bars
             (standard error); False: silent.
         reject: a predicate over a candidate's selection row saying why it may not ship (or None).
-        n_resamples: bootstrap resamples of the reported intervals (the gate always draws 1000).
+        n_resamples: bootstrap resamples of the reported intervals (the gate's are t intervals).
 
     Returns:
         The frozen config, the run folder, and the study.

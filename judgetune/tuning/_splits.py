@@ -64,6 +64,9 @@ def prepare_splits(spec: RunSpec) -> Splits:
     examples, label_range = datasets.load_data(spec.data, scale=scale, fields=spec.fields, label=spec.label)
     examples = [e for e in examples if e.judgment is not None]
     splits = datasets.split_examples(examples, seed=spec.seed)
+    if spec.scale is None and str(spec.data) not in datasets.CATALOG:  # the labels' range, the test rows unseen
+        seen = [e.judgment for name in ("train", "dev") for e in splits[name]]
+        label_range = (float(min(seen)), float(max(seen))) if seen and min(seen) < max(seen) else label_range
     if spec.per_question is not None:  # many questions with a few answers each, rather than few whole questions
         splits = {name: sample_per_group(items, spec.per_question, seed=spec.seed) for name, items in splits.items()}
     if spec.protocol is not None:
@@ -78,21 +81,29 @@ def prepare_splits(spec: RunSpec) -> Splits:
     test = limit_by_group(splits["test"], spec.test_items, seed=spec.seed)
     if len(search) < 4 or len(dev) < 4 or len(test) < 2:
         raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)})")
-    _warn_few_questions(spec, [*search, *dev])
+    _warn_few_questions(spec, [*search, *dev], dev)
     return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]))
 
 
-def _warn_few_questions(spec: RunSpec, selection: list[Example]) -> None:
-    """One warning when grouped selection items hold few questions: the calibrator, the early stop and
-    the gate then learn from one or two questions, and on new questions can do worse than the median
+def _warn_few_questions(spec: RunSpec, selection: list[Example], dev: list[Example]) -> None:
+    """One warning when grouped selection items hold few questions: the calibrator and the early stop
+    then learn from one or two questions, and on new questions can do worse than the median
     (measured: TREC-DL-NF embedding, 56 selection items from 2 questions, test MAE 1.153 vs the
-    constant's 0.830; with ``--per-question 6``, 10 questions, 0.778 vs 0.875)."""
+    constant's 0.830; with ``--per-question 6``, 10 questions, 0.778 vs 0.875); and the gate, which
+    tests on the dev questions alone, has little power with few of them (none below ``MIN_GATE_GROUPS``)."""
+    from judgetune.tuning._selection import MIN_GATE_GROUPS
+
     keys = datasets.groups_of(selection)
-    questions = 0 if keys is None else len(set(keys))
-    if keys is None or questions >= MIN_SELECTION_GROUPS:
+    if keys is None:
+        return
+    questions = len(set(keys))
+    dev_questions = len({e.group_key for e in dev})
+    if questions >= MIN_SELECTION_GROUPS and dev_questions >= MIN_SELECTION_GROUPS:
         return
     hint = ("keep fewer answers per question (--per-question N) to see more questions" if spec.per_question is None
             else "raise --search-items / --dev-items")
-    log.warning("%s: the %d selection items (search and dev) come from only %d question(s): the calibrator and the "
-                "gate learn from them and may not carry to other questions; %s", spec.data, len(selection),
-                questions, hint)
+    gate = (f"makes no test with fewer than {MIN_GATE_GROUPS} (the default ships)"
+            if dev_questions < MIN_GATE_GROUPS else "can hardly tell judges apart with so few")
+    log.warning("%s: the %d selection items (search and dev) come from only %d question(s), the %d dev items the gate "
+                "tests on from %d: the calibrator learns from few questions and may not carry to others, and the "
+                "gate %s; %s", spec.data, len(selection), questions, len(dev), dev_questions, gate, hint)

@@ -1,0 +1,272 @@
+"""The gate and the frozen-judge paths hold no trust holes (issue 36): a frozen judge is scored on its
+own split; the gate makes a valid test with few dev questions or none; grouped Spearman is paired; the
+early stop measures like the front; one failure rule; the other objective is guarded and a harmful
+gain is said; --audit-max audits the default and calibrated candidates; the label range is read
+without the test rows; pyproject's minimums have what the code calls.
+
+Each is read off small arrays or the ``overlap`` judge (no model), so it holds on any CPU."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tomllib
+
+import judgetune
+from judgetune import datasets
+from judgetune.errors import JudgetuneError
+from judgetune.tuning import RunSpec, gain, gain_line, gate, prepare_splits
+from judgetune.tuning._objective import clearly_dominated
+from judgetune.tuning._run import gate_line, harmful_gain
+from judgetune.tuning._selection import Scored, filled
+
+REF = {"target": "reference"}
+WORDS = ("the quick brown fox jumps over a lazy dog while seven happy cats sleep under warm red blankets near "
+         "old trees").split()
+NOISE = ["zebra", "piano", "galaxy", "copper", "violin", "marble"]
+
+
+def rows(n: int = 60, seed: int = 0) -> list[dict]:
+    """Answers that keep fewer of their reference's words as the label falls (5: all ten, 0: none)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        reference = rng.sample(WORDS, 10)
+        drop = i % 6
+        answer = list(reference)
+        for j in rng.sample(range(10), min(10, 2 * drop)):
+            answer[j] = rng.choice(NOISE)
+        out.append({"id": f"r{i}", "answer": " ".join(answer), "reference": " ".join(reference), "label": 5 - drop})
+    return out
+
+
+def scored(raw, pred=None) -> Scored:
+    raw = np.asarray(raw, dtype=float)
+    return Scored({}, raw, raw if pred is None else np.asarray(pred, dtype=float), None, 0.0)
+
+
+# 1. evaluate() and compare() of a frozen judge use the split it was tuned on
+
+
+@pytest.fixture(scope="module")
+def tuned_on_seed_3(tmp_path_factory) -> tuple[Path, Path]:
+    """(judge.json, data) of an overlap judge tuned with seed 3."""
+    folder = tmp_path_factory.mktemp("s3")
+    data = folder / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows()))
+    spec = RunSpec(name="s3", judge="overlap", data=str(data), seed=3, n_trials=1, search_items=8, fixed=REF)
+    judgetune.tuning.tune(spec, runs_dir=folder, progress=False, n_resamples=20)
+    return folder / "s3" / "judge.json", data
+
+
+def test_a_frozen_judge_is_scored_on_its_own_split_and_another_seed_is_refused(tuned_on_seed_3):
+    path, data = tuned_on_seed_3
+    judge = judgetune.load(path)
+    own = judge.config.metrics["test"]["mae"]  # its test split: all of seed 3's (no --test-items limit)
+    assert judgetune.compare([judge], str(data), n_resamples=20)["rows"][0]["mae"] == pytest.approx(own)
+    assert judgetune.evaluate(judge, str(data), n_resamples=20)[0]["mae"] == pytest.approx(own)
+    for call in (lambda: judgetune.compare([judge], str(data), seed=0),
+                 lambda: judgetune.evaluate(judge, str(data), seed=0)):
+        with pytest.raises(JudgetuneError, match="tuned on the split of seed 3"):
+            call()
+    with pytest.warns(UserWarning, match="not the data the judge was tuned on"):
+        judgetune.compare([judge], rows(seed=1), n_resamples=20)
+
+
+def test_the_cli_compare_refuses_another_seed_than_the_judges(tuned_on_seed_3, run_cli):
+    config, data = tuned_on_seed_3
+    code, _, err = run_cli(["compare", "--configs", str(config), "--data", str(data), "--seed", "0"])
+    assert code == 2 and "tuned on the split of seed 3" in err and "Traceback" not in err
+    code, out, _ = run_cli(["compare", "--configs", str(config), "--data", str(data), "--json", "--resamples", "20"])
+    mae = json.loads(out)["rows"][0]["mae"]
+    assert code == 0 and mae == pytest.approx(json.loads(config.read_text())["metrics"]["test"]["mae"])
+
+
+# 2. the gate with few dev questions: a valid interval or no test; the warning counts the dev questions
+
+
+def grouped(n_groups: int, per_group: int = 10, seed: int = 0):
+    """Gold labels in ``n_groups`` questions; a default that ranks them with noise, a challenger that ranks them right."""
+    rng = np.random.default_rng(seed)
+    gold = np.tile(np.arange(per_group, dtype=float), n_groups)
+    groups = [f"q{g}" for g in range(n_groups) for _ in range(per_group)]
+    default = scored(gold + rng.normal(0, 3, gold.size))
+    return gold, groups, default, scored(gold + rng.normal(0, 0.1, gold.size))
+
+
+def test_with_two_dev_questions_the_gate_makes_no_test():
+    gold, groups, default, challenger = grouped(2)
+    test = gate("spearman", [default, challenger], gold, groups, [1], 1)
+    from judgetune.stats import correlation
+
+    edges = [correlation(challenger.raw[i:i + 10], gold[i:i + 10]) - correlation(default.raw[i:i + 10], gold[i:i + 10])
+             for i in (0, 10)]
+    assert min(edges) > 0  # an edge on both questions: a percentile bootstrap's lower bound would be above 0
+    assert not test["passed"] and "2 questions" in test["refused"] and test["lower_bound"] is None
+
+
+def test_with_enough_dev_questions_a_clear_edge_passes_and_noise_does_not():
+    gold, groups, default, challenger = grouped(8)
+    test = gate("spearman", [default, challenger], gold, groups, [1], 1)
+    assert test["passed"] and test["refused"] is None and test["method"] == "t over questions"
+    assert test["lower_bound"] == pytest.approx(test["interval"][1][0]) and test["lower_bound"] > 0
+    # another draw of the same noisy judge: no edge, it passes at most now and then
+    passed = [gate("spearman", [default, grouped(8, seed=s)[2]], gold, groups, [1], 1)["passed"] for s in range(20)]
+    assert sum(passed) <= 3
+
+
+def test_the_few_questions_warning_counts_the_dev_questions(tmp_path, caplog):
+    data = tmp_path / "g.jsonl"
+    lines = [{"id": f"{g}-{j}", "answer": "word " * (1 + (g + j) % 5), "reference": "word word word", "group": f"g{g}",
+              "label": 1 + (g + j) % 5} for g in range(40) for j in range(3)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    with caplog.at_level("WARNING", logger="judgetune.tuning"):
+        prepare_splits(RunSpec(name="x", judge="rubric", data=str(data), search_items=30, dev_items=6))
+    few = [r.getMessage() for r in caplog.records if "selection items" in r.getMessage()]
+    assert len(few) == 1 and "the 6 dev items the gate tests on from 2" in few[0], few  # 12 selection questions
+
+
+# 3. grouped Spearman is paired
+
+
+def test_a_question_undefined_for_one_candidate_is_dropped_for_both():
+    gold, groups, default, _ = grouped(6, seed=2)
+    raw = default.raw.copy() + np.tile(np.linspace(0, 1, 10), 6)  # a different ranking on every question ...
+    raw[:10] = 1.0  # ... and constant on the first: its Spearman there is undefined
+    challenger = scored(raw)
+    test = gate("spearman", [default, challenger], gold, groups, [1], 1)
+    from judgetune.stats import correlation
+
+    per = [(correlation(challenger.raw[i:i + 10], gold[i:i + 10]), correlation(default.raw[i:i + 10], gold[i:i + 10]))
+           for i in range(10, 60, 10)]
+    assert test["advantage"][1] == pytest.approx(np.mean([a - b for a, b in per]))
+
+
+# 4. the early stop draws questions and measures as the front does
+
+
+def test_the_early_stop_measures_per_question_raw_spearman_on_grouped_data():
+    gold = np.tile(np.arange(6, dtype=float), 6)
+    groups = [f"q{g}" for g in range(6) for _ in range(6)]
+    raw = gold + np.repeat(np.arange(6) * -10.0, 6)  # right within every question, wrong across them
+    pred = np.full(gold.size, 2.5)  # calibrated out of fold: no better than the median
+    front = [(1.0, 0.9)]  # per-question Spearman 0.9, MAE 1.0
+    assert not clearly_dominated(pred, raw, gold, groups, front, seed=0)  # per question it ranks perfectly
+    assert clearly_dominated(pred, raw, gold, None, front, seed=0)  # pooled, the same scores rank badly
+
+
+# 5. one failure rule for metrics.gain and selection
+
+
+def test_a_failure_is_charged_the_median_in_gain_as_in_selection():
+    examples = [datasets.Example(id=f"e{i}", answer="a", label=float(i % 6)) for i in range(30)]
+    gold = np.asarray([e.judgment for e in examples])
+    shipped = [float(g) for g in gold]
+    shipped[3] = None
+    default = [float(g) + (1 if i % 2 else -1) for i, g in enumerate(gold)]
+    g = gain(shipped, default, examples, gated=False, fallback=2.5, n_resamples=50)
+    assert g["n"] == 30 and g["failed"] == {"shipped": 1, "default": 0}
+    a = filled(np.asarray([np.nan if x is None else x for x in shipped]), 2.5)
+    assert a[3] == 2.5 and g["mae"]["value"] == pytest.approx(np.abs(a - gold).mean() - 1.0)
+
+
+# 6. the other objective is guarded; a harmful gain is said; the audit sees the default, calibrated
+
+
+def test_a_challenger_that_ranks_better_but_errs_more_does_not_ship():
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 6, 80).astype(float)
+    default = scored(gold + rng.normal(0, 1.5, 80), np.clip(gold + rng.normal(0, 0.5, 80), 0, 5))
+    challenger = scored(gold + rng.normal(0, 0.1, 80), np.clip(gold + 2.5, 0, 5))
+    test = gate("spearman", [default, challenger], gold, None, [1], 1)
+    assert test["lower_bound"] > 0 and test["guard"]["worse"] and not test["passed"]
+    fair = scored(challenger.raw, default.pred)
+    assert gate("spearman", [default, fair], gold, None, [1], 1)["passed"]
+
+
+def test_a_gain_interval_wholly_below_zero_is_a_warning_line():
+    g = {"n": 50, "gated": False, "spearman": {"value": -0.2, "low": -0.3, "high": -0.1},
+         "mae": {"value": 0.01, "low": -0.05, "high": 0.07}}
+    warning = harmful_gain(g)
+    assert warning and "Spearman -0.200 [-0.300, -0.100]" in warning and "MAE" not in warning
+    assert "\nwarning: the shipped judge is worse than the default" in gain_line({"gain": {**g, "warning": warning}})
+    assert harmful_gain({**g, "spearman": {"value": 0.1, "low": -0.1, "high": 0.3}}) is None
+
+
+def test_audit_max_audits_the_default_and_calibrated_candidates(tmp_path, monkeypatch):
+    import optuna
+
+    from judgetune import audit
+    from judgetune.testing.planted import GATE_ITEMS, GATE_SPEC, GateLM, planted_examples
+    from judgetune.tuning import _run
+
+    audited = []
+
+    def check_bounds(config, examples, lm, bounds, *, seed=0):
+        audited.append(config)
+        return (["verbosity: too big"] if len(audited) == 1 else []), {}
+
+    monkeypatch.setattr(audit, "check_bounds", check_bounds)
+    monkeypatch.setattr(_run, "audit_shipped", lambda *a, **k: {})
+    examples = planted_examples(GATE_ITEMS, seed=0)
+    data = tmp_path / "p.jsonl"
+    datasets.write_examples(data, examples)
+    spec = RunSpec(name="a", data=str(data), seed=0, audit_max={"verbosity": 0.5}, **GATE_SPEC)
+    config, _, _ = judgetune.tuning.tune(spec, runs_dir=tmp_path, storage=optuna.storages.InMemoryStorage(),
+                                         lm=GateLM.for_testbed(examples, "planted", 0), progress=False, n_resamples=50)
+    rows = config.metrics["selection"]["rows"]
+    assert rows[0]["default"] and rows[0]["flagged"] == "audit: verbosity: too big" and rows[0]["rejected"] is None
+    assert len(audited) == len(rows) and all(c.calibrator is not None for c in audited)
+
+
+def test_the_gain_line_says_what_the_gate_saw():
+    rows = [{"number": 0, "search_figure": 0.619, "rejected": None},
+            {"number": 1, "search_figure": 0.661, "rejected": None, "advantage_dev_ci": [-0.102, 0.187]}]
+    selection = {"gate": "on", "rule": "spearman", "rows": rows,
+                 "test": {"winner": 1, "winner_advantage": 0.041, "items": 40, "method": "jackknife t over items",
+                          "passed": False, "refused": None, "guard": {"objective": "mae", "worse": False}}}
+    line = gate_line(selection)
+    assert "trial 1, best on the search items (0.661 vs the default's 0.619)" in line
+    assert "+0.041 [-0.102, +0.187]" in line and line.endswith("not above zero; the default shipped")
+    g = {"n": 80, "gated": True, **{k: {"value": 0.0, "low": 0.0, "high": 0.0} for k in ("spearman", "mae")}}
+    assert gain_line({"gain": g, "selection": selection}).split("\n")[1] == line
+    refused = {**selection, "test": {**selection["test"], "refused": "the dev split holds 2 questions"}}
+    assert gate_line(refused) == "gate: no test (the dev split holds 2 questions)"
+    assert gate_line({**selection, "gate": "off"}) is None
+
+
+# 7. the label range without the test rows
+
+
+def test_without_a_scale_the_label_range_is_read_without_the_test_rows(tmp_path):
+    lines = [{"id": f"r{i}", "answer": "word " * (1 + i % 4), "reference": "word word", "label": 1 + i % 4}
+             for i in range(60)]
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    examples, _ = datasets.load_data(str(path))
+    test = {e.id for e in datasets.split_examples(examples, seed=0)["test"]}
+    for r in lines:
+        r["label"] = 5 if r["id"] in test else r["label"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    splits = prepare_splits(RunSpec(name="x", judge="rubric", data=str(path), search_items=10))
+    assert splits.label_range == (1.0, 4.0) and {e.judgment for e in splits.test} == {5.0}
+
+
+# 8. pyproject's minimums have what the code calls
+
+
+def test_pyproject_minimums_have_the_apis_the_code_calls():
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    deps = tomllib.loads(text)["project"]["dependencies"]
+    minimum = {m.group(1): tuple(int(x) for x in m.group(2).split(".")) for d in deps
+               if (m := re.match(r"([A-Za-z0-9_-]+)>=([0-9.]+)", d))}
+    source = "\n".join(p.read_text() for p in (Path(__file__).resolve().parents[1] / "judgetune").rglob("*.py"))
+    if "permutation_test(" in source and "rng=" in source:
+        assert minimum["scipy"] >= (1, 15)  # permutation_test(rng=) is scipy 1.15's
+    if "GroupKFold(" in source and "shuffle=" in source:
+        assert minimum["scikit-learn"] >= (1, 6)  # GroupKFold(shuffle=) is scikit-learn 1.6's
