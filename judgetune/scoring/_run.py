@@ -26,6 +26,7 @@ from judgetune.scoring._output import PartFile, identity_of, output_row
 __all__ = ["ScoreRun", "file_source", "score_stream", "validate_file", "write_scored"]
 
 PROBLEMS_KEPT = 1000  # problems of a bad file listed at most (the rest counted)
+BUDGET_MARGIN = 1.2  # an item is taken under --max-tokens when 1.2x the largest item so far still fits
 
 
 @dataclass
@@ -172,7 +173,8 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
                         take = len(chunk)
                         if max_tokens is not None:
                             room = max_tokens - usage.get("prompt_tokens", 0) - usage.get("completion_tokens", 0)
-                            take = min(take, 4) if largest == 0 else min(take, room // largest)
+                            # the first item measures the cost; then the largest item so far, with a margin
+                            take = min(take, 1) if largest == 0 else min(take, int(room // (largest * BUDGET_MARGIN)))
                             if room <= 0 or take <= 0:
                                 run.stopped = "budget"
                                 break
