@@ -151,6 +151,12 @@ class PartFile:
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
+    def append_bytes(self, lines: bytes) -> None:
+        """Append rows already encoded as JSON lines (see :func:`encode_row`), durably."""
+        self._handle.write(lines)
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
     def close(self) -> None:
         if self._handle is not None:
             self._handle.close()
