@@ -180,10 +180,11 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
                                 break
                         batch, chunk = chunk[:take], chunk[take:]
                         spent, per_item = _score_chunk(config, judge, client, batch, part, run)
-                        usage = _add(usage, spent)
                         largest = max(largest, per_item)
-                        state["usage"] = usage
-                        part.save_state(state)
+                        if any(spent.values()):  # tokens spent count against --max-tokens across resumes
+                            usage = _add(usage, spent)
+                            state["usage"] = usage
+                            part.save_state(state)
                         meter.update(len(batch))
                     if run.stopped:
                         break
