@@ -84,8 +84,7 @@ def test_a_bad_row_stops_the_run_before_anything_is_written(tmp_path, judge_path
     code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(data), "--out", str(tmp_path / "s.jsonl"),
                             "--chunk-size", "5"])
     assert code == 2 and f"{data}:28: answer" in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.jsonl", "s.jsonl.part"]
-    assert (tmp_path / "s.jsonl.part" / "rows.jsonl").read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.jsonl"]  # no run left behind
 
 
 def test_repeated_ids_are_refused_with_their_lines(tmp_path, judge_path, run_cli):

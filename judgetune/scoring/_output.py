@@ -157,6 +157,11 @@ class PartFile:
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
+    def discard(self) -> None:
+        """Remove the part (a run that wrote no row)."""
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
     def close(self) -> None:
         if self._handle is not None:
             self._handle.close()

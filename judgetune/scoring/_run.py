@@ -120,7 +120,13 @@ def _raise_duplicates(path: str | Path, fields: dict[str, str] | None, label: st
 
 def file_source(path: str | Path, *, fields: dict[str, str] | None = None,
                 label: str | None = None) -> dict[str, Any]:
-    """The record of a data file as an input (its path, fingerprint and the columns read)."""
+    """The record of a data file as an input (its path, fingerprint and the columns read).
+
+    Raises:
+        DataValidationError: not a regular file of a known format (a device or FIFO is never read).
+        FileNotFoundError: no such file.
+    """
+    datasets.stream_format(path)
     return {"file": str(Path(path).resolve()), "sha256": sha256_of(Path(path)), "fields": dict(fields or {}),
             "label": label}
 
@@ -157,7 +163,12 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
             if items is None:
                 path = source["file"]
                 if state.get("validated") != source["sha256"]:
-                    state["rows"] = validate_file(path, fields=source["fields"], label=source["label"])
+                    try:
+                        state["rows"] = validate_file(path, fields=source["fields"], label=source["label"])
+                    except DataValidationError:
+                        if run.resumed == 0:  # a run that never started leaves nothing behind
+                            part.discard()
+                        raise
                     state["validated"] = source["sha256"]
                     part.save_state(state)
                 run.total = state["rows"]
