@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from judgetune.config import JudgeConfig, load_config_lm, score_protocol
 from judgetune.datasets import Example, Reference, example_from_record
 from judgetune.errors import DataValidationError, JudgetuneError
 from judgetune.judges import Verdict
+from judgetune.scoring import ScoreRun, file_source, score_stream, write_scored
 
 if TYPE_CHECKING:
     import optuna
@@ -93,10 +95,18 @@ class FrozenJudge:
             raise JudgmentFailedError(f"the {self.config.judge} judge failed on this item: {scored.verdict.raw}")
         return scored.score
 
-    def score_many(self, examples: Iterable[Example | Mapping[str, Any]], *, protocol: str | None = None,
-                   per_grade: int = 1, seed: int = 0, progress: bool = False) -> Scores:
+    def score_many(self, examples: Iterable[Example | Mapping[str, Any]] | str | Path, *, protocol: str | None = None,
+                   per_grade: int = 1, seed: int = 0, progress: bool = False, out: str | Path | None = None,
+                   chunk_size: int = 1000, force: bool = False, max_tokens: int | None = None,
+                   prices: tuple[float, float] | None = None) -> Scores | ScoreRun:
         """Scores of many items (Examples, or dicts with the fields of a data file's rows), in order.
         A failed judgment has ``score`` None and says why in ``verdict.raw``.
+
+        With ``out`` (a .jsonl, .csv or .parquet file) the items (any iterable, a DataFrame or a data file's
+        path) are scored ``chunk_size`` at a time and appended to the output as ``judgetune score`` does:
+        memory holds one chunk, a call after an interruption resumes where the output stopped, and the
+        result is a :class:`judgetune.scoring.ScoreRun` (rows, failures, tokens) instead of the scores.
+        ``max_tokens`` and ``prices`` (per million prompt and completion tokens) as ``score``'s options.
 
         ``protocol``: None (each item alone), ``group`` (a judge may compare an item with the other items
         of its ``group``; every item needs one) or ``linkage`` (per group, ``per_grade`` labeled answers of
@@ -105,10 +115,42 @@ class FrozenJudge:
         Raises:
             JudgetuneError: a protocol's requirement unmet, or a judge that needs one scored without it.
         """
+        if out is not None:
+            return self._score_into(examples, Path(out), protocol=protocol, per_grade=per_grade, seed=seed,
+                                    progress=progress, chunk_size=chunk_size, force=force, max_tokens=max_tokens,
+                                    prices=prices)
         items = [self._example(e, i) for i, e in enumerate(records_of(examples))]
         scoring = score_protocol(self.config, items, self._lm, protocol=protocol, per_grade=per_grade, seed=seed,
                                  judge=self.judge, progress=progress)
         return Scores(Scored(e.id, s, v.score, v) for e, v, s in zip(scoring.items, scoring.verdicts, scoring.scores))
+
+    def score_iter(self, examples: Iterable[Example | Mapping[str, Any]], *, chunk_size: int = 1000) -> Iterator[Scored]:
+        """Scored items one by one, in order, scoring ``chunk_size`` at a time: memory holds one chunk, whatever
+        the number of items (each item alone, no protocol)."""
+        items = (self._example(e, i) for i, e in enumerate(examples))
+        while True:
+            chunk = list(islice(items, chunk_size))
+            if not chunk:
+                return
+            scoring = score_protocol(self.config, chunk, self._lm, judge=self.judge)
+            yield from (Scored(e.id, s, v.score, v) for e, v, s in zip(scoring.items, scoring.verdicts, scoring.scores))
+
+    def _score_into(self, examples: Any, out: Path, *, protocol: str | None, per_grade: int, seed: int,
+                    progress: bool, chunk_size: int, force: bool, max_tokens: int | None,
+                    prices: tuple[float, float] | None) -> ScoreRun:
+        if protocol is not None:
+            items = [self._example(e, i) for i, e in enumerate(records_of(examples))]
+            scoring = score_protocol(self.config, items, self._lm, protocol=protocol, per_grade=per_grade, seed=seed,
+                                     judge=self.judge, progress=progress)
+            return write_scored(out, scoring.items, scoring.verdicts, scoring.scores, force=force)
+        options = {"chunk_size": chunk_size, "force": force, "max_tokens": max_tokens, "prices": prices,
+                   "progress": progress}
+        if isinstance(examples, (str, Path)) and Path(examples).is_file():
+            return score_stream(self.config, self.judge, self._lm, None, out, source=file_source(examples), **options)
+        if isinstance(examples, (str, Path)) or _is_frame(examples):
+            examples = records_of(examples)
+        items = (self._example(e, i) for i, e in enumerate(examples))
+        return score_stream(self.config, self.judge, self._lm, items, out, source={"items": "python"}, **options)
 
     def as_dspy_metric(self, *, answer: str = "answer", question: str | None = "question",
                        reference: str | None = "reference", feedback: bool = False) -> Callable[..., Any]:

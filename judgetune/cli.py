@@ -88,6 +88,8 @@ def _number(cast: type, what: str, ok) -> callable:
 _count = _number(int, "a whole number >= 1", lambda v: v >= 1)  # a count of items, trials, resamples...
 _seed = _number(int, "a whole number >= 0", lambda v: v >= 0)
 _seconds = _number(float, "seconds > 0", lambda v: 0 < v < float("inf"))
+_positive = _number(float, "a number > 0", lambda v: 0 < v < float("inf"))
+_price = _number(float, "a price >= 0", lambda v: 0 <= v < float("inf"))
 
 
 def _scale(text: str) -> datasets.Scale:
@@ -469,38 +471,92 @@ def _tuned_mapping(config, path: Path) -> dict:
 
 
 def _score(args: argparse.Namespace) -> None:
-    from judgetune.config import JudgeConfig, load_config_lm, score_protocol
-    from judgetune.tuning import write_predictions
+    from judgetune import scoring
+    from judgetune.config import JudgeConfig, load_config_lm
 
     out = args.out.resolve()
-    if clashes(args.out, [args.config, *([] if args.data in datasets.CATALOG else [args.data])]):  # links too
+    catalog = args.data in datasets.CATALOG
+    if clashes(args.out, [args.config, *([] if catalog else [args.data])]):  # links too
         raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the scores elsewhere")
     if out.is_dir() or not out.parent.is_dir():
         raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
-    if out.exists() and not args.force:
-        raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
+    if args.engine == "ray" and (args.protocol or catalog):
+        raise JudgetuneError("--engine ray scores a data file without --protocol (a protocol compares the items "
+                             "of a question, which one process must hold)")
     config = JudgeConfig.load(args.config)
     mapping = _mapping(args, stored=_tuned_mapping(config, args.config))
     if mapping != _mapping(args):
         shown = ", ".join(f"{t}={c}" for t, c in datasets.FieldMap(**mapping).targets.items())
         print(f"reading {args.data} with the columns {args.config} was tuned on: {shown} "
               "(--field/--label replace them)", file=sys.stderr)
+    prices = None
+    if args.prompt_price is not None or args.completion_price is not None:
+        prices = (args.prompt_price or 0.0, args.completion_price or 0.0)
+    server = {"concurrency": args.concurrency, "rps": args.rps, "rate_limit_wait": args.rate_limit_wait}
+    if args.engine == "ray":
+        from judgetune.scoring import ray_engine
+
+        run = ray_engine.score_on_ray(args.config, args.data, out, fields=mapping["fields"], label=mapping["label"],
+                                      chunk_size=args.chunk_size, force=args.force, address=args.ray_address,
+                                      workers=args.workers, timeout=args.timeout, server=server, progress=True)
+    elif args.protocol or catalog:  # in memory: a protocol compares the items of a question; the catalog is small
+        run = _score_in_memory(args, config, mapping, out, server)
+    else:
+        lm = load_config_lm(config, timeout=args.timeout, **server)
+        try:
+            run = scoring.score_stream(config, config.build_judge(lm), lm, None, out,
+                                       source=scoring.file_source(args.data, **mapping), chunk_size=args.chunk_size,
+                                       force=args.force, max_tokens=args.max_tokens, prices=prices, progress=True)
+        finally:
+            if lm is not None:
+                lm.close()
+    _score_summary(run, args.out)
+
+
+def _score_in_memory(args: argparse.Namespace, config, mapping: dict, out: Path, server: dict):
+    from judgetune import scoring
+    from judgetune.config import load_config_lm, score_protocol
+
     if args.data in datasets.CATALOG:
         examples, _ = datasets.load_data(args.data, mirror=args.mirror, **mapping)
     else:
         examples = datasets.read_examples(args.data, require_label=False, **mapping)
-    lm = load_config_lm(config, timeout=args.timeout)
-    scored = score_protocol(config, examples, lm, protocol=args.protocol, per_grade=args.per_grade, seed=args.seed,
-                            progress=True)
-    examples, verdicts, scores = scored.items, scored.verdicts, scored.scores
-    if args.protocol:
-        print(f"protocol {args.protocol}: {json.dumps({k: v for k, v in scored.protocol.items() if k != 'qualified'})}",
-              file=sys.stderr)
-    write_predictions(args.out, examples, verdicts, scores)
-    failed = [v.raw for v, s in zip(verdicts, scores) if s is None]
-    print(f"{len(examples)} items scored into {args.out} ({len(failed)} failed judgments, score null"
-          + (f"; the first because: {failed[0]}" if failed else "") + ")")
-    _some_judged(failed, len(examples), what="judgments")
+    lm = load_config_lm(config, timeout=args.timeout, **server)
+    try:
+        if not args.protocol:
+            source = {"catalog": args.data, **mapping}
+            return scoring.score_stream(config, config.build_judge(lm), lm, examples, out, source=source,
+                                        chunk_size=args.chunk_size, force=args.force, max_tokens=args.max_tokens,
+                                        progress=True)
+        scored = score_protocol(config, examples, lm, protocol=args.protocol, per_grade=args.per_grade,
+                                seed=args.seed, progress=True)
+    finally:
+        if lm is not None:
+            lm.close()
+    print(f"protocol {args.protocol}: {json.dumps({k: v for k, v in scored.protocol.items() if k != 'qualified'})}",
+          file=sys.stderr)
+    return scoring.write_scored(out, scored.items, scored.verdicts, scored.scores, force=args.force)
+
+
+def _score_summary(run, shown: Path) -> None:
+    """The lines a score run ends with; exit 3 when not one item could be judged."""
+    resumed = f"; {run.resumed} kept from the interrupted run" if run.resumed else ""
+    if run.stopped == "budget":
+        raise JudgetuneError(f"--max-tokens: stopped before the budget would be passed, with {run.rows} of "
+                             f"{run.total if run.total is not None else 'the'} items scored ({_usage_text(run)}); they "
+                             f"are kept in {run.out}.part/rows.jsonl: re-run with a larger --max-tokens to go on")
+    print(f"{run.rows} items scored into {shown} ({run.failed} failed judgments, score null"
+          + (f"; the first because: {run.first_failure}" if run.first_failure else "") + f"{resumed})")
+    if run.usage:
+        print(_usage_text(run), file=sys.stderr)
+    _some_judged([run.first_failure or ""] * run.failed, run.rows, what="judgments")
+
+
+def _usage_text(run) -> str:
+    usage = run.usage or {}
+    text = (f"tokens: {usage.get('prompt_tokens', 0):,} prompt + {usage.get('completion_tokens', 0):,} completion"
+            + (f" in {usage['requests']:,} requests" if usage.get("requests") else ""))
+    return text + (f", cost {run.cost:.4f}" if run.cost is not None else "")
 
 
 def _audit(args: argparse.Namespace) -> None:
@@ -864,11 +920,30 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--config", required=True, type=Path)
     score.add_argument("--data", required=True, metavar="NAME|FILE")
     _column_options(score)
-    score.add_argument("--out", required=True, type=Path, help="JSONL file to write (never the input)")
-    score.add_argument("--force", action="store_true", help="replace --out when it exists")
+    score.add_argument("--out", required=True, type=Path,
+                       help="file to write (.jsonl, .csv or .parquet; never the input); a killed run resumes when "
+                            "re-run with the same judge, data and --out")
+    score.add_argument("--force", action="store_true", help="replace --out when it exists (and start over)")
+    score.add_argument("--chunk-size", type=_count, default=1000,
+                       help="items read, scored and appended at a time (default 1000); memory holds one chunk")
     _protocol_option(score)
     score.add_argument("--seed", type=_seed, default=0, help="seeds the linkage protocol's reference draw")
     _timeout_option(score)
+    score.add_argument("--concurrency", type=_count, default=8, help="server calls at a time (default 8)")
+    score.add_argument("--rps", type=_positive, help="at most this many server requests per second")
+    score.add_argument("--rate-limit-wait", type=_seconds, default=600.0,
+                       help="seconds an item may wait out a server's rate limit (429/503, Retry-After honoured) "
+                            "before it fails (default 600)")
+    score.add_argument("--max-tokens", type=_count, metavar="N",
+                       help="stop before the run's prompt + completion tokens would pass N, keeping what was scored")
+    score.add_argument("--prompt-price", type=_price, metavar="PRICE",
+                       help="price per million prompt tokens: the run reports its cost")
+    score.add_argument("--completion-price", type=_price, metavar="PRICE", help="price per million completion tokens")
+    score.add_argument("--engine", choices=("local", "ray"), default="local",
+                       help="local (this process) or ray (a Ray cluster: pip install 'judgetune[ray]')")
+    score.add_argument("--ray-address", metavar="ADDRESS",
+                       help="with --engine ray: a running cluster (ray://HOST:10001 or auto); default a local one")
+    score.add_argument("--workers", type=_count, default=2, help="with --engine ray: scoring actors (default 2)")
     score.add_argument("--mirror", type=Path)
     score.set_defaults(handler=_score)
 

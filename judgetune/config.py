@@ -404,12 +404,13 @@ def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *, pro
     return scoring.verdicts, scoring.scores
 
 
-def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0):
+def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0, **server: Any):
     """The LM a config names (None for judges without one). A server's key comes from the environment;
-    ``timeout`` is per attempt of a server call."""
+    ``timeout`` is per attempt of a server call; ``server``: ``concurrency``, ``rps``, ``rate_limit_wait``
+    (see ``load_lm``)."""
     if not judge_class(config.judge).needs_lm_with(config.params):
         return None
     from judgetune.lm import load_lm
 
     return load_lm(config.lm["spec"], api_base=config.lm.get("api_base"), timeout=timeout,
-                   reasoning=config.lm.get("reasoning"))
+                   reasoning=config.lm.get("reasoning"), **server)

@@ -15,7 +15,7 @@ BASE = {"datasets", "stats", "errors", "_files", "_offline", "_progress"}
 ALLOWED = {
     "cli": {"*"},
     "__init__": {"*"},
-    "_api": {"tuning", "evaluation", "report", "config", "calibration", "judges", "lm"},
+    "_api": {"tuning", "evaluation", "report", "config", "calibration", "judges", "lm", "scoring"},
     "_demo": {"tuning", "evaluation", "report", "config"},
     "tuning": {"audit", "evaluation", "config", "calibration", "judges", "lm"},
     "audit": {"config", "calibration", "judges", "lm"},
@@ -25,6 +25,7 @@ ALLOWED = {
     "report": {"config", "calibration"},
     "reproduce": {"nrp", "ragcheck"},
     "testing": {"config", "judges", "lm"},
+    "scoring": {"config", "calibration", "judges", "lm"},
     "config": {"calibration", "judges", "lm"},
     "judges": {"lm"},
     "calibration": set(),

@@ -199,11 +199,12 @@ def test_an_overloaded_server_is_said_as_such(tmp_path):
     from judgetune.lm import LMCallError, classify, load_lm
 
     with FaultServer(fault_rate=1.0, faults=("429",)) as server:
-        lm = load_lm("openai/m", api_base=server.base_url, use_cache=False, max_retries=1)
+        lm = load_lm("openai/m", api_base=server.base_url, use_cache=False, max_retries=1, rate_limit_wait=2.5)
         with pytest.raises(LMCallError) as err:
             lm.client.complete([{"role": "user", "content": "hi"}], max_tokens=1)
     assert classify(err.value) == "overload" and "overloaded" in str(err.value)
-    assert len(server.log) == 2  # retried once
+    assert "--rate-limit-wait" in str(err.value)
+    assert len(server.log) > 2  # a rate limit is waited out (for rate_limit_wait), not retried max_retries times
 
 
 # --- 5. option errors: exit 2, one line ---------------------------------------------------------------------------

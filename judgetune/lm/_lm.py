@@ -237,7 +237,8 @@ def _labels_key(messages: list[dict[str, str]], labels: Sequence[str], prefix: s
 def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseCache | None = None,
             use_cache: bool = True, backend: str | None = None, timeout: float = 60.0, max_retries: int = 3,
             concurrency: int = 8, n_ctx: int = 4096, n_threads: int | None = None, reasoning: bool | None = None,
-            label_position: str | None = None, chat_template: str | None = None) -> JudgeLM:
+            label_position: str | None = None, chat_template: str | None = None, rps: float | None = None,
+            rate_limit_wait: float = 600.0) -> JudgeLM:
     """Load the model a spec names.
 
     Args:
@@ -249,6 +250,8 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         backend: for ``local:`` specs, ``llamacpp`` (default) or ``transformers``.
         timeout, max_retries: per remote attempt, and retries of transient faults.
         concurrency: threads for remote calls in :meth:`JudgeLM.run`.
+        rps, rate_limit_wait: a server's requests per second at most, and how long one call may wait out its
+            rate limit (429/503, Retry-After honoured); see ``OpenAICompatibleClient``.
         n_threads: CPU threads of an in-process model (default ``$JUDGETUNE_THREADS``, else 2).
         reasoning: an ``openai/MODEL`` that is a reasoning model (None: decided from its name).
         label_position, chat_template: over a server, how the prompt is made to end at the label
@@ -263,7 +266,8 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         spec = parse_lm_spec(spec, api_base=api_base, reasoning=reasoning)
     cache = (cache or ResponseCache()) if use_cache else None
     if spec.kind == "openai":
-        client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries)
+        client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries, rps=rps,
+                                        rate_limit_wait=rate_limit_wait)
         return JudgeLM(spec, cache=cache, client=client, model_id=spec.model, concurrency=concurrency,
                        label_position=label_position, chat_template=chat_template)
     if spec.kind == "test":  # no weights: see judgetune/lm/_deterministic.py

@@ -7,22 +7,26 @@ with bounded retries. A server's errors are classified once, here (:func:`classi
   stops the command at the first call (never retried, never read as a missing feature);
 - ``unreachable``: connections refused; after ``REFUSALS_TO_STOP`` refused attempts in a row the client
   raises :class:`ServerUnreachableError` and every later call fails at once;
-- ``overload`` (429, 503) and ``fault`` (other 5xx, 408, 409), timeouts and broken or empty bodies:
-  retried with exponential backoff and jitter; what still fails raises LMCallError for that item;
+- ``overload`` (429, 503): waited out, for as long as the server's ``Retry-After`` asks (every thread
+  pauses), else with exponential backoff, up to ``rate_limit_wait`` seconds per call in all;
+- ``fault`` (other 5xx, 408, 409), timeouts and broken or empty bodies: retried ``max_retries`` times with
+  exponential backoff and jitter; what still fails raises LMCallError for that item;
 - ``unsupported`` (other 4xx: a parameter or endpoint the server does not take): LMCallError at once.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import logging
 import os
+import random
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from judgetune.errors import ItemError, JudgetuneError
 from judgetune.lm._prefix import reported_usage
@@ -67,9 +71,10 @@ class Completion:
 class StatusError(Exception):
     """An HTTP error status from the server (kept as the cause of an LMCallError)."""
 
-    def __init__(self, status: int, body: str):
+    def __init__(self, status: int, body: str, retry_after: float | None = None):
         super().__init__(f"HTTP {status}: {body[:300]}")
         self.status = status
+        self.retry_after = retry_after  # seconds the server asked to wait (its Retry-After), if it did
 
 
 def classify(error: BaseException | None) -> str:
@@ -102,14 +107,23 @@ class OpenAICompatibleClient:
         timeout: seconds per attempt.
         max_retries: attempts after the first, for transient faults only.
         backoff: first wait in seconds; it doubles per retry (with jitter) up to ``max_backoff``.
+        rps: at most this many requests per second (all threads together); None: no cap.
+        rate_limit_wait: seconds one call may spend waiting out 429/503 answers before it fails.
+
+    ``usage`` counts what the server reported spending: ``prompt_tokens``, ``completion_tokens``, ``requests``.
     """
 
     def __init__(self, spec: LMSpec, *, timeout: float = 60.0, max_retries: int = 3, backoff: float = 0.5,
-                 max_backoff: float = 8.0, api_key_env: str = API_KEY_ENV):
+                 max_backoff: float = 8.0, api_key_env: str = API_KEY_ENV, rps: float | None = None,
+                 rate_limit_wait: float = 600.0):
         if spec.kind != "openai":
             raise ValueError(f"{spec} is not an openai/MODEL spec")
         self.spec = spec
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
+        self.rps, self.rate_limit_wait = rps, rate_limit_wait
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
+        self._not_before = 0.0  # monotonic time before which no request starts (a server's Retry-After)
+        self._next_slot = 0.0  # the next request's start under --rps
         key = os.environ.get(api_key_env)
         self.api_key_env = api_key_env
         self._refusals = 0  # refused connection attempts in a row
@@ -151,21 +165,57 @@ class OpenAICompatibleClient:
         return self._call(self._attempt_text, request)
 
     def _call(self, attempt, request: dict[str, Any]):
-        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), retry=retry_if_exception(_is_transient),
-                            wait=wait_exponential_jitter(multiplier=self.backoff, max=self.max_backoff, jitter=self.backoff))
-        try:
-            return retrying(self._guarded, attempt, request)
-        except RetryError as err:
-            cause = err.last_attempt.exception()
-            raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {self.max_retries + 1} attempts: "
-                              f"{_describe(cause)}") from cause
-        except (StatusError, _Transient, httpx.TransportError) as err:
-            raise LMCallError(f"{self.spec} at {self.spec.endpoint}: {_describe(err)}") from err
+        """One call with its retries: faults ``max_retries`` times; rate limits (429/503) waited out for up to
+        ``rate_limit_wait`` seconds in all, as long as the server's ``Retry-After`` says when it says."""
+        faults, overloads, attempts = 0, 0, 0
+        deadline = time.monotonic() + self.rate_limit_wait
+        while True:
+            attempts += 1
+            try:
+                return self._guarded(attempt, request)
+            except (StatusError, _Transient, httpx.TransportError) as err:
+                if not _is_transient(err):
+                    raise LMCallError(f"{self.spec} at {self.spec.endpoint}: {_describe(err)}") from err
+                if classify(err) == "overload":
+                    overloads += 1
+                    asked = getattr(err, "retry_after", None)
+                    wait = asked if asked is not None else self._backoff(overloads)
+                    left = deadline - time.monotonic()
+                    if left <= 0 or wait > left:
+                        raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {attempts} attempts "
+                                          f"(rate limited for {self.rate_limit_wait:g} s, --rate-limit-wait): "
+                                          f"{_describe(err)}") from err
+                    if asked is not None:
+                        with self._lock:  # every thread waits: the server said when it takes requests again
+                            self._not_before = max(self._not_before, time.monotonic() + wait)
+                else:
+                    faults += 1
+                    if faults > self.max_retries:
+                        raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {attempts} attempts: "
+                                          f"{_describe(err)}") from err
+                    wait = self._backoff(faults)
+                time.sleep(wait)
+
+    def _backoff(self, n: int) -> float:
+        """The n-th wait (from 1): doubling from ``backoff`` up to ``max_backoff``, with jitter."""
+        return min(self.max_backoff, self.backoff * 2 ** (n - 1)) + random.uniform(0, self.backoff)
+
+    def _pace(self) -> None:
+        """Wait for a server's Retry-After to pass and, under ``rps``, for this request's slot."""
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._not_before)
+            if self.rps:
+                start = max(start, self._next_slot)
+                self._next_slot = start + 1.0 / self.rps
+        if start > now:
+            time.sleep(start - now)
 
     def _guarded(self, attempt, request: dict[str, Any]):
         """One attempt, unless the server was found unusable; counts refused connections in a row."""
         if self._fatal is not None:
             raise self._fatal
+        self._pace()
         try:
             result = attempt(request)
         except httpx.ConnectError as err:
@@ -179,6 +229,11 @@ class OpenAICompatibleClient:
                     raise self._fatal from None
             raise
         self._refusals = 0
+        usage = result.usage if isinstance(result, Completion) else result[1]
+        with self._lock:
+            self.usage["requests"] += 1
+            for key in ("prompt_tokens", "completion_tokens"):
+                self.usage[key] += int(usage.get(key) or 0)
         return result
 
     def _post(self, path: str, request: dict[str, Any]) -> Any:
@@ -194,7 +249,7 @@ class OpenAICompatibleClient:
                 self._fatal = self._fatal or error
             raise self._fatal
         if response.status_code != 200:
-            raise StatusError(response.status_code, response.text)
+            raise StatusError(response.status_code, response.text, retry_after(response.headers.get("retry-after")))
         try:
             return json.loads(response.content)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -216,6 +271,21 @@ class OpenAICompatibleClient:
         logprobs = (choice.get("logprobs") or {}).get("content")
         return Completion(choice["message"].get("content") or "", choice.get("finish_reason"), reported_usage(body),
                           logprobs)
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (a number of seconds or an HTTP date); None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time()) if when is not None else None
 
 
 REASONING_MIN_TOKENS = 4096  # a reasoning model's hidden reasoning counts against its token limit

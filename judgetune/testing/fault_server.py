@@ -3,7 +3,8 @@
 Each request draws, from a seeded generator, either a normal answer (after ``latency`` seconds)
 or one fault: ``500``, ``timeout`` (hangs past the client's timeout), ``malformed`` (invalid
 JSON), ``truncated`` (the body ends early) or ``empty`` (no choices); any other HTTP status
-(``400``, ``401``, ``403``, ``429``, ``503``: a string of digits) only when asked for. Every attempt is logged with
+(``400``, ``401``, ``403``, ``429``, ``503``: a string of digits) only when asked for; a 429 or 503 carries
+``Retry-After: retry_after`` when that is set (seconds, or an HTTP date as text). Every attempt is logged with
 its item (the last user message) and outcome, so a test can check that nothing was lost.
 
 With ``upstream`` (a real server's ``.../v1`` URL) it is a proxy: a normal answer is the upstream
@@ -36,13 +37,15 @@ class FaultServer:
 
     def __init__(self, *, fault_rate: float = 0.0, faults: tuple[str, ...] = FAULTS, latency: float = 0.0,
                  hang: float = 5.0, seed: int = 0, logprobs: bool = True, upstream: str | None = None,
-                 overrides: dict | None = None):
+                 overrides: dict | None = None, retry_after: float | str | None = None):
         self.fault_rate, self.faults, self.latency, self.hang = fault_rate, faults, latency, hang
+        self.retry_after = retry_after
         self.logprobs = logprobs  # False: a model that exposes no log-probabilities
         self.upstream, self.overrides = upstream, dict(overrides or {})
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.log: list[tuple[str, str]] = []  # (item, outcome) per attempt, in arrival order
+        self.arrivals: list[float] = []  # time.monotonic() of each attempt, as in the log
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -63,6 +66,7 @@ class FaultServer:
         with self._lock:
             outcome = self._rng.choice(self.faults) if self._rng.random() < self.fault_rate else "ok"
             self.log.append((item, outcome))
+            self.arrivals.append(time.monotonic())
         return outcome
 
     def _forward(self, body: dict) -> tuple[int, bytes]:
@@ -94,7 +98,9 @@ class FaultServer:
                 outcome = server._draw(item)
                 if outcome.isdigit():  # an HTTP status: 400, 401, 403, 429, 500, 503, ...
                     message = "injected bad request" if outcome == "400" else f"injected {outcome}"
-                    return self._send(int(outcome), json.dumps({"error": {"message": message}}).encode())
+                    retry = {"Retry-After": str(server.retry_after)} if (
+                        outcome in ("429", "503") and server.retry_after is not None) else {}
+                    return self._send(int(outcome), json.dumps({"error": {"message": message}}).encode(), retry)
                 if outcome == "timeout":
                     time.sleep(server.hang)
                     if server.upstream is not None:  # the client has hung up: spare the real server the work
@@ -121,8 +127,10 @@ class FaultServer:
                     return None
                 return self._send(200, payload)
 
-            def _send(self, status: int, payload: bytes) -> None:
+            def _send(self, status: int, payload: bytes, headers: dict | None = None) -> None:
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()

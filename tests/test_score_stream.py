@@ -1,0 +1,227 @@
+"""`judgetune score` streamed: chunk by chunk into the output, in input order, resumable after a SIGKILL,
+one writer per --out, the same scores as scoring in memory; Parquet and CSV beside JSONL."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from judgetune import load
+from judgetune._files import OutputLock
+from judgetune.config import JudgeConfig
+from judgetune.datasets import Example, Reference
+from judgetune.judges import make_judge
+from judgetune.scoring import encode_row, file_source, score_stream
+
+REPO = Path(__file__).resolve().parents[1]
+WORDS = ("cat mat dog sat ran fast slow red blue green tree house river stone cloud rain sun moon star bird "
+         "fish boat road car train city field").split()
+
+
+def _text(i: int, n: int) -> str:
+    rng = random.Random(i)
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+@pytest.fixture(scope="module")
+def judge_path(tmp_path_factory) -> Path:
+    train = [Example(id=str(i), answer=_text(i, 6), references=(Reference(_text(i + 1, 8)),), label=float(i % 6))
+             for i in range(40)]
+    judge = make_judge("bm25", train=train, label_range=(0.0, 5.0), params={})
+    return JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 5.0)).save(
+        tmp_path_factory.mktemp("judge") / "judge.json")
+
+
+def _rows(n: int) -> list[dict]:
+    return [{"id": f"r{i}", "answer": _text(i, 5 + i % 4), "reference": _text(i % 9, 7)} for i in range(n)]
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _in_memory(judge_path: Path, rows: list[dict]) -> list[dict]:
+    """What scoring every row in memory gives (the path `score` took before streaming)."""
+    with load(judge_path) as judge:
+        scored = judge.score_many(rows)
+    return [{"id": s.id, "score": s.score, "raw_score": s.raw_score, "parsed": s.verdict.parsed, "human": None,
+             "distribution": s.verdict.distribution} for s in scored]
+
+
+def test_chunked_scores_equal_in_memory_scores_in_input_order(tmp_path, judge_path, run_cli):
+    rows = _rows(60)
+    data = _write_jsonl(tmp_path / "data.jsonl", rows)
+    code, out, err = run_cli(["score", "--config", str(judge_path), "--data", str(data), "--out",
+                              str(tmp_path / "a.jsonl"), "--chunk-size", "7"])
+    assert code == 0, err
+    assert "60 items scored" in out and "scoring: 0/60" in err  # progress lines off a terminal
+    assert _read_jsonl(tmp_path / "a.jsonl") == _in_memory(judge_path, rows)
+    assert len({r["score"] for r in _read_jsonl(tmp_path / "a.jsonl")}) > 10  # the items score differently
+    code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(data), "--out",
+                            str(tmp_path / "b.jsonl"), "--chunk-size", "1000"])
+    assert code == 0, err
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob(".*"))  # nothing left behind
+
+
+def test_a_bad_row_stops_the_run_before_anything_is_written(tmp_path, judge_path, run_cli):
+    rows = _rows(30)
+    rows[27] = {"id": "r27", "answer": 5}
+    data = _write_jsonl(tmp_path / "data.jsonl", rows)
+    code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(data), "--out", str(tmp_path / "s.jsonl"),
+                            "--chunk-size", "5"])
+    assert code == 2 and f"{data}:28: answer" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.jsonl"]  # no run left behind
+
+
+def test_repeated_ids_are_refused_with_their_lines(tmp_path, judge_path, run_cli):
+    rows = _rows(12)
+    rows[9]["id"] = "r3"
+    data = _write_jsonl(tmp_path / "data.jsonl", rows)
+    code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(data), "--out", str(tmp_path / "s.jsonl")])
+    assert code == 2 and f"{data}:10: id: expected a unique id, found 'r3' already used on line 4" in err
+
+
+@pytest.mark.slow
+def test_a_sigkilled_run_resumes_without_losing_or_repeating_a_row(tmp_path, judge_path):
+    rows = _rows(3000)
+    data = _write_jsonl(tmp_path / "data.jsonl", rows)
+    out = tmp_path / "scored.jsonl"
+    command = [sys.executable, "-m", "judgetune.cli", "score", "--config", str(judge_path), "--data", str(data),
+               "--out", str(out), "--chunk-size", "50"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    part = tmp_path / "scored.jsonl.part" / "rows.jsonl"
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if part.exists() and part.stat().st_size > 20_000:  # some chunks are in
+            break
+        time.sleep(0.005)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    written = part.read_bytes().count(b"\n")
+    assert 0 < written < len(rows) and not out.exists()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "kept from the interrupted run" in done.stdout and "(resumed)" in done.stderr
+    result = _read_jsonl(out)
+    assert [r["id"] for r in result] == [r["id"] for r in rows]  # none lost, none twice, in order
+    assert result == _in_memory(judge_path, rows)
+
+
+def _interrupted(judge_path: Path, rows: list[dict], out: Path, after: int, source: dict | None = None) -> None:
+    """Leave a run in progress on ``out``: the items stop (as Ctrl-C would) after ``after`` of them."""
+    def items():
+        for i, row in enumerate(rows):
+            if i == after:
+                raise KeyboardInterrupt
+            yield Example(id=row["id"], answer=row["answer"], references=(Reference(row["reference"]),))
+
+    config = JudgeConfig.load(judge_path)
+    with pytest.raises(KeyboardInterrupt):
+        score_stream(config, config.build_judge(None), None, items(), out, source=source or {"items": "python"},
+                     chunk_size=4)
+
+
+def test_a_run_in_progress_refuses_another_judge_or_input_in_one_line(tmp_path, judge_path, run_cli):
+    rows = _rows(20)
+    data = _write_jsonl(tmp_path / "data.jsonl", rows)
+    out = tmp_path / "s.jsonl"
+    _interrupted(judge_path, rows, out, after=9, source=file_source(data, fields={}, label=None))
+    part = tmp_path / "s.jsonl.part" / "rows.jsonl"
+    assert part.read_bytes().count(b"\n") == 8  # two chunks of 4 were in when it stopped
+    other = json.loads(judge_path.read_text())
+    other["seed"] = other["seed"] + 1  # any change to the judge.json makes it another judge
+    other_path = tmp_path / "other.json"
+    other_path.write_text(json.dumps(other))
+    code, _, err = run_cli(["score", "--config", str(other_path), "--data", str(data), "--out", str(out)])
+    assert code == 2 and "holds a run in progress with a different judge;" in err and len(err.splitlines()) == 1
+    changed = _write_jsonl(tmp_path / "changed.jsonl", [*rows[:-1], {**rows[-1], "answer": "changed"}])
+    code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(changed), "--out", str(out)])
+    assert code == 2 and "holds a run in progress with a different input;" in err and len(err.splitlines()) == 1
+    assert part.read_bytes().count(b"\n") == 8  # untouched
+    code, out_text, err = run_cli(["score", "--config", str(judge_path), "--data", str(data), "--out", str(out)])
+    assert code == 0, err
+    assert "8 kept from the interrupted run" in out_text
+    assert _read_jsonl(out) == _in_memory(judge_path, rows)
+
+
+def test_a_second_writer_on_the_same_out_is_refused_and_stale_temps_are_removed(tmp_path, judge_path, run_cli):
+    data = _write_jsonl(tmp_path / "data.jsonl", _rows(5))
+    out = tmp_path / "s.jsonl"
+    stale = tmp_path / ".s.jsonl.k2j3h4.tmp"
+    stale.write_text("half a file")
+    with OutputLock(out, what="another judgetune score"):
+        code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(data), "--out", str(out)])
+    assert code == 2 and f"another judgetune score is already writing it (pid {os.getpid()})" in err
+    assert not out.exists() and stale.exists()
+    code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(data), "--out", str(out)])
+    assert code == 0, err
+    assert not stale.exists() and not (tmp_path / ".s.jsonl.lock").exists()
+
+
+def test_a_lone_surrogate_is_written_as_an_escape_not_lost(tmp_path, judge_path):
+    line = encode_row({"id": "a\ud800b", "score": 1.0})
+    assert json.loads(line.decode("utf-8")) == {"id": "a\ud800b", "score": 1.0}
+    with load(judge_path) as judge:
+        run = judge.score_many([{"id": "x\udc80", "answer": "cat sat", "reference": "the cat sat"},
+                                {"id": "y", "answer": "dog", "reference": "a dog ran"}], out=tmp_path / "s.jsonl")
+    assert run.rows == 2
+    assert [r["id"] for r in _read_jsonl(tmp_path / "s.jsonl")] == ["x\udc80", "y"]
+
+
+def test_score_many_streams_an_iterable_into_a_file_and_resumes(tmp_path, judge_path):
+    rows = _rows(30)
+    out = tmp_path / "s.jsonl"
+    _interrupted(judge_path, rows, out, after=13)
+    with load(judge_path) as judge:
+        consumed = []
+
+        def items():
+            for row in rows:
+                consumed.append(row["id"])
+                yield row
+
+        run = judge.score_many(items(), out=out, chunk_size=4)
+        lazy = list(judge.score_iter(iter(rows), chunk_size=4))
+    assert (run.resumed, run.scored, run.rows) == (12, 18, 30)
+    assert consumed == [r["id"] for r in rows]  # read once, in order
+    assert _read_jsonl(out) == _in_memory(judge_path, rows)
+    assert [s.score for s in lazy] == [r["score"] for r in _read_jsonl(out)]
+
+
+def test_parquet_in_and_out_and_csv_out_hold_the_same_scores(tmp_path, judge_path, run_cli):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = _rows(25)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "data.parquet")
+    expected = _in_memory(judge_path, rows)
+    code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(tmp_path / "data.parquet"), "--out",
+                            str(tmp_path / "s.parquet"), "--chunk-size", "6"])
+    assert code == 0, err
+    table = pq.read_table(tmp_path / "s.parquet").to_pylist()
+    assert [(r["id"], r["score"], r["raw_score"]) for r in table] == [(r["id"], r["score"], r["raw_score"])
+                                                                       for r in expected]
+    code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(tmp_path / "data.parquet"), "--out",
+                            str(tmp_path / "s.csv")])
+    assert code == 0, err
+    import csv
+
+    with open(tmp_path / "s.csv", newline="", encoding="utf-8") as handle:
+        read = list(csv.DictReader(handle))
+    assert [(r["id"], float(r["score"])) for r in read] == [(r["id"], r["score"]) for r in expected]
