@@ -11,7 +11,16 @@ import traceback
 from pathlib import Path
 
 from judgetune import datasets, evaluation, judges, reproduce, tuning
-from judgetune._files import atomic_write, clashes, make_folder, write_bytes, write_text
+from judgetune._files import (
+    FileKindError,
+    FileTooLargeError,
+    atomic_write,
+    clashes,
+    make_folder,
+    read_bounded,
+    write_bytes,
+    write_text,
+)
 from judgetune.errors import JudgetuneError, NothingJudgedError, redact
 
 EXIT_USER_ERROR = 2  # bad input or options: nothing was run
@@ -266,10 +275,12 @@ def _read_instructions(path: Path | None) -> list[str]:
 
 def _read_text(path: Path, option: str) -> str:
     """A small text file an option names, with the option and file in any error."""
-    try:
-        if path.stat().st_size > datasets.MAX_FILE_BYTES:
-            raise JudgetuneError(f"{option} {path}: expected a text file of at most {datasets.MAX_FILE_BYTES:,} bytes")
-        return path.read_text(encoding="utf-8-sig")
+    try:  # a regular file, read with a bound (never by its reported size: /dev/zero reports 0)
+        return read_bounded(path, datasets.MAX_FILE_BYTES, "file").decode("utf-8-sig")
+    except FileTooLargeError:
+        raise JudgetuneError(f"{option} {path}: expected a text file of at most {datasets.MAX_FILE_BYTES:,} bytes") from None
+    except FileKindError as err:
+        raise JudgetuneError(f"{option} {err}") from None
     except FileNotFoundError:
         raise JudgetuneError(f"{option} {path}: no such file") from None
     except IsADirectoryError:
@@ -278,9 +289,17 @@ def _read_text(path: Path, option: str) -> str:
         raise JudgetuneError(f"{option} {path}: expected UTF-8 text, found undecodable bytes ({err.reason})") from None
 
 
+def _names_file(text: str) -> bool:
+    """Whether ``text`` is the path of something other than a folder (a text longer than a file name is text)."""
+    try:
+        return "\n" not in text and Path(text).exists() and not Path(text).is_dir()
+    except (OSError, ValueError):  # a name too long, a NUL character
+        return False
+
+
 def _text_or_file(text: str | None) -> str | None:
     """``text`` itself, or the contents of the file it names."""
-    if text is None or not Path(text).is_file():
+    if text is None or not _names_file(text):
         return text
     content = _read_text(Path(text), "--criterion").strip()
     if not content:

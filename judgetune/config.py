@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from judgetune._files import make_folder, write_text
 from judgetune.calibration import Calibrator, calibrator_from_dict
 from judgetune.datasets import Example, describe, example_from_record, problems_from, read_json
 from judgetune.errors import API_KEY_ENVS, DataValidationError, JudgetuneError
@@ -193,11 +194,8 @@ class JudgeConfig(BaseModel):
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n", encoding="utf-8")
-        tmp.replace(path)
-        return path
+        make_folder(path.parent)
+        return write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> JudgeConfig:

@@ -8,6 +8,7 @@ a label must be a number in JSONL and a cell that parses as one in CSV/TSV.
 from __future__ import annotations
 
 import csv
+import io
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any, BinaryIO
 import jsonlines
 from pydantic import ValidationError
 
-from judgetune._files import atomic_write
+from judgetune._files import FileKindError, atomic_write, open_regular
 from judgetune.datasets._json import parse_json
 from judgetune.datasets._mapping import FieldMap
 from judgetune.datasets._schema import Example, ExampleRow, Scale, format_number
@@ -108,10 +109,7 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
     kind = _FORMATS.get(path.suffix.lower())
     if kind is None:
         raise DataValidationError([f"{path}: expected a .jsonl, .csv or .tsv file, found suffix {path.suffix!r}"])
-    if path.is_dir():
-        raise DataValidationError([f"{path}: expected a data file, found a folder"])
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such data file")
+    check_regular(path)
     problems: list[str] = []
     rows = (jsonl_rows(path, problems) if kind == "jsonl"
             else _table_rows(path, kind, problems, mapping, require_label=require_label))
@@ -143,6 +141,21 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
     return examples
 
 
+def check_regular(path: Path, what: str = "data file") -> None:
+    """Refuse at once what is no regular file (a folder, a device, a FIFO), each named as what it is.
+
+    Raises:
+        FileNotFoundError: no such file.
+        DataValidationError: a folder, device, FIFO or socket.
+    """
+    try:
+        open_regular(path, what).close()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such {what}") from None
+    except FileKindError as err:
+        raise DataValidationError([str(err)]) from None
+
+
 def write_examples(path: str | Path, examples: Iterable[Example]) -> None:
     """Write Examples as JSONL that ``read_examples`` reads back unchanged."""
     with atomic_write(path) as handle, jsonlines.Writer(handle) as writer:
@@ -151,7 +164,7 @@ def write_examples(path: str | Path, examples: Iterable[Example]) -> None:
 
 def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     # Parsed line by line (not with jsonlines.Reader) to know the line number of every row.
-    with path.open("rb") as handle:
+    with open_regular(path, "data file") as handle:
         for line, raw in enumerate(_bounded_lines(handle), 1):
             if raw is None:
                 problems.append(f"{path}:{line}: row: expected at most {MAX_ROW_BYTES:,} bytes (the per-item size "
@@ -213,7 +226,7 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
     mapping = mapping or FieldMap()
     dialect = {"delimiter": ",", "strict": True} if kind == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: Excel's byte-order mark
+        with io.TextIOWrapper(open_regular(path, "data file"), encoding="utf-8-sig", newline="") as handle:  # BOM
             reader = csv.reader(_bounded_text_lines(handle), **dialect)
             try:
                 header = next(reader, None)
