@@ -60,9 +60,10 @@ class FrozenJudge:
         3.71
     """
 
-    def __init__(self, config: JudgeConfig, lm: Any = None):
+    def __init__(self, config: JudgeConfig, lm: Any = None, *, api_base: str | None = None,
+                 where: str = "the judge config"):
         self.config = config
-        self._lm = lm if lm is not None else load_config_lm(config)
+        self._lm = lm if lm is not None else load_config_lm(config, api_base=api_base, where=where)
         self.judge = config.build_judge(self._lm)
 
     @property
@@ -166,13 +167,17 @@ class FrozenJudge:
         self.close()
 
 
-def load(path: str | Path) -> FrozenJudge:
+def load(path: str | Path, *, api_base: str | None = None) -> FrozenJudge:
     """The frozen judge a ``judge.json`` describes, ready to score (its LM loaded; a server's key from the environment).
+
+    A judge.json is untrusted input: ``$OPENAI_API_KEY`` goes to OpenAI's endpoint, to ``api_base`` (a server you
+    name, used instead of the file's) or to the file's own endpoint when ``$JUDGETUNE_TRUSTED_ENDPOINTS`` lists
+    it; otherwise requests go without the key (docs/reliability.md).
 
     Raises:
         ConfigError: the file is missing, not JSON, or a field is wrong (named in the message).
     """
-    return FrozenJudge(JudgeConfig.load(path))
+    return FrozenJudge(JudgeConfig.load(path), api_base=api_base, where=str(path))
 
 
 class Scores(list):

@@ -21,7 +21,7 @@ from judgetune._files import (
     write_bytes,
     write_text,
 )
-from judgetune.errors import JudgetuneError, NothingJudgedError, redact
+from judgetune.errors import JudgetuneError, NothingJudgedError, printable, redact
 
 EXIT_USER_ERROR = 2  # bad input or options: nothing was run
 EXIT_NOTHING_JUDGED = 3  # the command ran, but not one item could be judged
@@ -186,9 +186,9 @@ def _print_prompts(transcript: list[dict]) -> None:
     for i, entry in enumerate(transcript, 1):
         print(f"--- prompt {i} ({entry['op']}) ---", file=sys.stderr)
         for message in entry["messages"]:
-            print(f"[{message['role']}]\n{message['content']}", file=sys.stderr)
+            print(f"[{message['role']}]\n{printable(message['content'])}", file=sys.stderr)
         if entry.get("prefix"):
-            print(f"[assistant, prefilled]\n{entry['prefix']}", file=sys.stderr)
+            print(f"[assistant, prefilled]\n{printable(entry['prefix'])}", file=sys.stderr)
         if entry.get("labels"):
             print(f"(label distribution read over {entry['labels']})", file=sys.stderr)
 
@@ -463,7 +463,7 @@ def _worker(args: argparse.Namespace) -> None:
         study, spec = tuning.join_study(args.study, args.storage, heartbeat=args.heartbeat)
     except (ValueError, KeyError) as err:
         raise JudgetuneError(str(err)) from None
-    lm = tuning.load_run_lm(spec, timeout=args.timeout)
+    lm = tuning.load_run_lm(spec, timeout=args.timeout, trusted=False)  # the spec comes from a shared storage
     try:
         tuning.run_trials(study, spec, lm, tuning.prepare_splits(spec))
     finally:
@@ -507,7 +507,7 @@ def _score(args: argparse.Namespace) -> None:
         examples, _ = datasets.load_data(args.data, mirror=args.mirror, **mapping)
     else:
         examples = datasets.read_examples(args.data, require_label=False, **mapping)
-    lm = load_config_lm(config, timeout=args.timeout)
+    lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=str(args.config))
     scored = score_protocol(config, examples, lm, protocol=args.protocol, per_grade=args.per_grade, seed=args.seed,
                             progress=True)
     examples, verdicts, scores = scored.items, scored.verdicts, scored.scores
@@ -517,7 +517,7 @@ def _score(args: argparse.Namespace) -> None:
     write_predictions(args.out, examples, verdicts, scores)
     failed = [v.raw for v, s in zip(verdicts, scores) if s is None]
     print(f"{len(examples)} items scored into {args.out} ({len(failed)} failed judgments, score null"
-          + (f"; the first because: {failed[0]}" if failed else "") + ")")
+          + (f"; the first because: {printable(failed[0])}" if failed else "") + ")")
     _some_judged(failed, len(examples), what="judgments")
 
 
@@ -536,7 +536,7 @@ def _audit(args: argparse.Namespace) -> None:
     demos = {d.get("id") for d in config.demos}  # the judge's own demos are not audited
     pool = [e for e in examples if e.id not in demos]
     examples = datasets.limit_by_group(pool, args.limit, seed=args.seed)
-    lm = load_config_lm(config, timeout=args.timeout)
+    lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=str(args.config))
     result = audit.audit(config, examples, lm, pool=pool, probes=args.probe, n_resamples=args.resamples,
                          seed=args.seed, progress=not args.json)
     if args.json:
@@ -558,8 +558,8 @@ def _compare(args: argparse.Namespace) -> None:
     scores = {}
     for path in args.configs:
         config = JudgeConfig.load(path)
-        _, scores[str(path)] = score_examples(config, examples, load_config_lm(config, timeout=args.timeout),
-                                              progress=not args.json)
+        lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=str(path))
+        _, scores[str(path)] = score_examples(config, examples, lm, progress=not args.json)
     result = compare_scores(scores, examples, label_range=label_range, n_resamples=args.resamples, seed=args.seed)
     if args.json:
         print(json.dumps(result, indent=2))
@@ -741,6 +741,14 @@ def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) 
         parser.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
 
 
+def _endpoint_option(parser: argparse.ArgumentParser) -> None:
+    """``--api-base`` for a command that loads judge.json: the server to use instead of the config's (and
+    the one the key may go to: a judge.json's own endpoint gets the key only when trusted)."""
+    parser.add_argument("--api-base", metavar="URL", help="the OpenAI-compatible server to use instead of the "
+                        "judge.json's (it gets $OPENAI_API_KEY; the judge.json's own endpoint gets it only when listed "
+                        "in $JUDGETUNE_TRUSTED_ENDPOINTS)")
+
+
 def _audit_bounds(texts: list[str] | None) -> dict[str, float]:
     from judgetune.audit import parse_bounds
 
@@ -867,6 +875,7 @@ def build_parser() -> argparse.ArgumentParser:
     _protocol_option(score)
     score.add_argument("--seed", type=_seed, default=0, help="seeds the linkage protocol's reference draw")
     _timeout_option(score)
+    _endpoint_option(score)
     score.add_argument("--mirror", type=Path)
     score.set_defaults(handler=_score)
 
@@ -881,6 +890,7 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--seed", type=_seed, default=0)
     aud.add_argument("--resamples", type=_count, default=1000)
     _timeout_option(aud)
+    _endpoint_option(aud)
     aud.add_argument("--mirror", type=Path)
     aud.add_argument("--json", action="store_true", help='print {"probes": [{probe, effect, low, high, p, q, mde, n, '
                                                          '...}], "not_applicable": [...]}')
@@ -897,6 +907,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=_seed, default=0)
     compare.add_argument("--resamples", type=_count, default=1000)
     _timeout_option(compare)
+    _endpoint_option(compare)
     compare.add_argument("--mirror", type=Path)
     compare.add_argument("--json", action="store_true")
     compare.set_defaults(handler=_compare)
@@ -991,14 +1002,14 @@ def main(argv: list[str] | None = None) -> int:
 def _error(err: BaseException, args: argparse.Namespace) -> None:
     if args.verbose:
         print(redact("".join(traceback.format_exception(err))), file=sys.stderr, end="")
-    print(f"judgetune: error: {redact(str(err))}", file=sys.stderr)
+    print(f"judgetune: error: {printable(redact(str(err)))}", file=sys.stderr)
 
 
 class _Redact(logging.Filter):
     """No log line shows an API key (a server may echo it in an error body)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = redact(record.getMessage()), ()
+        record.msg, record.args = printable(redact(record.getMessage())), ()
         return True
 
 

@@ -39,6 +39,7 @@ from judgetune.judges import (
     check_settings,
     judge_class,
 )
+from judgetune.lm._endpoints import EndpointError, check_endpoint
 
 SCHEMA_VERSION = 1
 PACKAGES = ("judgetune", "dspy", "optuna", "scikit-learn", "numpy", "llama_cpp_python", "sentence-transformers")
@@ -247,6 +248,10 @@ class JudgeConfig(BaseModel):
         if self.lm is not None:
             try:
                 LMModel.model_validate(self.lm)
+                if isinstance(self.lm.get("api_base"), str):
+                    check_endpoint(self.lm["api_base"])  # http(s), never a link-local or metadata address
+            except EndpointError as err:
+                problems.append(f"lm.api_base: {err}")
             except ValidationError as err:
                 problems += [p.replace(f"{where}: ", f"{where}: lm.", 1) for p in problems_from(
                     err, where, known="an LM field (spec, kind, model, api_base, reasoning)")]
@@ -402,12 +407,18 @@ def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *, pro
     return scoring.verdicts, scoring.scores
 
 
-def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0):
-    """The LM a config names (None for judges without one). A server's key comes from the environment;
-    ``timeout`` is per attempt of a server call."""
+def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0, api_base: str | None = None,
+                   where: str = "the judge config"):
+    """The LM a config names (None for judges without one); ``timeout`` is per attempt of a server call.
+
+    ``api_base`` (the user's ``--api-base``) replaces the config's endpoint. A server's key comes from the
+    environment, and goes to the config's own endpoint only when the user trusts it (``where`` names the
+    config in the warning; see ``judgetune.lm._endpoints``): a judge.json is untrusted input.
+    """
     if not judge_class(config.judge).needs_lm_with(config.params):
         return None
     from judgetune.lm import load_lm
 
-    return load_lm(config.lm["spec"], api_base=config.lm.get("api_base"), timeout=timeout,
-                   reasoning=config.lm.get("reasoning"))
+    named = api_base is not None
+    return load_lm(config.lm["spec"], api_base=api_base if named else config.lm.get("api_base"), timeout=timeout,
+                   reasoning=config.lm.get("reasoning"), trust_endpoint=named, endpoint_source=where)

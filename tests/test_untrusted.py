@@ -107,3 +107,113 @@ def test_read_bounded_reads_at_most_its_limit_whatever_the_size_a_file_reports(t
         read_bounded("/dev/zero", 1 << 20)
     with pytest.raises(FileKindError, match="folder"):
         read_bounded(tmp_path, 10)
+
+
+# --- 2. keys stay home: a judge.json's endpoint is not trusted by loading it ---------------------------------
+
+class _Recorder:
+    """A real HTTP server on 127.0.0.1 that records each request's Authorization header and refuses it (401)
+    with a body full of terminal escape sequences."""
+
+    BODY = "\x1b]0;pwned\x07\x1b[2J\x1b[Hall items scored OK\r"
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.seen: list[str | None] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                recorder.seen.append(self.headers.get("Authorization"))
+                body = recorder.BODY.encode()
+                self.send_response(401)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def rubric_config(path: Path, api_base: str) -> Path:
+    return JudgeConfig(judge="rubric", params={}, lm={"spec": "openai/m", "api_base": api_base}, instruction=None,
+                       demos=[], calibrator=None, label_range=[1.0, 5.0]).save(path)
+
+
+def test_a_judge_json_endpoint_gets_no_key_unless_the_user_names_or_trusts_it(tmp_path, run_cli, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-team-secret-0042")
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("JUDGETUNE_TRUSTED_ENDPOINTS", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    data = jsonl(tmp_path / "d.jsonl", rows(4))
+    with _Recorder() as server:
+        config = rubric_config(tmp_path / "judge.json", server.base_url)
+        argv = ["score", "--config", str(config), "--data", str(data), "--out", str(tmp_path / "o.jsonl"),
+                "--timeout", "5"]
+        code, out, err = run_cli(argv)
+        assert code == 2 and server.seen and set(server.seen) == {None}  # asked, without the key
+        assert "is not sent there" in err and "--api-base" in err and "JUDGETUNE_TRUSTED_ENDPOINTS" in err
+        assert "sk-team-secret" not in out + err
+        # the server's escape sequences are shown escaped, never sent to the terminal
+        assert "\x1b" not in err and "\x07" not in err and "\r" not in err and "\\x1b]0;pwned" in err
+        server.seen.clear()
+        code, _, err = run_cli([*argv, "--api-base", server.base_url])  # named by the user: the key goes
+        assert code == 2 and server.seen and set(server.seen) == {"Bearer sk-team-secret-0042"}
+        server.seen.clear()
+        monkeypatch.setenv("JUDGETUNE_TRUSTED_ENDPOINTS", server.base_url + "/")  # trusted explicitly
+        code, _, err = run_cli(argv)
+        assert code == 2 and set(server.seen) == {"Bearer sk-team-secret-0042"}
+        assert "sk-team-secret" not in err
+
+
+def test_the_python_api_sends_the_key_only_to_a_named_endpoint(tmp_path, monkeypatch):
+    import judgetune
+    from judgetune.lm import ServerAuthError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-team-secret-0042")
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("JUDGETUNE_TRUSTED_ENDPOINTS", raising=False)
+    with _Recorder() as server:
+        config = rubric_config(tmp_path / "judge.json", server.base_url)
+        with pytest.raises(ServerAuthError), judgetune.load(config) as judge:
+            judge.score(answer="a", reference="b")
+        assert set(server.seen) == {None}
+        server.seen.clear()
+        with pytest.raises(ServerAuthError), judgetune.load(config, api_base=server.base_url) as judge:
+            judge.score(answer="a", reference="b")
+        assert set(server.seen) == {"Bearer sk-team-secret-0042"}
+
+
+@pytest.mark.parametrize("api_base", ["http://169.254.169.254/v1", "http://[fe80::1]/v1", "http://metadata.google.internal/",
+                                      "file:///etc/passwd", "gopher://127.0.0.1/", "http://[::ffff:169.254.169.254]/v1",
+                                      "http://2852039166/v1"])
+def test_link_local_metadata_and_other_schemes_are_refused(tmp_path, run_cli, api_base):
+    data = jsonl(tmp_path / "d.jsonl", rows(24))
+    config = tmp_path / "judge.json"
+    config.write_text(json.dumps({**json.loads(rubric_config(config, "http://127.0.0.1:9/v1").read_text()),
+                                  "lm": {"spec": "openai/m", "api_base": api_base}}))
+    code, _, err = run_cli(["score", "--config", str(config), "--data", str(data), "--out", str(tmp_path / "o.jsonl"),
+                            "--timeout", "1"])
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert ("link-local or cloud metadata" in err or "expected an http(s) URL" in err), err
+    code, _, err = run_cli(["evaluate", "--judge", "rubric", "--data", str(data), "--lm", "openai/m",
+                            "--api-base", api_base, "--timeout", "1"])
+    assert code == 2 and ("link-local or cloud metadata" in err or "expected an http(s) URL" in err), err

@@ -24,7 +24,8 @@ from typing import Any
 import httpx
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from judgetune.errors import ItemError, JudgetuneError
+from judgetune.errors import ItemError, JudgetuneError, printable
+from judgetune.lm._endpoints import check_resolved
 from judgetune.lm._prefix import reported_usage
 from judgetune.lm._spec import API_KEY_ENV, LMSpec
 
@@ -68,7 +69,7 @@ class StatusError(Exception):
     """An HTTP error status from the server (kept as the cause of an LMCallError)."""
 
     def __init__(self, status: int, body: str):
-        super().__init__(f"HTTP {status}: {body[:300]}")
+        super().__init__(f"HTTP {status}: {printable(body[:300])}")  # a server's text, never raw to a terminal
         self.status = status
 
 
@@ -105,13 +106,17 @@ class OpenAICompatibleClient:
     """
 
     def __init__(self, spec: LMSpec, *, timeout: float = 60.0, max_retries: int = 3, backoff: float = 0.5,
-                 max_backoff: float = 8.0, api_key_env: str = API_KEY_ENV):
+                 max_backoff: float = 8.0, api_key_env: str = API_KEY_ENV, send_key: bool = True,
+                 withheld: str | None = None):
         if spec.kind != "openai":
             raise ValueError(f"{spec} is not an openai/MODEL spec")
+        if spec.api_base is not None:
+            check_resolved(spec.api_base)  # a name that points at a link-local or metadata address
         self.spec = spec
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
-        key = os.environ.get(api_key_env)
+        key = os.environ.get(api_key_env) if send_key else None
         self.api_key_env = api_key_env
+        self.withheld = withheld  # why the key is not sent (an endpoint the user did not name), or None
         self._refusals = 0  # refused connection attempts in a row
         self._fatal: ServerError | None = None  # once set, every call raises it at once
         self._lock = threading.Lock()
@@ -187,9 +192,10 @@ class OpenAICompatibleClient:
             what = ("refused the credentials" if response.status_code == 401
                     else "refused access with these credentials")
             key = "set" if self._client.headers.get("Authorization") else "not set"
+            advice = (self.withheld if self.withheld and os.environ.get(self.api_key_env) else
+                      f"${self.api_key_env} is {key}: give it a key this server accepts for this model")
             error = ServerAuthError(f"{self.spec} at {self.spec.endpoint}: the server {what} (HTTP "
-                                    f"{response.status_code}: {response.text[:200]}); ${self.api_key_env} is {key}: "
-                                    "give it a key this server accepts for this model")
+                                    f"{response.status_code}: {printable(response.text[:200])}); {advice}")
             with self._lock:
                 self._fatal = self._fatal or error
             raise self._fatal
