@@ -217,3 +217,89 @@ def test_link_local_metadata_and_other_schemes_are_refused(tmp_path, run_cli, ap
     code, _, err = run_cli(["evaluate", "--judge", "rubric", "--data", str(data), "--lm", "openai/m",
                             "--api-base", api_base, "--timeout", "1"])
     assert code == 2 and ("link-local or cloud metadata" in err or "expected an http(s) URL" in err), err
+
+
+# --- 3. races: one tune per run, a removed run folder is one line, stale temporary files cleaned ----------------
+
+def test_a_second_tune_on_a_run_in_use_is_refused_in_one_line(tmp_path, run_cli):
+    from judgetune._files import exclusive
+
+    data = jsonl(tmp_path / "d.jsonl", rows())
+    run_dir = tmp_path / "runs" / "busy"
+    run_dir.mkdir(parents=True)
+    with exclusive(run_dir / ".lock", "held by this test"):  # what a running tune holds
+        code, _, err = run_cli(["tune", "--judge", "length", "--data", str(data), "--run", "busy", "--runs-dir",
+                                str(tmp_path / "runs"), "--trials", "1"])
+    assert code == 2 and "is in use by another judgetune process" in err and len(err.strip().splitlines()) == 1
+    assert not (run_dir / "study.db").exists()
+    with exclusive(run_dir / ".lock", "free again"):  # the lock went with its holder
+        pass
+
+
+@pytest.mark.slow
+def test_a_run_folder_removed_mid_tune_is_one_line(tmp_path, run_cli, monkeypatch):
+    import shutil
+
+    from judgetune.tuning import _run
+
+    data = jsonl(tmp_path / "d.jsonl", rows())
+    original = _run.run_trials
+
+    def removed_midway(study, spec, *args, **kwargs):
+        shutil.rmtree(tmp_path / "runs" / spec.name)  # `rm -rf runs/NAME` while the trials run
+        return original(study, spec, *args, **kwargs)
+
+    monkeypatch.setattr(_run, "run_trials", removed_midway)
+    code, _, err = run_cli(["tune", "--judge", "length", "--data", str(data), "--run", "gone", "--runs-dir",
+                            str(tmp_path / "runs"), "--trials", "1"])
+    assert code == 2 and "Traceback" not in err
+    assert err.strip().splitlines() == [f"judgetune: error: run gone: its folder {tmp_path / 'runs' / 'gone'} (or its "
+                                        "study.db) was removed while tuning; nothing was saved. Run the command again "
+                                        "to start afresh"]
+
+
+def test_stale_temporary_files_of_a_killed_write_are_removed_and_a_live_writers_kept(tmp_path):
+    import fcntl
+
+    from judgetune._files import atomic_write
+
+    out = tmp_path / "judge.json"
+    stale = tmp_path / ".judge.json.dead1234.tmp"  # left by a SIGKILL mid-write
+    live = tmp_path / ".judge.json.live5678.tmp"  # another process writing right now
+    fresh = tmp_path / ".judge.json.new9012.tmp"  # just created, not yet locked
+    other = tmp_path / ".other.json.dead1234.tmp"  # another target's: not ours to judge here
+    for path in (stale, live, fresh, other):
+        path.write_text("half")
+    for path in (stale, live, other):
+        os.utime(path, (1, 1))
+    with live.open("rb") as holder:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+        with atomic_write(out) as handle:
+            handle.write("{}")
+    assert out.read_text() == "{}"
+    assert not stale.exists() and live.exists() and fresh.exists() and other.exists()
+
+
+def test_a_killed_write_leaves_a_temporary_file_that_the_next_run_removes(tmp_path):
+    """A real SIGKILL in the middle of atomic_write, then a later write of the same file."""
+    import signal
+
+    done = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, time
+        from judgetune._files import atomic_write
+        with atomic_write({str(tmp_path / 'scores.jsonl')!r}) as out:
+            out.write("half")
+            out.flush()
+            print("writing", flush=True)
+            time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.stdout.readline().strip() == "writing"
+    done.send_signal(signal.SIGKILL)
+    done.wait(10)
+    left = list(tmp_path.glob(".scores.jsonl.*.tmp"))
+    assert len(left) == 1
+    os.utime(left[0], (1, 1))
+    from judgetune._files import write_text
+
+    write_text(tmp_path / "scores.jsonl", "whole\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.jsonl"]

@@ -18,11 +18,11 @@ import numpy as np
 import optuna
 
 from judgetune import datasets
-from judgetune._files import atomic_write, make_folder
+from judgetune._files import atomic_write, exclusive, make_folder
 from judgetune.calibration import fit_calibrator
 from judgetune.config import JudgeConfig, examples_fingerprint
 from judgetune.datasets import Example, groups_of
-from judgetune.errors import NothingJudgedError, redact
+from judgetune.errors import JudgetuneError, NothingJudgedError, redact
 from judgetune.evaluation import agreement, cost_per_item, timed_verdicts
 from judgetune.judges import Verdict
 from judgetune.lm import JudgeLM, parse_lm_spec
@@ -278,10 +278,31 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.
     Returns:
         The frozen config, the run folder, and the study.
     """
+    splits = prepare_splits(spec)  # bad data is refused before a run folder or a study exists
     run_dir = make_folder(Path(runs_dir) / spec.name)
+    with exclusive(run_dir / LOCK_NAME, f"run {spec.name} ({run_dir})"):  # one tune per run at a time
+        try:
+            return _tune_locked(spec, splits, run_dir, storage=storage, heartbeat=heartbeat, timeout=timeout, lm=lm,
+                                sampler=sampler, progress=progress, reject=reject, n_resamples=n_resamples)
+        except Exception as err:
+            if not run_dir.is_dir() or (storage is None and not (run_dir / "study.db").is_file()):
+                raise RunRemovedError(f"run {spec.name}: its folder {run_dir} (or its study.db) was removed while "
+                                      "tuning; nothing was saved. Run the command again to start afresh") from err
+            raise
+
+
+LOCK_NAME = ".lock"  # held by the tune running in a run folder
+
+
+class RunRemovedError(JudgetuneError):
+    """The run folder (or its study) disappeared while a tune was running in it."""
+
+
+def _tune_locked(spec: RunSpec, splits: Splits, run_dir: Path, *, storage, heartbeat: int, timeout: float,
+                 lm: JudgeLM | None, sampler, progress: bool, reject: Reject | None,
+                 n_resamples: int) -> tuple[JudgeConfig, Path, optuna.Study]:
     study = open_study(spec, default_storage(run_dir) if storage is None else storage, heartbeat=heartbeat,
                        sampler=sampler)
-    splits = prepare_splits(spec)
     own = lm is None
     if own:
         lm = load_run_lm(spec, timeout=timeout)
