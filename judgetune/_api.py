@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from judgetune._files import make_folder
 from judgetune.config import JudgeConfig, load_config_lm, score_protocol
 from judgetune.datasets import Example, Reference, example_from_record
+from judgetune.datasets._validation import unwritable
 from judgetune.errors import DataValidationError, JudgetuneError
 from judgetune.judges import Verdict
 
@@ -252,11 +253,14 @@ def _rows_in_memory(data: Any) -> list[dict[str, Any]] | None:
     else:
         raise JudgetuneError(f"data: expected a catalog name, a file path, a list of dicts or a pandas DataFrame, "
                              f"found {type(data).__name__}")
-    out = []
+    out, problems = [], []
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
             raise JudgetuneError(f"data row {i}: expected a dict of fields (answer, label, ...), found {type(row).__name__}")
         out.append({str(k): v for k, v in ((k, _plain(v)) for k, v in row.items()) if v is not None})
+        problems += [f"data row {i}: {p}" for p in unwritable(out[-1])]
+    if problems:  # refused here: the rows could not be written to their file
+        raise DataValidationError(problems)
     if not out:
         raise JudgetuneError("data: no rows")
     return out

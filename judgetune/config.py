@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from judgetune._files import make_folder, write_text
 from judgetune.calibration import Calibrator, calibrator_from_dict
 from judgetune.datasets import Example, describe, example_from_record, problems_from, read_json
+from judgetune.datasets._validation import unwritable
 from judgetune.errors import API_KEY_ENVS, DataValidationError, JudgetuneError
 from judgetune.judges import (
     KINDS,
@@ -218,7 +219,7 @@ class JudgeConfig(BaseModel):
         """
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected a JSON object, found {describe(data)}")
-        problems = [f"{where}: {p}" for p in _non_finite(data)]
+        problems = [f"{where}: {p}" for p in (*_non_finite(data), *unwritable(data))]
         if isinstance(data.get("schema_version"), int) and data["schema_version"] != SCHEMA_VERSION:
             raise ConfigError(f"{where}: schema_version: expected {SCHEMA_VERSION}, found {data['schema_version']} "
                               "(written by another judgetune version)")

@@ -303,3 +303,41 @@ def test_a_killed_write_leaves_a_temporary_file_that_the_next_run_removes(tmp_pa
 
     write_text(tmp_path / "scores.jsonl", "whole\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.jsonl"]
+
+
+# --- 4. text that cannot be written is refused at its line, before any work ---------------------------------------
+
+@pytest.mark.parametrize("judge", ["bm25", "length"])
+def test_a_lone_surrogate_in_a_row_is_refused_at_its_line_before_scoring(tmp_path, run_cli, judge):
+    data = rows(6)
+    path = tmp_path / "d.jsonl"
+    lines = [json.dumps(r) for r in data]
+    lines[3] = lines[3].replace('"answer": "', '"answer": "\\ud800', 1)  # the JSON escape of a lone surrogate
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = length_config(tmp_path / "judge.json")
+    out = tmp_path / "o.jsonl"
+    code, _, err = run_cli(["score", "--config", str(config), "--data", str(path), "--out", str(out)])
+    assert code == 2 and not out.exists() and "Traceback" not in err
+    assert (f"{path}:4: answer: expected text that can be written as UTF-8, found a lone surrogate '\\ud800' at "
+            "character 1") in err
+    code, _, err = run_cli(["evaluate", "--judge", judge, "--data", str(path)])
+    assert code == 2 and f"{path}:4: answer: expected text that can be written as UTF-8" in err
+
+
+def test_a_lone_surrogate_from_python_or_an_option_is_refused_up_front(tmp_path, run_cli):
+    import judgetune
+    from judgetune.errors import DataValidationError, JudgetuneError
+
+    judge = judgetune.load(length_config(tmp_path / "judge.json"))
+    with pytest.raises(DataValidationError, match="item 1: answer: expected text that can be written as UTF-8"):
+        judge.score_many([{"answer": "fine"}, {"answer": "bad \udcff"}])
+    data = rows()
+    data[2]["meta"] = {"note": "\ud800"}
+    with pytest.raises(JudgetuneError, match="meta.note: expected text that can be written as UTF-8"):
+        judgetune.tune(data, judge="length", name="s", runs_dir=tmp_path / "runs", n_trials=1, report=False)
+    assert not (tmp_path / "runs").exists()
+    path = jsonl(tmp_path / "d.jsonl", rows())
+    code, _, err = run_cli(["tune", "--judge", "length", "--data", str(path), "--criterion", "how good \udcff",
+                            "--runs-dir", str(tmp_path / "runs")])  # a non-UTF-8 byte in an argument
+    assert code == 2 and "criterion: expected text that can be written as UTF-8" in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()

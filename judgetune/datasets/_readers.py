@@ -21,7 +21,7 @@ from judgetune._files import FileKindError, atomic_write, open_regular
 from judgetune.datasets._json import parse_json
 from judgetune.datasets._mapping import FieldMap
 from judgetune.datasets._schema import Example, ExampleRow, Scale, format_number
-from judgetune.datasets._validation import Cell, describe, problems_from
+from judgetune.datasets._validation import Cell, describe, problems_from, unwritable
 from judgetune.errors import DataValidationError
 
 FIELDS = ("id", "question", "answer", "references", "reference", "context", "answer_b", "preference",
@@ -310,6 +310,10 @@ def example_from_record(record: dict[str, Any], *, where: str, default_id: str, 
         return names.get(name, name)
 
     before = len(problems)
+    bad_text = unwritable(record)
+    if bad_text:  # refused here, at its line, not when an output or a cache key is written after the work
+        problems.extend(f"{where}: {p}" for p in bad_text)
+        return None
     target = "preference" if "answer_b" in record else "label"
     fields = dict(record)
     if "references" in record and "reference" in record:

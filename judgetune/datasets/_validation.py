@@ -43,6 +43,34 @@ def describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def unwritable(value: Any, field: str = "") -> list[str]:
+    """``field: expected text that can be written as UTF-8, found ...`` for every string (or key) in ``value``
+    holding a lone surrogate (JSON's ``"\\ud800"``, a non-UTF-8 byte in a command-line argument): such text
+    passes Python's checks but fails when written, after the work is done. Nesting is bounded by the JSON
+    reader's depth limit."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            return [f"{field or 'value'}: expected text that can be written as UTF-8, found a lone surrogate "
+                    f"'{_escaped(value[err.start:err.end])}' at character {err.start + 1}"]
+        return []
+    problems: list[str] = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            name = f"{field}.{_escaped(str(key))}" if field else _escaped(str(key))
+            problems += unwritable(key, f"{name} (its name)") if isinstance(key, str) else []
+            problems += unwritable(child, name)
+    elif isinstance(value, (list, tuple)):
+        for i, child in enumerate(value):
+            problems += unwritable(child, f"{field}[{i}]")
+    return problems
+
+
+def _escaped(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def location(loc: tuple[Any, ...], sub: str = "") -> str:
     """``("references", 0, "grade")`` -> ``references[0].grade``."""
     out = ""
