@@ -9,10 +9,12 @@ and the error messages (``rows-....jsonl:LINE``: line N is row N) work as they d
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,14 +84,25 @@ class FrozenJudge:
         """The calibrated score of one answer (``references``: graded ones the item carries, as (text, grade)).
 
         Raises:
+            DataValidationError: an argument that is not what a data row's field holds (``answer=None``, a number,
+                bytes), each named as ``score(): field: expected ..., found ...``.
             JudgmentFailedError: the judge could not judge it (why is in the message).
             JudgetuneError: the judge compares an item with its group (score a group with ``score_many``
                 under ``protocol="group"``).
         """
-        refs = [Reference(reference, None)] if reference is not None else []
-        refs += [Reference(text, grade) for text, grade in references or ()]
-        example = Example(id="item", answer=answer, question=question, references=tuple(refs),
-                          context=tuple(context or ()), answer_b=answer_b, group=group)
+        record: dict[str, Any] = {"answer": answer}  # checked as a data row is: the same errors as score_many
+        record.update({name: value for name, value in (("question", question), ("reference", reference),
+                                                       ("answer_b", answer_b), ("group", group)) if value is not None})
+        if references is not None:
+            record["references"] = ([{"text": r[0], "grade": r[1]} if isinstance(r, tuple) and len(r) == 2 else r
+                                     for r in references] if isinstance(references, (list, tuple)) else references)
+        if context is not None:
+            record["context"] = list(context) if isinstance(context, tuple) else context
+        problems: list[str] = []
+        example = example_from_record(record, where="score()", default_id="item", problems=problems,
+                                      require_label=False)
+        if problems or example is None:
+            raise DataValidationError(problems)
         scored = self.score_many([example])[0]
         if scored.score is None:
             raise JudgmentFailedError(f"the {self.config.judge} judge failed on this item: {scored.verdict.raw}")
@@ -247,6 +260,11 @@ def _rows_in_memory(data: Any) -> list[dict[str, Any]] | None:
     if isinstance(data, (str, Path)):
         return None
     if _is_frame(data):
+        columns = [str(c) for c in data.columns]
+        twice = sorted({c for c in columns if columns.count(c) > 1})
+        if twice:  # pandas would keep the last one silently; the CSV reader refuses the same header
+            raise DataValidationError([f"data: columns: expected each column once, found {', '.join(map(repr, twice))} "
+                                       "more than once"])
         rows = data.to_dict(orient="records")
     elif isinstance(data, Iterable):
         rows = list(data)
@@ -332,26 +350,51 @@ def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "loca
     from judgetune.judges import judge_class
 
     judge_class(judge)  # an unknown kind is refused before the data is read or a run folder is made
-    data_arg = _data_file(data, Path(runs_dir) / name)
-    model, owned = _lm_object(lm)
-    if model is not None:
-        settings.setdefault("api_base", model.spec.api_base)
-        lm = str(model.spec)
-    spec = tuning.RunSpec(name=name, judge=judge, data=data_arg, lm=lm, fields=dict(fields or {}), label=label,
-                          **settings)
-    extra = {key: value for key, value in (("lm", model), ("sampler", sampler), ("storage", storage))
-             if value is not None}
+    run_dir = Path(runs_dir) / name
+    created = not run_dir.exists()
+    data_arg = _data_file(data, run_dir)
+    model, owned = None, False
     try:
-        config, run_dir, study = tuning.tune(spec, runs_dir=runs_dir, **extra)
+        model, owned = _lm_object(lm)
+        if model is not None:
+            settings.setdefault("api_base", model.spec.api_base)
+            lm = str(model.spec)
+        spec = tuning.RunSpec(name=name, judge=judge, data=data_arg, lm=lm, fields=dict(fields or {}), label=label,
+                              **settings)
+        extra = {key: value for key, value in (("lm", model), ("sampler", sampler), ("storage", storage))
+                 if value is not None}
+        with _quiet_optuna():
+            config, run_dir, study = tuning.tune(spec, runs_dir=runs_dir, **extra)
     except BaseException:
         if owned:
             model.close()
+        if created and run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {Path(data_arg).name, ".lock"}:
+            shutil.rmtree(run_dir, ignore_errors=True)  # refused before any work: no run is left behind
         raise
     if report:
         from judgetune.report import write_report
 
         write_report(run_dir, study=study, config=config)
     return TunedJudge(config, study=study, run_dir=run_dir, lm=model if owned else None)
+
+
+@contextlib.contextmanager
+def _quiet_optuna() -> Iterator[None]:
+    """Optuna's INFO lines (a study created, every trial finished) kept off the caller's stderr, unless asked
+    for: ``logging.getLogger("judgetune").setLevel(logging.INFO)`` (the CLI's ``-v``) lets them through."""
+    import logging
+
+    import optuna
+
+    before = optuna.logging.get_verbosity()
+    quiet = before <= logging.INFO and not logging.getLogger("judgetune").isEnabledFor(logging.INFO)
+    if quiet:
+        optuna.logging.set_verbosity(logging.WARNING)
+    try:
+        yield
+    finally:
+        if quiet:
+            optuna.logging.set_verbosity(before)
 
 
 def evaluate(judge: str | FrozenJudge, data: Any, *, split: str = "test", lm: Any = "local:smollm2",

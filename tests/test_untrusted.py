@@ -341,3 +341,79 @@ def test_a_lone_surrogate_from_python_or_an_option_is_refused_up_front(tmp_path,
                             "--runs-dir", str(tmp_path / "runs")])  # a non-UTF-8 byte in an argument
     assert code == 2 and "criterion: expected text that can be written as UTF-8" in err and "Traceback" not in err
     assert not (tmp_path / "runs").exists()
+
+
+# --- 5. the Python API checks what it is given -----------------------------------------------------------------
+
+@pytest.mark.parametrize("answer, found", [(None, "nothing"), (5, "5"), (float("nan"), "NaN"), (b"bytes", "b'bytes'"),
+                                           (["a"], '["a"]')])
+def test_score_checks_its_arguments_like_score_many(tmp_path, answer, found):
+    import judgetune
+    from judgetune.errors import DataValidationError
+
+    judge = judgetune.load(length_config(tmp_path / "judge.json"))
+    with pytest.raises(DataValidationError) as err:
+        judge.score(answer=answer)
+    assert str(err.value).startswith("score(): answer: expected text, found ")
+    with pytest.raises(DataValidationError, match="score\\(\\): reference\\[0\\]: expected non-empty text"):
+        judge.score(answer="zebra quantum bicycle", reference="")  # an empty reference is no reference
+    with pytest.raises(DataValidationError, match="score\\(\\): references"):
+        judge.score(answer="a", references=[("text", "high")])
+    assert isinstance(judge.score(answer="a fine answer", reference="a reference"), float)
+
+
+@pytest.mark.parametrize("column", ["answer", "label"])
+def test_a_dataframe_with_a_column_twice_is_refused_like_a_csv(tmp_path, column):
+    pd = pytest.importorskip("pandas")
+    import judgetune
+    from judgetune.errors import DataValidationError
+
+    frame = pd.DataFrame(rows(24))
+    frame = pd.concat([frame, frame[[column]]], axis=1)  # two columns of that name
+    with pytest.raises(DataValidationError, match=f"expected each column once, found '{column}' more than once"):
+        judgetune.tune(frame, judge="length", name="twice", runs_dir=tmp_path / "runs", n_trials=1, report=False)
+    assert not (tmp_path / "runs").exists()
+    judge = judgetune.load(length_config(tmp_path / "judge.json"))
+    with pytest.raises(DataValidationError, match="more than once"):
+        judge.score_many(frame)
+
+
+def test_a_tune_whose_rows_fail_validation_leaves_no_run_behind(tmp_path):
+    import judgetune
+    from judgetune.errors import DataValidationError
+
+    bad = rows(24)
+    bad[7]["label"] = "high"
+    with pytest.raises(DataValidationError, match="rows-.*\\.jsonl:8: label: expected a number"):
+        judgetune.tune(bad, judge="length", name="bad", runs_dir=tmp_path / "runs", n_trials=1, report=False)
+    assert not (tmp_path / "runs" / "bad").exists()
+    path = jsonl(tmp_path / "bad.jsonl", bad)
+    with pytest.raises(DataValidationError):
+        judgetune.tune(str(path), judge="length", name="file", runs_dir=tmp_path / "runs", n_trials=1, report=False)
+    assert not (tmp_path / "runs" / "file").exists()
+
+
+def test_the_library_api_keeps_optunas_info_lines_quiet_unless_asked(tmp_path, monkeypatch):
+    import logging
+
+    import optuna
+
+    import judgetune
+    from judgetune import tuning
+
+    seen = []
+
+    def fake_tune(spec, **kwargs):  # what Optuna would log at while the study runs
+        seen.append(optuna.logging.get_verbosity())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tuning, "tune", fake_tune)
+    optuna.logging.set_verbosity(logging.INFO)  # Optuna's default
+    monkeypatch.setattr(logging.getLogger("judgetune"), "level", logging.NOTSET)
+    for asked in (False, True):
+        if asked:
+            monkeypatch.setattr(logging.getLogger("judgetune"), "level", logging.INFO)
+        with pytest.raises(KeyboardInterrupt):
+            judgetune.tune(rows(), judge="length", name=f"q{asked}", runs_dir=tmp_path / "runs", report=False)
+        assert optuna.logging.get_verbosity() == logging.INFO  # restored
+    assert seen == [logging.WARNING, logging.INFO]

@@ -39,7 +39,7 @@ def describe(value: Any) -> str:
         return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, Cell):
         return f"{str(value)!r}"
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    text = json.dumps(value, ensure_ascii=False, default=repr) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
