@@ -47,6 +47,11 @@ class Scored:
     raw_score: float | None
     verdict: Verdict
 
+    @property
+    def degraded(self) -> list[str]:
+        """The signals the judge could not compute for this item (its score rests on the rest); empty when whole."""
+        return self.verdict.degraded
+
 
 class FrozenJudge:
     """A judge rebuilt from its ``judge.json`` (built once, here): scores new items exactly as the run that
@@ -198,10 +203,17 @@ class Scores(list):
     """The :class:`Scored` items of ``score_many``, in order; ``to_pandas()`` gives one row per item."""
 
     def to_pandas(self) -> Any:
-        """A DataFrame with ``id``, ``score`` (None for a failed judgment), ``raw_score``, ``parsed`` and ``failure``."""
+        """A DataFrame with ``id``, ``score`` (None for a failed judgment), ``raw_score``, ``parsed``, ``failure`` and
+        ``degraded`` (the signals it was scored without, or None)."""
         pd = _pandas()
         return pd.DataFrame([{"id": s.id, "score": s.score, "raw_score": s.raw_score, "parsed": s.verdict.parsed,
-                              "failure": None if s.score is not None else s.verdict.raw} for s in self])
+                              "failure": None if s.score is not None else s.verdict.raw,
+                              "degraded": s.degraded or None} for s in self])
+
+    @property
+    def degraded(self) -> int:
+        """How many items were scored without some of their judge's signals (see :attr:`Scored.degraded`)."""
+        return sum(bool(s.degraded) for s in self)
 
 
 class Rows(list):

@@ -516,8 +516,11 @@ def _score(args: argparse.Namespace) -> None:
               file=sys.stderr)
     write_predictions(args.out, examples, verdicts, scores)
     failed = [v.raw for v, s in zip(verdicts, scores) if s is None]
+    degraded = [v.degraded for v, s in zip(verdicts, scores) if s is not None and v.degraded]
     print(f"{len(examples)} items scored into {args.out} ({len(failed)} failed judgments, score null"
-          + (f"; the first because: {printable(failed[0])}" if failed else "") + ")")
+          + (f"; the first because: {printable(failed[0])}" if failed else "") + ")"
+          + (f"; {len(degraded)} scored without some of their signals (\"degraded\" in the output; the first: "
+             f"{printable('; '.join(degraded[0]))})" if degraded else ""))
     _some_judged(failed, len(examples), what="judgments")
 
 

@@ -417,3 +417,38 @@ def test_the_library_api_keeps_optunas_info_lines_quiet_unless_asked(tmp_path, m
             judgetune.tune(rows(), judge="length", name=f"q{asked}", runs_dir=tmp_path / "runs", report=False)
         assert optuna.logging.get_verbosity() == logging.INFO  # restored
     assert seen == [logging.WARNING, logging.INFO]
+
+
+# --- 6. an item the judge cannot really judge is flagged and counted ---------------------------------------------
+
+def cheap_hybrid_config(path: Path) -> Path:
+    """A hybrid of reference-based signals (BM25, overlap) and length, fitted on items with references."""
+    from judgetune.datasets import read_examples
+    from judgetune.judges import make_judge
+
+    train = read_examples(jsonl(path.parent / "train.jsonl", rows(24)))
+    params = {"use_minilm-reference": False, "use_mpnet-reference": False, "use_minilm-question": False,
+              "use_mpnet-question": False, "use_bm25": True, "use_overlap": True,
+              "use_length": True}
+    judge = make_judge("hybrid", None, train=train, label_range=(1.0, 5.0), params=params)
+    return JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(1.0, 5.0)).save(path)
+
+
+def test_an_item_scored_without_its_reference_signals_is_flagged_and_counted(tmp_path, run_cli):
+    import judgetune
+
+    config = cheap_hybrid_config(tmp_path / "judge.json")
+    items = [{"id": "whole", "answer": "word word x", "reference": "word word word"},
+             {"id": "no-reference", "answer": "zebra quantum bicycle"}]
+    data = jsonl(tmp_path / "new.jsonl", items)
+    out = tmp_path / "scores.jsonl"
+    code, stdout, err = run_cli(["score", "--config", str(config), "--data", str(data), "--out", str(out)])
+    assert code == 0, err
+    written = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert "degraded" not in written["whole"]
+    assert written["no-reference"]["score"] is not None
+    assert any(w.startswith("bm25:") for w in written["no-reference"]["degraded"])
+    assert "1 scored without some of their signals" in stdout and "bm25:" in stdout
+    with judgetune.load(config) as judge:
+        scores = judge.score_many(items)
+    assert scores.degraded == 1 and scores[1].degraded and not scores[0].degraded

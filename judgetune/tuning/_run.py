@@ -53,7 +53,8 @@ def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdic
         for ex, verdict, score in zip(examples, verdicts, scores):
             out.write({"id": ex.id, "score": score, "raw_score": verdict.score, "parsed": verdict.parsed,
                        "human": ex.judgment, "distribution": verdict.distribution,
-                       **({} if score is not None else {"failure": redact(verdict.raw or "no score")})})
+                       **({} if score is not None else {"failure": redact(verdict.raw or "no score")}),
+                       **({"degraded": verdict.degraded} if verdict.degraded else {})})
 
 
 def proposals_summary(study: optuna.Study, selection: dict) -> dict[str, Any]:
@@ -201,6 +202,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
         verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
         scores = config.calibrated(verdicts, scoring_judge, examples)
         metrics[name] = agreement(scores, examples, splits.label_range, n_resamples=n_resamples, seed=spec.seed)
+        metrics[name]["degraded"] = sum(bool(v.degraded) for v in verdicts)  # scored without some of its signals
         if name != "train":  # cost apart from the figures: timings differ from run to run, agreement must not
             metrics.setdefault("cost", {})[name] = cost_per_item(verdicts, seconds)
         if name == "test":
