@@ -452,3 +452,22 @@ def test_an_item_scored_without_its_reference_signals_is_flagged_and_counted(tmp
     with judgetune.load(config) as judge:
         scores = judge.score_many(items)
     assert scores.degraded == 1 and scores[1].degraded and not scores[0].degraded
+
+
+# --- 7. a CSV in another delimiter gets a hint -------------------------------------------------------------------
+
+@pytest.mark.parametrize("suffix, delimiter, words", [(".csv", ";", "looks ';'-delimited, not comma-delimited"),
+                                                      (".csv", "\t", "looks tab-delimited, not comma-delimited: name "
+                                                                     "it .tsv"),
+                                                      (".tsv", ",", "looks comma-delimited, not tab-delimited: name "
+                                                                    "it .csv")])
+def test_a_table_in_another_delimiter_is_said_to_be_one(tmp_path, suffix, delimiter, words):
+    from judgetune.datasets import read_examples
+    from judgetune.errors import DataValidationError
+
+    path = tmp_path / f"data{suffix}"
+    path.write_text("\n".join(delimiter.join(line) for line in (("id", "answer", "label"), ("1", "a", "2"))) + "\n")
+    with pytest.raises(DataValidationError, match=words):
+        read_examples(path)
+    with pytest.raises(DataValidationError, match=words):  # with a mapping too
+        read_examples(path, fields={"answer": "answer"}, label="label")

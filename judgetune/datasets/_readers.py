@@ -239,14 +239,15 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
             unknown = [] if mapping else [h for h in header if h not in FIELDS or h == "meta"]
             absent = [(t, c) for t, c in mapping.targets.items()
                       if c not in header and (require_label or t not in ("label", "preference"))]
+            hint = _delimiter_hint(header, kind)
             if absent:
                 problems.extend(f"{path}:1: header: expected a column {c!r} (mapped to {t}), found columns "
-                                f"{', '.join(header)}" for t, c in absent)
+                                f"{', '.join(header)}{hint}" for t, c in absent)
                 return
             if unknown:
                 problems.append(f"{path}:1: header: expected columns among {', '.join(f for f in FIELDS if f != 'meta')}"
-                                f", found unknown column(s) {', '.join(map(repr, unknown))}; map your columns with "
-                                "--field FIELD=COLUMN and --label COLUMN")
+                                f", found unknown column(s) {', '.join(map(repr, unknown))}; " + (hint[2:] or
+                                "map your columns with --field FIELD=COLUMN and --label COLUMN"))
                 return
             twice = sorted({h for h in header if header.count(h) > 1})
             if twice:
@@ -292,6 +293,18 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
                 yield line, {h: Cell(c) for h, c in zip(header, cells) if c.strip() != ""}
     except UnicodeDecodeError as err:
         problems.append(f"{path}: file: expected UTF-8 text, found undecodable bytes ({err.reason})")
+
+
+def _delimiter_hint(header: list[str], kind: str) -> str:
+    """``"; the header looks ...-delimited: ..."`` when a one-column header holds another delimiter, else ``""``."""
+    if len(header) != 1:
+        return ""
+    for mark, name, fix in ((";", "';'", "save it with commas (CSV) or tabs (a .tsv file)"),
+                            ("\t", "tab", "name it .tsv" if kind == "csv" else ""),
+                            (",", "comma", "name it .csv" if kind == "tsv" else "")):
+        if mark in header[0] and fix:
+            return f"; the header looks {name}-delimited, not {'comma' if kind == 'csv' else 'tab'}-delimited: {fix}"
+    return ""
 
 
 def _looks_quoted(cell: str) -> bool:
