@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judgetune._files import make_folder
+from judgetune._files import make_folder, write_text
 from judgetune.config import JudgeConfig, load_config_lm, score_protocol
 from judgetune.datasets import Example, Reference, example_from_record
 from judgetune.datasets._validation import unwritable
-from judgetune.errors import DataValidationError, JudgetuneError
+from judgetune.errors import DataValidationError, JudgetuneError, SettingsError
 from judgetune.judges import Verdict
 
 if TYPE_CHECKING:
@@ -168,6 +168,9 @@ class FrozenJudge:
     def _example(item: Example | Mapping[str, Any], index: int) -> Example:
         if isinstance(item, Example):
             return item
+        if not isinstance(item, Mapping):
+            raise DataValidationError([f"item {index}: expected an Example or a dict of fields (answer, question, "
+                                       f"...), found {type(item).__name__}"])
         problems: list[str] = []
         example = example_from_record(dict(item), where=f"item {index}", default_id=str(index), problems=problems,
                                       require_label=False)
@@ -196,6 +199,8 @@ def load(path: str | Path, *, api_base: str | None = None) -> FrozenJudge:
     Raises:
         ConfigError: the file is missing, not JSON, or a field is wrong (named in the message).
     """
+    if not isinstance(path, (str, Path)):
+        raise SettingsError(f"path: expected the path of a judge.json, found {type(path).__name__}")
     return FrozenJudge(JudgeConfig.load(path), api_base=api_base, where=str(path))
 
 
@@ -305,20 +310,25 @@ def records_of(data: Any) -> list[Example | Mapping[str, Any]]:
         return list(datasets.load_data(data)[0])
     if _is_frame(data):
         return list(_rows_in_memory(data) or [])
+    if not isinstance(data, Iterable) or isinstance(data, (bytes, Mapping)):
+        raise JudgetuneError(f"items: expected a list of Examples or dicts, a DataFrame, a data file or a catalog "
+                             f"name, found {type(data).__name__}")
     return list(data)
 
 
-def _data_file(data: Any, folder: Path) -> str:
+def _data_file(data: Any, folder: Path, *, write: bool = True) -> str:
     """``data`` itself when it names a catalog source or a file; rows in memory are written to
-    ``folder/rows-SHA.jsonl`` (named by their content, so the same rows give the same run and resume)."""
+    ``folder/rows-SHA.jsonl`` (named by their content, so the same rows give the same run and resume),
+    atomically (a killed write never leaves part of the rows under the name of all of them); ``write``
+    False: only the name."""
     rows = _rows_in_memory(data)
     if rows is None:
         return str(data)
     text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
-    make_folder(folder)
     path = folder / f"rows-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}.jsonl"
-    if not path.exists():
-        path.write_text(text, encoding="utf-8")
+    if write and not path.exists():
+        make_folder(folder)
+        write_text(path, text)
     return str(path)
 
 
@@ -360,19 +370,32 @@ def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "loca
     """
     from judgetune import tuning
     from judgetune.judges import judge_class
+    from judgetune.tuning._spec import _RUN_NAME
 
     judge_class(judge)  # an unknown kind is refused before the data is read or a run folder is made
+    if not isinstance(name, str) or not _RUN_NAME.fullmatch(name) or ".." in name:  # never a path out of runs_dir
+        raise SettingsError(f"name: expected a plain run name (letters, digits, '.', '_', '-'; no path, no '..'), "
+                            f"found {name!r}")
+    known = sorted(set(tuning.RunSpec.__dataclass_fields__) - {"name", "judge", "data", "lm", "fields", "label"})
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise SettingsError(f"unknown setting(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
     run_dir = Path(runs_dir) / name
     created = not run_dir.exists()
-    data_arg = _data_file(data, run_dir)
-    model, owned = None, False
+    data_arg = _data_file(data, run_dir, write=False)  # the settings are checked before anything is written
+    model, owned = _lm_object(lm)
+    if model is not None:
+        settings.setdefault("api_base", model.spec.api_base)
+        lm = str(model.spec)
     try:
-        model, owned = _lm_object(lm)
-        if model is not None:
-            settings.setdefault("api_base", model.spec.api_base)
-            lm = str(model.spec)
-        spec = tuning.RunSpec(name=name, judge=judge, data=data_arg, lm=lm, fields=dict(fields or {}), label=label,
-                              **settings)
+        spec = tuning.RunSpec(name=name, judge=judge, data=data_arg, lm=lm, fields=dict(fields or {}),
+                              label=label, **settings)
+    except (TypeError, ValueError) as err:
+        if owned:
+            model.close()
+        raise SettingsError(str(err)) from None
+    try:
+        _data_file(data, run_dir)
         extra = {key: value for key, value in (("lm", model), ("sampler", sampler), ("storage", storage))
                  if value is not None}
         with _quiet_optuna():

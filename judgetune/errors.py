@@ -30,6 +30,11 @@ class DataValidationError(JudgetuneError, ValueError):
         super().__init__(text)
 
 
+class SettingsError(JudgetuneError, ValueError):
+    """A setting that is unknown or out of range (a keyword argument of the Python API, a judge kind); the
+    message names it and what was expected."""
+
+
 class DataNotFoundError(JudgetuneError, FileNotFoundError):
     """A catalog source was asked for before its files were fetched."""
 

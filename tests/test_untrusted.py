@@ -471,3 +471,196 @@ def test_a_table_in_another_delimiter_is_said_to_be_one(tmp_path, suffix, delimi
         read_examples(path)
     with pytest.raises(DataValidationError, match=words):  # with a mapping too
         read_examples(path, fields={"answer": "answer"}, label="label")
+
+
+# --- the sweep: new cases of the same classes (docs/reliability.md lists them) ------------------------------------
+
+def test_sweep_a_criterion_longer_than_a_file_name_is_text(tmp_path, run_cli, monkeypatch):
+    from judgetune import cli
+
+    assert cli._text_or_file("a" * 300) == "a" * 300  # Path.exists raised "File name too long" (exit 1)
+    assert cli._text_or_file("x\x00y") == "x\x00y"
+
+
+@pytest.mark.parametrize("where", ["device", "file"])
+def test_sweep_a_cache_folder_that_cannot_be_one_is_one_line(tmp_path, run_cli, monkeypatch, where):
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", "/dev/null" if where == "device" else str(tmp_path / "afile" / "x"))
+    data = jsonl(tmp_path / "d.jsonl", rows())
+    code, _, err = run_cli(["evaluate", "--judge", "rubric", "--data", str(data), "--lm", "test:deterministic",
+                            "--limit", "2", "--resamples", "10"])
+    assert code == 2 and "the answer cache" in err and "--no-cache" in err and "Traceback" not in err
+
+
+def test_sweep_the_python_api_refuses_what_is_not_data_with_its_own_errors(tmp_path):
+    import judgetune
+    from judgetune.errors import DataValidationError, JudgetuneError, SettingsError
+
+    judge = judgetune.load(length_config(tmp_path / "judge.json"))
+    with pytest.raises(JudgetuneError, match="items: expected a list"):
+        judge.score_many(5)
+    with pytest.raises(DataValidationError, match="item 1: expected an Example or a dict"):
+        judge.score_many([{"answer": "a"}, 5])
+    with pytest.raises(DataValidationError, match="item 0: answer: expected text, found b'x'"):
+        judge.score_many([{"answer": b"x"}])  # describe() raised TypeError on bytes
+    with pytest.raises(SettingsError, match="path: expected the path of a judge.json"):
+        judgetune.load(None)
+    with pytest.raises(SettingsError, match="unknown judge 'nope'"):
+        judgetune.evaluate("nope", jsonl(tmp_path / "d.jsonl", rows()))
+    with pytest.raises(SettingsError, match="unknown setting\\(s\\) 'bogus'"):
+        judgetune.tune(rows(), judge="length", name="x", runs_dir=tmp_path / "runs", bogus=1)
+    with pytest.raises(SettingsError, match="n_trials >= 1"):
+        judgetune.tune(rows(), judge="length", name="y", runs_dir=tmp_path / "runs", n_trials=0)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_sweep_a_run_name_cannot_write_outside_runs_dir(tmp_path):
+    import judgetune
+    from judgetune.errors import SettingsError
+
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(SettingsError, match="expected a plain run name"):
+        judgetune.tune(rows(), judge="length", name="../escape", runs_dir=tmp_path / "runs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # the rows were written to ../escape/ before
+
+
+def test_sweep_a_data_path_with_a_non_utf8_byte_is_refused_before_tuning(tmp_path, run_cli):
+    name = os.fsdecode(b"bad\xff.jsonl")
+    jsonl(tmp_path / name, rows())
+    code, _, err = run_cli(["tune", "--judge", "length", "--data", str(tmp_path / name), "--runs-dir",
+                            str(tmp_path / "runs"), "--trials", "1"])  # failed when judge.json was written, at the end
+    assert code == 2 and "rename the file" in err and not (tmp_path / "runs").exists()
+
+
+def test_sweep_a_judge_json_with_unwritable_text_is_refused_at_load(tmp_path):
+    from judgetune.config import ConfigError
+
+    path = length_config(tmp_path / "judge.json", criterion="fluency")
+    path.write_text(path.read_text().replace('"fluency"', '"fluency \\ud800"'))
+    with pytest.raises(ConfigError, match="criterion: expected text that can be written as UTF-8"):
+        JudgeConfig.load(path)
+
+
+@pytest.mark.parametrize("layout", ["nrp-fifo", "rag-device", "scores-fifo"])
+def test_sweep_other_readers_refuse_devices_and_fifos_by_name(tmp_path, run_cli, layout):
+    if layout == "nrp-fifo":
+        folder = tmp_path / "nrp"
+        folder.mkdir()
+        os.mkfifo(folder / "queries.jsonl")
+        (folder / "documents.jsonl").write_text("")
+        (folder / "answers.jsonl").write_text("")
+        argv, name = ["nrp", "--data", str(folder), "--ranker", "bm25"], "queries.jsonl"
+    elif layout == "rag-device":
+        (tmp_path / "items.json").symlink_to("/dev/zero")
+        argv, name = ["ragcheck", "--data", str(tmp_path / "items.json"), "--lm", "test:deterministic"], "items.json"
+    else:
+        from judgetune.nrp import read_scores
+
+        os.mkfifo(tmp_path / "scores.jsonl")
+        with pytest.raises(Exception, match="found a FIFO"):  # it hung: the FIFO waited for a writer
+            read_scores(tmp_path / "scores.jsonl")
+        return
+    code, _, err = run_cli(argv)
+    assert code == 2 and name in err and ("FIFO" in err or "character device" in err) and "missing" not in err
+
+
+def test_sweep_link_local_behind_a_zone_id_or_the_sdk_environment_is_refused(tmp_path, monkeypatch):
+    from judgetune.lm import load_lm
+    from judgetune.lm._spec import LMSpecError
+
+    with pytest.raises(LMSpecError, match="link-local"):
+        load_lm("openai/m", api_base="http://[fe80::1%25eth0]/v1")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://169.254.169.254/v1")  # "named" by the environment: still refused
+    with pytest.raises(LMSpecError, match="link-local"):
+        load_lm("openai/m", api_base="http://169.254.169.254/v1")
+
+
+class _Hostile:
+    """A real server on 127.0.0.1: ``mode`` redirect (307 to ``target``), flood (an endless 200 body) or drip
+    (a byte a second)."""
+
+    def __init__(self, mode: str, target: str = ""):
+        import threading
+        import time
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests = 0
+        hostile = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                hostile.requests += 1
+                try:
+                    if mode == "redirect":
+                        self.send_response(307)
+                        self.send_header("Location", target + "/chat/completions")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.end_headers()
+                    block = b" " * (1 << 20)
+                    for _ in range(200 if mode == "flood" else 30):
+                        self.wfile.write(block if mode == "flood" else b" ")
+                        if mode == "drip":
+                            self.wfile.flush()
+                            time.sleep(0.25)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_sweep_a_redirect_is_not_followed_with_the_key(tmp_path, monkeypatch):
+    from judgetune.lm import LMCallError, OpenAICompatibleClient, parse_lm_spec
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-team-secret-0042")
+    with _Recorder() as elsewhere:
+        hostile = _Hostile("redirect", elsewhere.base_url)
+        try:
+            client = OpenAICompatibleClient(parse_lm_spec("openai/m", api_base=hostile.base_url), max_retries=0)
+            with pytest.raises(LMCallError, match="HTTP 307"):
+                client.complete([{"role": "user", "content": "hi"}], max_tokens=1)
+        finally:
+            hostile.close()
+        assert elsewhere.seen == []
+
+
+@pytest.mark.parametrize("mode, words", [("flood", "exceeds 67,108,864 bytes"), ("drip", "timed out")])
+def test_sweep_a_server_answer_is_read_with_a_bound_in_size_and_time(tmp_path, mode, words):
+    import time
+
+    from judgetune.lm import LMCallError, OpenAICompatibleClient, parse_lm_spec
+
+    hostile = _Hostile(mode)
+    try:
+        client = OpenAICompatibleClient(parse_lm_spec("openai/m", api_base=hostile.base_url), max_retries=0,
+                                        timeout=2.0)
+        start = time.monotonic()
+        with pytest.raises(LMCallError, match=words):
+            client.complete([{"role": "user", "content": "hi"}], max_tokens=1)
+        assert time.monotonic() - start < 6
+    finally:
+        hostile.close()
+
+
+def test_sweep_text_from_a_data_file_is_printed_escaped(tmp_path, run_cli):
+    path = tmp_path / "esc.csv"
+    path.write_text("id,\x1b[2Jsummary\n1,x\n")
+    code, _, err = run_cli(["evaluate", "--judge", "length", "--data", str(path), "--field", "answer=summary"])
+    assert code == 2 and "\x1b" not in err and "\\x1b[2Jsummary" in err

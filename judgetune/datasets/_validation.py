@@ -39,7 +39,10 @@ def describe(value: Any) -> str:
         return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, Cell):
         return f"{str(value)!r}"
-    text = json.dumps(value, ensure_ascii=False, default=repr) if not isinstance(value, str) else repr(value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (dict, list, tuple, int, float, bool)):
+        text = repr(value)  # a str, and what JSON cannot hold (bytes, a set, an object) as Python shows it
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ class ServerUnreachableError(ServerError):
     """Connections to the server were refused ``REFUSALS_TO_STOP`` times in a row."""
 
 
+MAX_RESPONSE_BYTES = 64 << 20  # a chat answer is kilobytes; a server sending more is broken or hostile
 REFUSALS_TO_STOP = 4  # refused connection attempts in a row (over any calls) before the client gives up
 
 
@@ -113,6 +115,7 @@ class OpenAICompatibleClient:
         if spec.api_base is not None:
             check_resolved(spec.api_base)  # a name that points at a link-local or metadata address
         self.spec = spec
+        self.timeout = timeout
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
         key = os.environ.get(api_key_env) if send_key else None
         self.api_key_env = api_key_env
@@ -187,7 +190,17 @@ class OpenAICompatibleClient:
         return result
 
     def _post(self, path: str, request: dict[str, Any]) -> Any:
-        response = self._client.post(path, json=request)
+        with self._client.stream("POST", path, json=request) as streamed:  # read with bounds, never whole
+            body = bytearray()
+            deadline = time.monotonic() + self.timeout  # a body dripped byte by byte never resets the clock
+            for chunk in streamed.iter_bytes():
+                body += chunk
+                if len(body) > MAX_RESPONSE_BYTES:
+                    raise _Transient(f"the server's answer exceeds {MAX_RESPONSE_BYTES:,} bytes")
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout(f"the server's answer took over {self.timeout:g} s to arrive")
+            response = httpx.Response(streamed.status_code, headers=streamed.headers, content=bytes(body),
+                                      request=streamed.request)
         if response.status_code in (401, 403):
             what = ("refused the credentials" if response.status_code == 401
                     else "refused access with these credentials")

@@ -72,9 +72,10 @@ class RunSpec:
             raise ValueError(f"fit_items must be >= 4 (or None for all), got {self.fit_items}")
         if self.proposals < 0 or self.rounds < 1 or self.demo_draws < 1 or self.rescore < 1:
             raise ValueError("proposals must be >= 0; rounds, demo_draws and rescore >= 1")
-        bad_text = unwritable({k: v for k, v in asdict(self).items() if k != "data"})  # a path is the file system's
-        if bad_text:  # a lone surrogate (a non-UTF-8 byte in an option) fails when the study or judge.json is written
-            raise ValueError(bad_text[0])
+        bad_text = unwritable(asdict(self))  # a lone surrogate (a non-UTF-8 byte in an option or a file name)
+        if bad_text:  # would fail when judge.json is written, after the whole run
+            raise ValueError(bad_text[0] + ("; rename the file (judge.json records its name as text)"
+                                            if bad_text[0].startswith("data:") else ""))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
