@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from judgetune._files import make_folder, write_text
 from judgetune.config import JudgeConfig, load_config_lm, score_protocol
-from judgetune.datasets import Example, Reference, example_from_record
-from judgetune.datasets._validation import unwritable
+from judgetune.datasets import Example, Reference, example_from_record, unwritable
 from judgetune.errors import DataValidationError, JudgetuneError, SettingsError
 from judgetune.judges import Verdict
 
@@ -370,10 +369,9 @@ def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "loca
     """
     from judgetune import tuning
     from judgetune.judges import judge_class
-    from judgetune.tuning._spec import _RUN_NAME
 
     judge_class(judge)  # an unknown kind is refused before the data is read or a run folder is made
-    if not isinstance(name, str) or not _RUN_NAME.fullmatch(name) or ".." in name:  # never a path out of runs_dir
+    if not isinstance(name, str) or not tuning.RUN_NAME.fullmatch(name) or ".." in name:  # never a path out of runs_dir
         raise SettingsError(f"name: expected a plain run name (letters, digits, '.', '_', '-'; no path, no '..'), "
                             f"found {name!r}")
     known = sorted(set(tuning.RunSpec.__dataclass_fields__) - {"name", "judge", "data", "lm", "fields", "label"})

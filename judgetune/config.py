@@ -24,8 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from judgetune._files import make_folder, write_text
 from judgetune.calibration import Calibrator, calibrator_from_dict
-from judgetune.datasets import Example, describe, example_from_record, problems_from, read_json
-from judgetune.datasets._validation import unwritable
+from judgetune.datasets import Example, describe, example_from_record, problems_from, read_json, unwritable
 from judgetune.errors import API_KEY_ENVS, DataValidationError, JudgetuneError
 from judgetune.judges import (
     KINDS,
@@ -40,7 +39,7 @@ from judgetune.judges import (
     check_settings,
     judge_class,
 )
-from judgetune.lm._endpoints import EndpointError, check_endpoint
+from judgetune.lm import EndpointError, check_endpoint
 
 SCHEMA_VERSION = 1
 PACKAGES = ("judgetune", "dspy", "optuna", "scikit-learn", "numpy", "llama_cpp_python", "sentence-transformers")

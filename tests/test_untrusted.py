@@ -41,6 +41,7 @@ def run_python(code: str, *, cwd: Path, env: dict | None = None, timeout: float 
 
 # --- 1. devices and FIFOs: refused unread, in bounded time and memory ----------------------------------------
 
+@pytest.mark.slow
 def test_devices_and_fifos_as_any_input_exit_2_at_once_in_bounded_memory(tmp_path):
     """Every input (--config, --data as JSONL/CSV, --instructions, --criterion, load()) that is a device or a FIFO
     is refused with what it is: each in under 2 s and under 200 MB more than the imports."""

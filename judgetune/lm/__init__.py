@@ -4,6 +4,7 @@ distributions, target-text log-probabilities and the on-disk cache."""
 from judgetune.lm._adapter import PrefillChatAdapter
 from judgetune.lm._batch import Outcome, run_items
 from judgetune.lm._cache import ResponseCache, default_cache_dir
+from judgetune.lm._endpoints import TRUST_ENV, EndpointError, check_endpoint, is_trusted
 from judgetune.lm._labels import LabelDistribution
 from judgetune.lm._lm import Generation, JudgeLM, load_lm
 from judgetune.lm._modes import SCORING_MODES, LogprobsUnavailableError, logprobs_unavailable, resolve_scoring_mode
@@ -19,8 +20,9 @@ from judgetune.lm._remote import (
 from judgetune.lm._spec import LMSpec, LMSpecError, embedded_threads, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs
 
-__all__ = ["SCORING_MODES", "Completion", "Generation", "JudgeLM", "LMCallError", "LMSpec", "LMSpecError",
+__all__ = ["SCORING_MODES", "TRUST_ENV", "Completion", "EndpointError",
+           "Generation", "JudgeLM", "LMCallError", "LMSpec", "LMSpecError",
            "LabelDistribution", "LogprobsUnavailableError", "OpenAICompatibleClient", "Outcome", "PrefillChatAdapter",
            "ResponseCache", "TargetLogprobs", "default_cache_dir", "embedded_threads", "load_lm",
            "logprobs_unavailable", "parse_lm_spec", "resolve_scoring_mode", "run_items", "ServerAuthError",
-           "ServerError", "ServerUnreachableError", "classify"]
+           "ServerError", "ServerUnreachableError", "check_endpoint", "classify", "is_trusted"]

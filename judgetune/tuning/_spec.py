@@ -7,13 +7,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from judgetune.datasets._validation import unwritable
+from judgetune.datasets import unwritable
 from judgetune.judges import PROTOCOLS
 
 SAMPLERS = ("tpe", "nsga2", "random")
 PICK_RULES = ("spearman", "mae")
 GATES = ("on", "off")
-_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a run is the folder runs/NAME
+_RUN_NAME = RUN_NAME
 
 
 @dataclass(frozen=True)
