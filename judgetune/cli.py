@@ -463,7 +463,13 @@ def _worker(args: argparse.Namespace) -> None:
         study, spec = tuning.join_study(args.study, args.storage, heartbeat=args.heartbeat)
     except (ValueError, KeyError) as err:
         raise JudgetuneError(str(err)) from None
-    lm = tuning.load_run_lm(spec, timeout=args.timeout, trusted=False)  # the spec comes from a shared storage
+    from judgetune.lm import same_endpoint
+
+    named = args.api_base is not None  # the spec comes from a shared storage: its endpoint is trusted when named
+    if named and not (spec.api_base and same_endpoint(args.api_base, spec.api_base)):
+        raise JudgetuneError(f"--api-base {args.api_base}: study {spec.name} runs on {spec.api_base or 'no server'}; "
+                             "name that endpoint (to send it your key) or leave --api-base out")
+    lm = tuning.load_run_lm(spec, timeout=args.timeout, trusted=named)
     try:
         tuning.run_trials(study, spec, lm, tuning.prepare_splits(spec))
     finally:
@@ -866,6 +872,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--storage", required=True)
     worker.add_argument("--study", required=True)
     _timeout_option(worker)
+    worker.add_argument("--api-base", metavar="URL", help="the study's server, named to send it $OPENAI_API_KEY "
+                        "(an endpoint read from a shared storage gets no key otherwise)")
     worker.add_argument("--heartbeat", type=_count, default=10)
     worker.set_defaults(handler=_worker)
 

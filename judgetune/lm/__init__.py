@@ -4,7 +4,7 @@ distributions, target-text log-probabilities and the on-disk cache."""
 from judgetune.lm._adapter import PrefillChatAdapter
 from judgetune.lm._batch import Outcome, run_items
 from judgetune.lm._cache import ResponseCache, default_cache_dir
-from judgetune.lm._endpoints import TRUST_ENV, EndpointError, check_endpoint, is_trusted
+from judgetune.lm._endpoints import TRUST_ENV, EndpointError, check_endpoint, is_trusted, same_endpoint
 from judgetune.lm._labels import LabelDistribution
 from judgetune.lm._lm import Generation, JudgeLM, load_lm
 from judgetune.lm._modes import SCORING_MODES, LogprobsUnavailableError, logprobs_unavailable, resolve_scoring_mode
@@ -25,4 +25,5 @@ __all__ = ["SCORING_MODES", "TRUST_ENV", "Completion", "EndpointError",
            "LabelDistribution", "LogprobsUnavailableError", "OpenAICompatibleClient", "Outcome", "PrefillChatAdapter",
            "ResponseCache", "TargetLogprobs", "default_cache_dir", "embedded_threads", "load_lm",
            "logprobs_unavailable", "parse_lm_spec", "resolve_scoring_mode", "run_items", "ServerAuthError",
-           "ServerError", "ServerUnreachableError", "check_endpoint", "classify", "is_trusted"]
+           "ServerError", "ServerUnreachableError", "check_endpoint", "classify", "is_trusted",
+           "same_endpoint"]
