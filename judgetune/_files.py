@@ -13,6 +13,7 @@ hard link or symlink to an input is never written through (see :func:`same_file`
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import stat
@@ -64,6 +65,10 @@ def open_regular(path: str | Path, what: str = "file") -> IO[bytes]:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except IsADirectoryError:
         raise FileKindError(f"{path}: expected a {what}, found a folder") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise FileKindError(f"{path}: expected a {what}, found a symlink loop") from None
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
@@ -189,11 +194,19 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 
 def clashes(out: str | Path, inputs: Iterable[str | Path]) -> str | Path | None:
     """The first of ``inputs`` that ``out`` is, by identity or by resolved path; None when none."""
-    target = Path(out).resolve()
+    target = _resolved(out)
     for path in inputs:
-        if same_file(out, path) or target == Path(path).resolve():
+        if same_file(out, path) or target == _resolved(path):
             return path
     return None
+
+
+def _resolved(path: str | Path) -> Path:
+    """``path`` resolved; as it is when it cannot be (a symlink loop)."""
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError on a symlink loop
+        return Path(os.path.abspath(path))
 
 
 @contextlib.contextmanager

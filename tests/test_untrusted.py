@@ -665,3 +665,16 @@ def test_sweep_text_from_a_data_file_is_printed_escaped(tmp_path, run_cli):
     path.write_text("id,\x1b[2Jsummary\n1,x\n")
     code, _, err = run_cli(["evaluate", "--judge", "length", "--data", str(path), "--field", "answer=summary"])
     assert code == 2 and "\x1b" not in err and "\\x1b[2Jsummary" in err
+
+
+def test_sweep_a_symlink_loop_as_any_input_is_one_line(tmp_path, run_cli):
+    (tmp_path / "loop.jsonl").symlink_to(tmp_path / "loop.jsonl")
+    (tmp_path / "loop.json").symlink_to(tmp_path / "loop.json")
+    config = length_config(tmp_path / "judge.json")
+    data = jsonl(tmp_path / "d.jsonl", rows())
+    for argv, name in ((["score", "--config", str(config), "--data", str(tmp_path / "loop.jsonl")], "loop.jsonl"),
+                       (["score", "--config", str(tmp_path / "loop.json"), "--data", str(data)], "loop.json"),
+                       (["evaluate", "--judge", "length", "--data", str(tmp_path / "loop.jsonl")], "loop.jsonl")):
+        argv += ["--out", str(tmp_path / "o.jsonl")] if argv[0] == "score" else []
+        code, _, err = run_cli(argv)  # exit 1, RuntimeError "Symlink loop" from Path.resolve
+        assert code == 2 and f"{name}: expected a" in err and "found a symlink loop" in err, err
