@@ -9,8 +9,10 @@ and the error messages (``rows-....jsonl:LINE``: line N is row N) work as they d
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,10 +20,10 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judgetune._files import make_folder
+from judgetune._files import make_folder, write_text
 from judgetune.config import JudgeConfig, load_config_lm, score_protocol
-from judgetune.datasets import Example, Reference, example_from_record
-from judgetune.errors import DataValidationError, JudgetuneError
+from judgetune.datasets import Example, Reference, example_from_record, unwritable
+from judgetune.errors import DataValidationError, JudgetuneError, SettingsError
 from judgetune.judges import Verdict
 from judgetune.scoring import ScoreRun, file_source, score_stream, write_scored
 
@@ -46,6 +48,11 @@ class Scored:
     raw_score: float | None
     verdict: Verdict
 
+    @property
+    def degraded(self) -> list[str]:
+        """The signals the judge could not compute for this item (its score rests on the rest); empty when whole."""
+        return self.verdict.degraded
+
 
 class FrozenJudge:
     """A judge rebuilt from its ``judge.json`` (built once, here): scores new items exactly as the run that
@@ -62,9 +69,10 @@ class FrozenJudge:
         3.71
     """
 
-    def __init__(self, config: JudgeConfig, lm: Any = None):
+    def __init__(self, config: JudgeConfig, lm: Any = None, *, api_base: str | None = None,
+                 where: str = "the judge config"):
         self.config = config
-        self._lm = lm if lm is not None else load_config_lm(config)
+        self._lm = lm if lm is not None else load_config_lm(config, api_base=api_base, where=where)
         self.judge = config.build_judge(self._lm)
 
     @property
@@ -82,14 +90,25 @@ class FrozenJudge:
         """The calibrated score of one answer (``references``: graded ones the item carries, as (text, grade)).
 
         Raises:
+            DataValidationError: an argument that is not what a data row's field holds (``answer=None``, a number,
+                bytes), each named as ``score(): field: expected ..., found ...``.
             JudgmentFailedError: the judge could not judge it (why is in the message).
             JudgetuneError: the judge compares an item with its group (score a group with ``score_many``
                 under ``protocol="group"``).
         """
-        refs = [Reference(reference, None)] if reference is not None else []
-        refs += [Reference(text, grade) for text, grade in references or ()]
-        example = Example(id="item", answer=answer, question=question, references=tuple(refs),
-                          context=tuple(context or ()), answer_b=answer_b, group=group)
+        record: dict[str, Any] = {"answer": answer}  # checked as a data row is: the same errors as score_many
+        record.update({name: value for name, value in (("question", question), ("reference", reference),
+                                                       ("answer_b", answer_b), ("group", group)) if value is not None})
+        if references is not None:
+            record["references"] = ([{"text": r[0], "grade": r[1]} if isinstance(r, tuple) and len(r) == 2 else r
+                                     for r in references] if isinstance(references, (list, tuple)) else references)
+        if context is not None:
+            record["context"] = list(context) if isinstance(context, tuple) else context
+        problems: list[str] = []
+        example = example_from_record(record, where="score()", default_id="item", problems=problems,
+                                      require_label=False)
+        if problems or example is None:
+            raise DataValidationError(problems)
         scored = self.score_many([example])[0]
         if scored.score is None:
             raise JudgmentFailedError(f"the {self.config.judge} judge failed on this item: {scored.verdict.raw}")
@@ -190,6 +209,9 @@ class FrozenJudge:
     def _example(item: Example | Mapping[str, Any], index: int) -> Example:
         if isinstance(item, Example):
             return item
+        if not isinstance(item, Mapping):
+            raise DataValidationError([f"item {index}: expected an Example or a dict of fields (answer, question, "
+                                       f"...), found {type(item).__name__}"])
         problems: list[str] = []
         example = example_from_record(dict(item), where=f"item {index}", default_id=str(index), problems=problems,
                                       require_label=False)
@@ -208,23 +230,36 @@ class FrozenJudge:
         self.close()
 
 
-def load(path: str | Path) -> FrozenJudge:
+def load(path: str | Path, *, api_base: str | None = None) -> FrozenJudge:
     """The frozen judge a ``judge.json`` describes, ready to score (its LM loaded; a server's key from the environment).
+
+    A judge.json is untrusted input: ``$OPENAI_API_KEY`` goes to OpenAI's endpoint, to ``api_base`` (a server you
+    name, used instead of the file's) or to the file's own endpoint when ``$JUDGETUNE_TRUSTED_ENDPOINTS`` lists
+    it; otherwise requests go without the key (docs/reliability.md).
 
     Raises:
         ConfigError: the file is missing, not JSON, or a field is wrong (named in the message).
     """
-    return FrozenJudge(JudgeConfig.load(path))
+    if not isinstance(path, (str, Path)):
+        raise SettingsError(f"path: expected the path of a judge.json, found {type(path).__name__}")
+    return FrozenJudge(JudgeConfig.load(path), api_base=api_base, where=str(path))
 
 
 class Scores(list):
     """The :class:`Scored` items of ``score_many``, in order; ``to_pandas()`` gives one row per item."""
 
     def to_pandas(self) -> Any:
-        """A DataFrame with ``id``, ``score`` (None for a failed judgment), ``raw_score``, ``parsed`` and ``failure``."""
+        """A DataFrame with ``id``, ``score`` (None for a failed judgment), ``raw_score``, ``parsed``, ``failure`` and
+        ``degraded`` (the signals it was scored without, or None)."""
         pd = _pandas()
         return pd.DataFrame([{"id": s.id, "score": s.score, "raw_score": s.raw_score, "parsed": s.verdict.parsed,
-                              "failure": None if s.score is not None else s.verdict.raw} for s in self])
+                              "failure": None if s.score is not None else s.verdict.raw,
+                              "degraded": s.degraded or None} for s in self])
+
+    @property
+    def degraded(self) -> int:
+        """How many items were scored without some of their judge's signals (see :attr:`Scored.degraded`)."""
+        return sum(bool(s.degraded) for s in self)
 
 
 class Rows(list):
@@ -283,17 +318,25 @@ def _rows_in_memory(data: Any) -> list[dict[str, Any]] | None:
     if isinstance(data, (str, Path)):
         return None
     if _is_frame(data):
+        columns = [str(c) for c in data.columns]
+        twice = sorted({c for c in columns if columns.count(c) > 1})
+        if twice:  # pandas would keep the last one silently; the CSV reader refuses the same header
+            raise DataValidationError([f"data: columns: expected each column once, found {', '.join(map(repr, twice))} "
+                                       "more than once"])
         rows = data.to_dict(orient="records")
     elif isinstance(data, Iterable):
         rows = list(data)
     else:
         raise JudgetuneError(f"data: expected a catalog name, a file path, a list of dicts or a pandas DataFrame, "
                              f"found {type(data).__name__}")
-    out = []
+    out, problems = [], []
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
             raise JudgetuneError(f"data row {i}: expected a dict of fields (answer, label, ...), found {type(row).__name__}")
         out.append({str(k): v for k, v in ((k, _plain(v)) for k, v in row.items()) if v is not None})
+        problems += [f"data row {i}: {p}" for p in unwritable(out[-1])]
+    if problems:  # refused here: the rows could not be written to their file
+        raise DataValidationError(problems)
     if not out:
         raise JudgetuneError("data: no rows")
     return out
@@ -308,20 +351,25 @@ def records_of(data: Any) -> list[Example | Mapping[str, Any]]:
         return list(datasets.load_data(data)[0])
     if _is_frame(data):
         return list(_rows_in_memory(data) or [])
+    if not isinstance(data, Iterable) or isinstance(data, (bytes, Mapping)):
+        raise JudgetuneError(f"items: expected a list of Examples or dicts, a DataFrame, a data file or a catalog "
+                             f"name, found {type(data).__name__}")
     return list(data)
 
 
-def _data_file(data: Any, folder: Path) -> str:
+def _data_file(data: Any, folder: Path, *, write: bool = True) -> str:
     """``data`` itself when it names a catalog source or a file; rows in memory are written to
-    ``folder/rows-SHA.jsonl`` (named by their content, so the same rows give the same run and resume)."""
+    ``folder/rows-SHA.jsonl`` (named by their content, so the same rows give the same run and resume),
+    atomically (a killed write never leaves part of the rows under the name of all of them); ``write``
+    False: only the name."""
     rows = _rows_in_memory(data)
     if rows is None:
         return str(data)
     text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
-    make_folder(folder)
     path = folder / f"rows-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}.jsonl"
-    if not path.exists():
-        path.write_text(text, encoding="utf-8")
+    if write and not path.exists():
+        make_folder(folder)
+        write_text(path, text)
     return str(path)
 
 
@@ -365,26 +413,63 @@ def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "loca
     from judgetune.judges import judge_class
 
     judge_class(judge)  # an unknown kind is refused before the data is read or a run folder is made
-    data_arg = _data_file(data, Path(runs_dir) / name)
+    if not isinstance(name, str) or not tuning.RUN_NAME.fullmatch(name) or ".." in name:  # never a path out of runs_dir
+        raise SettingsError(f"name: expected a plain run name (letters, digits, '.', '_', '-'; no path, no '..'), "
+                            f"found {name!r}")
+    known = sorted(set(tuning.RunSpec.__dataclass_fields__) - {"name", "judge", "data", "lm", "fields", "label"})
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise SettingsError(f"unknown setting(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    run_dir = Path(runs_dir) / name
+    created = not run_dir.exists()
+    data_arg = _data_file(data, run_dir, write=False)  # the settings are checked before anything is written
     model, owned = _lm_object(lm)
     if model is not None:
         settings.setdefault("api_base", model.spec.api_base)
         lm = str(model.spec)
-    spec = tuning.RunSpec(name=name, judge=judge, data=data_arg, lm=lm, fields=dict(fields or {}), label=label,
-                          **settings)
-    extra = {key: value for key, value in (("lm", model), ("sampler", sampler), ("storage", storage))
-             if value is not None}
     try:
-        config, run_dir, study = tuning.tune(spec, runs_dir=runs_dir, **extra)
+        spec = tuning.RunSpec(name=name, judge=judge, data=data_arg, lm=lm, fields=dict(fields or {}),
+                              label=label, **settings)
+    except (TypeError, ValueError) as err:
+        if owned:
+            model.close()
+        raise SettingsError(str(err)) from None
+    try:
+        _data_file(data, run_dir)
+        extra = {key: value for key, value in (("lm", model), ("sampler", sampler), ("storage", storage))
+                 if value is not None}
+        with _quiet_optuna():
+            config, run_dir, study = tuning.tune(spec, runs_dir=runs_dir, **extra)
     except BaseException:
         if owned:
             model.close()
+        if created and run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {Path(data_arg).name, ".lock"}:
+            shutil.rmtree(run_dir, ignore_errors=True)  # refused before any work: no run is left behind
         raise
     if report:
         from judgetune.report import write_report
 
         write_report(run_dir, study=study, config=config)
     return TunedJudge(config, study=study, run_dir=run_dir, lm=model if owned else None)
+
+
+@contextlib.contextmanager
+def _quiet_optuna() -> Iterator[None]:
+    """Optuna's INFO lines (a study created, every trial finished) kept off the caller's stderr, unless asked
+    for: ``logging.getLogger("judgetune").setLevel(logging.INFO)`` (the CLI's ``-v``) lets them through."""
+    import logging
+
+    import optuna
+
+    before = optuna.logging.get_verbosity()
+    quiet = before <= logging.INFO and not logging.getLogger("judgetune").isEnabledFor(logging.INFO)
+    if quiet:
+        optuna.logging.set_verbosity(logging.WARNING)
+    try:
+        yield
+    finally:
+        if quiet:
+            optuna.logging.set_verbosity(before)
 
 
 def evaluate(judge: str | FrozenJudge, data: Any, *, split: str = "test", lm: Any = "local:smollm2",

@@ -1,4 +1,8 @@
-"""File helpers shared across packages: checksums, and the one way outputs are written.
+"""File helpers shared across packages: the one way inputs are opened and outputs are written, locks, checksums.
+
+Every input goes through :func:`open_regular` (or :func:`read_bounded`): only a regular file (after
+symlinks) is opened, so a device (``/dev/zero``), a FIFO or a socket is refused at once instead of being
+read forever, and a whole-file read stops at its limit whatever the file reports as its size.
 
 Every output (predictions, summaries, reports, plots) goes through :func:`atomic_write`: the content
 lands in a temporary file in the target's folder, which is renamed over the target only when it is
@@ -9,17 +13,154 @@ hard link or symlink to an input is never written through (see :func:`same_file`
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from judgetune.errors import JudgetuneError
 
-__all__ = ["OutputLock", "atomic_write", "clashes", "make_folder", "remove_stale_temps", "same_file", "sha256_of",
-           "write_bytes", "write_text"]
+try:
+    import fcntl
+except ImportError:  # not on Windows: locks are advisory there and left out
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["FileKindError", "FileTooLargeError", "LockedError", "OutputLock", "atomic_write", "clashes", "exclusive",
+           "make_folder", "open_regular", "read_bounded", "remove_stale_temps", "same_file", "sha256_of", "write_bytes",
+           "write_text"]
+
+
+class FileKindError(JudgetuneError, OSError):
+    """An input that is not a regular file (a device, a FIFO, a socket): never read."""
+
+
+class LockedError(JudgetuneError):
+    """Another process holds the lock of a run folder or an output."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str | Path, what: str = "file") -> IO[bytes]:
+    """``path`` opened for binary reading, when it is a regular file (symlinks followed).
+
+    The file is opened without blocking (a FIFO would wait for a writer) and checked on the open handle, so a
+    file swapped for a device between a check and the open is refused too.
+
+    Raises:
+        FileNotFoundError: no such file.
+        FileKindError: a device, FIFO, socket or folder, named as such (``what`` says what was expected).
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except IsADirectoryError:
+        raise FileKindError(f"{path}: expected a {what}, found a folder") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise FileKindError(f"{path}: expected a {what}, found a symlink loop") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise FileKindError(f"{path}: expected a {what}, found a folder")
+        if not stat.S_ISREG(mode):
+            raise FileKindError(f"{path}: expected a {what} (a regular file), found {_kind(mode)}")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded(path: str | Path, limit: int, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; at most ``limit + 1`` bytes are ever read.
+
+    Raises:
+        FileNotFoundError, FileKindError: see :func:`open_regular`.
+        FileTooLargeError: the file holds more than ``limit`` bytes.
+    """
+    with open_regular(path, what) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLargeError(f"{path}: expected a {what} of at most {limit:,} bytes, found more")
+    return data
+
+
+class FileTooLargeError(JudgetuneError):
+    """A whole-file input over its size limit."""
+
+
+@contextlib.contextmanager
+def exclusive(path: str | Path, what: str) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created when missing) for the block; another process
+    holding it: :class:`LockedError` at once, naming ``what``. The lock goes with the process (a killed
+    run leaves no lock behind); the lock file itself stays.
+    """
+    path = Path(path)
+    if fcntl is None:
+        yield
+        return
+    try:
+        handle = path.open("a+b")
+    except OSError:
+        yield  # a read-only folder: nothing is written there either
+        return
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockedError(f"{what} is in use by another judgetune process; wait for it to finish, or use "
+                              "another name") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+STALE_AFTER = 2.0  # seconds: a temporary file younger than this may be one a writer has just created
+
+
+def remove_stale_temps(path: str | Path) -> list[Path]:
+    """Remove the temporary files :func:`atomic_write` left beside ``path`` (``.NAME.XXXX.tmp``) when its
+    process died mid-write (SIGKILL, power loss); returns them. A writer holds a lock on its temporary
+    file while it writes, so a live one is never removed."""
+    path = Path(path)
+    removed = []
+    try:
+        candidates = list(path.parent.glob(f".{glob_escape(path.name)}.*.tmp"))
+    except OSError:
+        return removed
+    for temp in candidates:
+        try:
+            if time.time() - temp.lstat().st_mtime < STALE_AFTER or not temp.is_file() or temp.is_symlink():
+                continue
+            with temp.open("rb") as handle:
+                if fcntl is not None:
+                    try:
+                        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue  # a live writer
+                temp.unlink()
+                removed.append(temp)
+        except OSError:
+            continue
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in name)
 
 
 def make_folder(path: str | Path) -> Path:
@@ -35,7 +176,7 @@ def make_folder(path: str | Path) -> Path:
 def sha256_of(path: Path) -> str:
     """Hex SHA-256 of a file, read in 1 MiB blocks."""
     digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
+    with open_regular(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -54,11 +195,19 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 
 def clashes(out: str | Path, inputs: Iterable[str | Path]) -> str | Path | None:
     """The first of ``inputs`` that ``out`` is, by identity or by resolved path; None when none."""
-    target = Path(out).resolve()
+    target = _resolved(out)
     for path in inputs:
-        if same_file(out, path) or target == Path(path).resolve():
+        if same_file(out, path) or target == _resolved(path):
             return path
     return None
+
+
+def _resolved(path: str | Path) -> Path:
+    """``path`` resolved; as it is when it cannot be (a symlink loop)."""
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError on a symlink loop
+        return Path(os.path.abspath(path))
 
 
 @contextlib.contextmanager
@@ -74,8 +223,11 @@ def atomic_write(path: str | Path, mode: str = "w", *, encoding: str | None = "u
     """
     path = Path(path)
     binary = "b" in mode
+    remove_stale_temps(path)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        if fcntl is not None:  # held while writing: remove_stale_temps leaves a live writer's file alone
+            fcntl.flock(handle, fcntl.LOCK_EX)
         with os.fdopen(handle, "wb" if binary else "w", **({} if binary else {"encoding": encoding})) as out:
             yield out
             out.flush()
@@ -156,22 +308,3 @@ class OutputLock:
             os.unlink(self.lock_path)
         os.close(self._fd)  # releases the lock
         self._fd = None
-
-
-def remove_stale_temps(path: str | Path) -> list[Path]:
-    """Remove the temporary files an interrupted :func:`atomic_write` of ``path`` left (``.NAME.XXXX.tmp``);
-    call it while holding ``path``'s :class:`OutputLock`, so no live write loses its file."""
-    path = Path(path)
-    removed = []
-    for temp in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
-        with contextlib.suppress(OSError):
-            temp.unlink()
-            removed.append(temp)
-    return removed
-
-
-def glob_escape(name: str) -> str:
-    """``name`` with glob's special characters taken literally."""
-    import glob
-
-    return glob.escape(name)

@@ -12,8 +12,17 @@ import warnings
 from pathlib import Path
 
 from judgetune import datasets, evaluation, judges, reproduce, tuning
-from judgetune._files import atomic_write, clashes, make_folder, write_bytes, write_text
-from judgetune.errors import JudgetuneError, NothingJudgedError, redact
+from judgetune._files import (
+    FileKindError,
+    FileTooLargeError,
+    atomic_write,
+    clashes,
+    make_folder,
+    read_bounded,
+    write_bytes,
+    write_text,
+)
+from judgetune.errors import JudgetuneError, NothingJudgedError, printable, redact
 
 EXIT_USER_ERROR = 2  # bad input or options: nothing was run
 EXIT_NOTHING_JUDGED = 3  # the command ran, but not one item could be judged
@@ -180,9 +189,9 @@ def _print_prompts(transcript: list[dict]) -> None:
     for i, entry in enumerate(transcript, 1):
         print(f"--- prompt {i} ({entry['op']}) ---", file=sys.stderr)
         for message in entry["messages"]:
-            print(f"[{message['role']}]\n{message['content']}", file=sys.stderr)
+            print(f"[{message['role']}]\n{printable(message['content'])}", file=sys.stderr)
         if entry.get("prefix"):
-            print(f"[assistant, prefilled]\n{entry['prefix']}", file=sys.stderr)
+            print(f"[assistant, prefilled]\n{printable(entry['prefix'])}", file=sys.stderr)
         if entry.get("labels"):
             print(f"(label distribution read over {entry['labels']})", file=sys.stderr)
 
@@ -269,10 +278,12 @@ def _read_instructions(path: Path | None) -> list[str]:
 
 def _read_text(path: Path, option: str) -> str:
     """A small text file an option names, with the option and file in any error."""
-    try:
-        if path.stat().st_size > datasets.MAX_FILE_BYTES:
-            raise JudgetuneError(f"{option} {path}: expected a text file of at most {datasets.MAX_FILE_BYTES:,} bytes")
-        return path.read_text(encoding="utf-8-sig")
+    try:  # a regular file, read with a bound (never by its reported size: /dev/zero reports 0)
+        return read_bounded(path, datasets.MAX_FILE_BYTES, "file").decode("utf-8-sig")
+    except FileTooLargeError:
+        raise JudgetuneError(f"{option} {path}: expected a text file of at most {datasets.MAX_FILE_BYTES:,} bytes") from None
+    except FileKindError as err:
+        raise JudgetuneError(f"{option} {err}") from None
     except FileNotFoundError:
         raise JudgetuneError(f"{option} {path}: no such file") from None
     except IsADirectoryError:
@@ -281,9 +292,17 @@ def _read_text(path: Path, option: str) -> str:
         raise JudgetuneError(f"{option} {path}: expected UTF-8 text, found undecodable bytes ({err.reason})") from None
 
 
+def _names_file(text: str) -> bool:
+    """Whether ``text`` is the path of something other than a folder (a text longer than a file name is text)."""
+    try:
+        return "\n" not in text and Path(text).exists() and not Path(text).is_dir()
+    except (OSError, ValueError):  # a name too long, a NUL character
+        return False
+
+
 def _text_or_file(text: str | None) -> str | None:
     """``text`` itself, or the contents of the file it names."""
-    if text is None or not Path(text).is_file():
+    if text is None or not _names_file(text):
         return text
     content = _read_text(Path(text), "--criterion").strip()
     if not content:
@@ -447,7 +466,13 @@ def _worker(args: argparse.Namespace) -> None:
         study, spec = tuning.join_study(args.study, args.storage, heartbeat=args.heartbeat)
     except (ValueError, KeyError) as err:
         raise JudgetuneError(str(err)) from None
-    lm = tuning.load_run_lm(spec, timeout=args.timeout)
+    from judgetune.lm import same_endpoint
+
+    named = args.api_base is not None  # the spec comes from a shared storage: its endpoint is trusted when named
+    if named and not (spec.api_base and same_endpoint(args.api_base, spec.api_base)):
+        raise JudgetuneError(f"--api-base {args.api_base}: study {spec.name} runs on {spec.api_base or 'no server'}; "
+                             "name that endpoint (to send it your key) or leave --api-base out")
+    lm = tuning.load_run_lm(spec, timeout=args.timeout, trusted=named)
     try:
         tuning.run_trials(study, spec, lm, tuning.prepare_splits(spec))
     finally:
@@ -498,11 +523,12 @@ def _score(args: argparse.Namespace) -> None:
 
         run = ray_engine.score_on_ray(args.config, args.data, out, fields=mapping["fields"], label=mapping["label"],
                                       chunk_size=args.chunk_size, force=args.force, address=args.ray_address,
-                                      workers=args.workers, timeout=args.timeout, server=server, progress=True)
+                                      workers=args.workers, timeout=args.timeout, progress=True,
+                                      server={**server, "api_base": args.api_base, "where": str(args.config)})
     elif args.protocol or catalog:  # in memory: a protocol compares the items of a question; the catalog is small
         run = _score_in_memory(args, config, mapping, out, server)
     else:
-        lm = load_config_lm(config, timeout=args.timeout, **server)
+        lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=str(args.config), **server)
         try:
             run = scoring.score_stream(config, config.build_judge(lm), lm, None, out,
                                        source=scoring.file_source(args.data, **mapping), chunk_size=args.chunk_size,
@@ -521,7 +547,8 @@ def _score_in_memory(args: argparse.Namespace, config, mapping: dict, out: Path,
         examples, _ = datasets.load_data(args.data, mirror=args.mirror, **mapping)
     else:
         examples = datasets.read_examples(args.data, require_label=False, **mapping)
-    lm = load_config_lm(config, timeout=args.timeout, **server)
+    lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=str(args.config),
+                         **server)
     try:
         if not args.protocol:
             source = {"catalog": args.data, **mapping}
@@ -546,7 +573,9 @@ def _score_summary(run, shown: Path) -> None:
                              f"{run.total if run.total is not None else 'the'} items scored ({_usage_text(run)}); they "
                              f"are kept in {run.out}.part/rows.jsonl: re-run with a larger --max-tokens to go on")
     print(f"{run.rows} items scored into {shown} ({run.failed} failed judgments, score null"
-          + (f"; the first because: {run.first_failure}" if run.first_failure else "") + f"{resumed})")
+          + (f"; the first because: {printable(run.first_failure)}" if run.first_failure else "") + f"{resumed})"
+          + (f"; {run.degraded} scored without some of their signals (\"degraded\" in the output; the first: "
+             f"{printable(run.first_degraded or '')})" if run.degraded else ""))
     if run.usage:
         print(_usage_text(run), file=sys.stderr)
     _some_judged([run.first_failure or ""] * run.failed, run.rows, what="judgments")
@@ -574,7 +603,7 @@ def _audit(args: argparse.Namespace) -> None:
     demos = {d.get("id") for d in config.demos}  # the judge's own demos are not audited
     pool = [e for e in examples if e.id not in demos]
     examples = datasets.limit_by_group(pool, args.limit, seed=args.seed)
-    lm = load_config_lm(config, timeout=args.timeout)
+    lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=str(args.config))
     result = audit.audit(config, examples, lm, pool=pool, probes=args.probe, n_resamples=args.resamples,
                          seed=args.seed, progress=not args.json)
     if args.json:
@@ -601,8 +630,8 @@ def _compare(args: argparse.Namespace) -> None:
     examples = datasets.limit_by_group(examples, args.limit, seed=seed)
     scores = {}
     for path, config in configs.items():
-        _, scores[path] = score_examples(config, examples, load_config_lm(config, timeout=args.timeout),
-                                         progress=not args.json)
+        lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=path)
+        _, scores[path] = score_examples(config, examples, lm, progress=not args.json)
     result = compare_scores(scores, examples, label_range=label_range, n_resamples=args.resamples, seed=seed)
     if args.json:
         print(json.dumps(result, indent=2))
@@ -799,6 +828,14 @@ def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) 
         parser.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
 
 
+def _endpoint_option(parser: argparse.ArgumentParser) -> None:
+    """``--api-base`` for a command that loads judge.json: the server to use instead of the config's (and
+    the one the key may go to: a judge.json's own endpoint gets the key only when trusted)."""
+    parser.add_argument("--api-base", metavar="URL", help="the OpenAI-compatible server to use instead of the "
+                        "judge.json's (it gets $OPENAI_API_KEY; the judge.json's own endpoint gets it only when listed "
+                        "in $JUDGETUNE_TRUSTED_ENDPOINTS)")
+
+
 def _audit_bounds(texts: list[str] | None) -> dict[str, float]:
     from judgetune.audit import parse_bounds
 
@@ -913,6 +950,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--storage", required=True)
     worker.add_argument("--study", required=True)
     _timeout_option(worker)
+    worker.add_argument("--api-base", metavar="URL", help="the study's server, named to send it $OPENAI_API_KEY "
+                        "(an endpoint read from a shared storage gets no key otherwise)")
     worker.add_argument("--heartbeat", type=_count, default=10)
     worker.set_defaults(handler=_worker)
 
@@ -944,6 +983,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--ray-address", metavar="ADDRESS",
                        help="with --engine ray: a running cluster (ray://HOST:10001 or auto); default a local one")
     score.add_argument("--workers", type=_count, default=2, help="with --engine ray: scoring actors (default 2)")
+    _endpoint_option(score)
     score.add_argument("--mirror", type=Path)
     score.set_defaults(handler=_score)
 
@@ -958,6 +998,7 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--seed", type=_seed, default=0)
     aud.add_argument("--resamples", type=_count, default=1000)
     _timeout_option(aud)
+    _endpoint_option(aud)
     aud.add_argument("--mirror", type=Path)
     aud.add_argument("--json", action="store_true", help='print {"probes": [{probe, effect, low, high, p, q, mde, n, '
                                                          '...}], "not_applicable": [...]}')
@@ -975,6 +1016,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="seeds the split of judges that were not tuned (default 0); a tuned judge's own is used")
     compare.add_argument("--resamples", type=_count, default=1000)
     _timeout_option(compare)
+    _endpoint_option(compare)
     compare.add_argument("--mirror", type=Path)
     compare.add_argument("--json", action="store_true")
     compare.set_defaults(handler=_compare)
@@ -1071,14 +1113,14 @@ def main(argv: list[str] | None = None) -> int:
 def _error(err: BaseException, args: argparse.Namespace) -> None:
     if args.verbose:
         print(redact("".join(traceback.format_exception(err))), file=sys.stderr, end="")
-    print(f"judgetune: error: {redact(str(err))}", file=sys.stderr)
+    print(f"judgetune: error: {printable(redact(str(err)))}", file=sys.stderr)
 
 
 class _Redact(logging.Filter):
     """No log line shows an API key (a server may echo it in an error body)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = redact(record.getMessage()), ()
+        record.msg, record.args = printable(redact(record.getMessage())), ()
         return True
 
 

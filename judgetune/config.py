@@ -22,8 +22,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from judgetune._files import make_folder, write_text
 from judgetune.calibration import Calibrator, calibrator_from_dict
-from judgetune.datasets import Example, describe, example_from_record, problems_from, read_json
+from judgetune.datasets import Example, describe, example_from_record, problems_from, read_json, unwritable
 from judgetune.errors import API_KEY_ENVS, DataValidationError, JudgetuneError
 from judgetune.judges import (
     KINDS,
@@ -38,6 +39,7 @@ from judgetune.judges import (
     check_settings,
     judge_class,
 )
+from judgetune.lm import EndpointError, check_endpoint
 
 SCHEMA_VERSION = 1
 PACKAGES = ("judgetune", "dspy", "optuna", "scikit-learn", "numpy", "llama_cpp_python", "sentence-transformers")
@@ -193,11 +195,8 @@ class JudgeConfig(BaseModel):
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n", encoding="utf-8")
-        tmp.replace(path)
-        return path
+        make_folder(path.parent)
+        return write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> JudgeConfig:
@@ -219,7 +218,7 @@ class JudgeConfig(BaseModel):
         """
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected a JSON object, found {describe(data)}")
-        problems = [f"{where}: {p}" for p in _non_finite(data)]
+        problems = [f"{where}: {p}" for p in (*_non_finite(data), *unwritable(data))]
         if isinstance(data.get("schema_version"), int) and data["schema_version"] != SCHEMA_VERSION:
             raise ConfigError(f"{where}: schema_version: expected {SCHEMA_VERSION}, found {data['schema_version']} "
                               "(written by another judgetune version)")
@@ -249,6 +248,10 @@ class JudgeConfig(BaseModel):
         if self.lm is not None:
             try:
                 LMModel.model_validate(self.lm)
+                if isinstance(self.lm.get("api_base"), str):
+                    check_endpoint(self.lm["api_base"])  # http(s), never a link-local or metadata address
+            except EndpointError as err:
+                problems.append(f"lm.api_base: {err}")
             except ValidationError as err:
                 problems += [p.replace(f"{where}: ", f"{where}: lm.", 1) for p in problems_from(
                     err, where, known="an LM field (spec, kind, model, api_base, reasoning)")]
@@ -404,13 +407,19 @@ def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *, pro
     return scoring.verdicts, scoring.scores
 
 
-def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0, **server: Any):
-    """The LM a config names (None for judges without one). A server's key comes from the environment;
-    ``timeout`` is per attempt of a server call; ``server``: ``concurrency``, ``rps``, ``rate_limit_wait``
-    (see ``load_lm``)."""
+def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0, api_base: str | None = None,
+                   where: str = "the judge config", **server: Any):
+    """The LM a config names (None for judges without one); ``timeout`` is per attempt of a server call;
+    ``server``: ``concurrency``, ``rps``, ``rate_limit_wait`` (see ``load_lm``).
+
+    ``api_base`` (the user's ``--api-base``) replaces the config's endpoint. A server's key comes from the
+    environment, and goes to the config's own endpoint only when the user trusts it (``where`` names the
+    config in the warning; see ``judgetune.lm._endpoints``): a judge.json is untrusted input.
+    """
     if not judge_class(config.judge).needs_lm_with(config.params):
         return None
     from judgetune.lm import load_lm
 
-    return load_lm(config.lm["spec"], api_base=config.lm.get("api_base"), timeout=timeout,
-                   reasoning=config.lm.get("reasoning"), **server)
+    named = api_base is not None
+    return load_lm(config.lm["spec"], api_base=api_base if named else config.lm.get("api_base"), timeout=timeout,
+                   reasoning=config.lm.get("reasoning"), trust_endpoint=named, endpoint_source=where, **server)

@@ -30,6 +30,11 @@ class DataValidationError(JudgetuneError, ValueError):
         super().__init__(text)
 
 
+class SettingsError(JudgetuneError, ValueError):
+    """A setting that is unknown or out of range (a keyword argument of the Python API, a judge kind); the
+    message names it and what was expected."""
+
+
 class DataNotFoundError(JudgetuneError, FileNotFoundError):
     """A catalog source was asked for before its files were fetched."""
 
@@ -61,6 +66,16 @@ def redact(text: str) -> str:
             text = text.replace(key, "[redacted]")
     text = _BEARER.sub(r"\1 [redacted]", text)
     return _KEY_FIELD.sub(r"\1[redacted]", text)
+
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (ESC, carriage return, bell, C1 codes) and
+    bidirectional overrides escaped as ``\\x1b``, ``\\u202e``; newlines and tabs kept. A server's error body
+    or a data file's text could otherwise retitle the window, clear the screen or fake a line."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class PromptTooLongError(ItemError, ValueError):

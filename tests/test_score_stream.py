@@ -18,6 +18,7 @@ from judgetune import load
 from judgetune._files import OutputLock
 from judgetune.config import JudgeConfig
 from judgetune.datasets import Example, Reference
+from judgetune.errors import DataValidationError
 from judgetune.judges import make_judge
 from judgetune.scoring import encode_row, file_source, score_stream
 
@@ -165,6 +166,7 @@ def test_a_second_writer_on_the_same_out_is_refused_and_stale_temps_are_removed(
     out = tmp_path / "s.jsonl"
     stale = tmp_path / ".s.jsonl.k2j3h4.tmp"
     stale.write_text("half a file")
+    os.utime(stale, (time.time() - 60, time.time() - 60))  # left by a write killed a minute ago
     with OutputLock(out, what="another judgetune score"):
         code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(data), "--out", str(out)])
     assert code == 2 and f"another judgetune score is already writing it (pid {os.getpid()})" in err
@@ -174,14 +176,14 @@ def test_a_second_writer_on_the_same_out_is_refused_and_stale_temps_are_removed(
     assert not stale.exists() and not (tmp_path / ".s.jsonl.lock").exists()
 
 
-def test_a_lone_surrogate_is_written_as_an_escape_not_lost(tmp_path, judge_path):
+def test_a_lone_surrogate_never_loses_a_run(tmp_path, judge_path):
+    """Refused at its item before any work (issue 39); and should one reach the writer, it is escaped."""
     line = encode_row({"id": "a\ud800b", "score": 1.0})
     assert json.loads(line.decode("utf-8")) == {"id": "a\ud800b", "score": 1.0}
-    with load(judge_path) as judge:
-        run = judge.score_many([{"id": "x\udc80", "answer": "cat sat", "reference": "the cat sat"},
-                                {"id": "y", "answer": "dog", "reference": "a dog ran"}], out=tmp_path / "s.jsonl")
-    assert run.rows == 2
-    assert [r["id"] for r in _read_jsonl(tmp_path / "s.jsonl")] == ["x\udc80", "y"]
+    with load(judge_path) as judge, pytest.raises(DataValidationError, match="item 0: id: .*lone surrogate"):
+        judge.score_many([{"id": "x\udc80", "answer": "cat sat", "reference": "the cat sat"},
+                          {"id": "y", "answer": "dog", "reference": "a dog ran"}], out=tmp_path / "s.jsonl")
+    assert not (tmp_path / "s.jsonl").exists()
 
 
 def test_score_many_streams_an_iterable_into_a_file_and_resumes(tmp_path, judge_path):

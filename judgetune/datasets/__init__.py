@@ -28,7 +28,7 @@ from judgetune.datasets._schema import Example, ExampleRow, Reference, Scale, pa
 from judgetune.datasets._sources import clef_judgments, clef_top1_rows, generated_answer_llm, read_clef_topics
 from judgetune.datasets._splits import groups_of, limit_by_group, sample_per_group, split_by_group, split_examples
 from judgetune.datasets._stream import STREAM_FORMATS, iter_examples, iter_records, parquet_module, stream_format
-from judgetune.datasets._validation import Cell, describe, expected, location, problems_from
+from judgetune.datasets._validation import Cell, describe, expected, location, problems_from, unwritable
 
 __all__ = ["CATALOG", "JSONShapeError", "MAPPABLE", "MAX_DEPTH", "MAX_FILE_BYTES", "Cell", "Example", "ExampleRow",
            "FieldMap", "RagItem", "Reference", "Scale", "Source", "ascii_number", "clef_judgments",
@@ -36,6 +36,6 @@ __all__ = ["CATALOG", "JSONShapeError", "MAPPABLE", "MAX_DEPTH", "MAX_FILE_BYTES
            "example_from_record", "expected", "fetch", "generated_answer_llm", "get_source", "groups_of",
            "jsonl_rows", "limit_by_group", "load", "load_data", "location", "parse_json", "parse_scale", "problems_from",
            "read_clef_topics", "read_examples", "read_json", "read_labeled", "read_rag_items", "sample_per_group",
-           "split_by_group", "split_examples", "strict_loads", "summary", "write_examples",
+           "split_by_group", "split_examples", "strict_loads", "summary", "unwritable", "write_examples",
            # streaming reads (judgetune score)
            "STREAM_FORMATS", "iter_examples", "iter_records", "parquet_module", "stream_format"]

@@ -173,7 +173,7 @@ def load_data(name_or_file: str | Path, *, mirror: str | Path | None = None, sca
             raise JudgetuneError(f"--scale {scale.low:g}-{scale.high:g}: {name} is on {known.low:g}-{known.high:g} "
                                  "(the catalog states it); leave --scale out")
         return load(name, mirror=mirror), (float(known.low), float(known.high))
-    if not Path(name).exists():
+    if not Path(name).exists() and not Path(name).is_symlink():  # a symlink loop is said to be one by the reader
         raise DataNotFoundError(f"{name!r} is neither a catalog source ({', '.join(CATALOG)}) nor an existing file")
     return read_labeled(name, scale=scale, fields=fields, label=label)
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from judgetune._files import FileKindError, FileTooLargeError, read_bounded
 from judgetune.datasets._validation import problems_from
 from judgetune.errors import DataValidationError
 
@@ -143,12 +144,15 @@ def read_json(path: str | Path, *, model: type[BaseModel] | None = None) -> Any:
         DataValidationError: every problem, each ``file:line: ...`` or ``file: field: expected ..., found ...``.
     """
     path = Path(path)
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
+    try:  # at most MAX_FILE_BYTES + 1 bytes are read, whatever the file says its size is
+        data = read_bounded(path, MAX_FILE_BYTES, "JSON file")
+    except FileTooLargeError:
         raise DataValidationError([f"{path}: file: expected a JSON file of at most {MAX_FILE_BYTES:,} bytes, found "
-                                   f"{size:,} bytes; write many items as JSONL (one per line) instead"])
+                                   "a larger one; write many items as JSONL (one per line) instead"]) from None
+    except FileKindError as err:
+        raise DataValidationError([str(err)]) from None
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise DataValidationError([f"{path}: file: expected UTF-8 text, found undecodable bytes ({err.reason})"]) from None
     value, problem = parse_json(text, where=str(path), field="file")

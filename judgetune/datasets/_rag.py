@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from judgetune.datasets._json import read_json
-from judgetune.datasets._readers import MAX_ROW_BYTES, jsonl_rows
+from judgetune.datasets._readers import MAX_ROW_BYTES, check_regular, jsonl_rows
 from judgetune.datasets._schema import _identifier, _meta
 from judgetune.datasets._validation import describe as _describe
 from judgetune.datasets._validation import expected, problems_from
@@ -53,8 +53,7 @@ def read_rag_items(path: str | Path) -> list[RagItem]:
     path = Path(path)
     if path.suffix.lower() not in (".json", ".jsonl"):
         raise DataValidationError([f"{path}: expected a .json or .jsonl file, found suffix {path.suffix!r}"])
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such data file")
+    check_regular(path)
     problems: list[str] = []
     rows = ([(f"{path}:{line}", row) for line, row in jsonl_rows(path, problems)]
             if path.suffix.lower() == ".jsonl" else _json_rows(path, problems))

@@ -8,6 +8,7 @@ a label must be a number in JSONL and a cell that parses as one in CSV/TSV.
 from __future__ import annotations
 
 import csv
+import io
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -16,11 +17,11 @@ from typing import Any, BinaryIO
 import jsonlines
 from pydantic import ValidationError
 
-from judgetune._files import atomic_write
+from judgetune._files import FileKindError, atomic_write, open_regular
 from judgetune.datasets._json import parse_json
 from judgetune.datasets._mapping import FieldMap
 from judgetune.datasets._schema import Example, ExampleRow, Scale, format_number
-from judgetune.datasets._validation import Cell, describe, problems_from
+from judgetune.datasets._validation import Cell, describe, problems_from, unwritable
 from judgetune.errors import DataValidationError
 
 FIELDS = ("id", "question", "answer", "references", "reference", "context", "answer_b", "preference",
@@ -108,10 +109,7 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
     kind = _FORMATS.get(path.suffix.lower())
     if kind is None:
         raise DataValidationError([f"{path}: expected a .jsonl, .csv or .tsv file, found suffix {path.suffix!r}"])
-    if path.is_dir():
-        raise DataValidationError([f"{path}: expected a data file, found a folder"])
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such data file")
+    check_regular(path)
     problems: list[str] = []
     rows = (jsonl_rows(path, problems) if kind == "jsonl"
             else _table_rows(path, kind, problems, mapping, require_label=require_label))
@@ -143,6 +141,21 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
     return examples
 
 
+def check_regular(path: Path, what: str = "data file") -> None:
+    """Refuse at once what is no regular file (a folder, a device, a FIFO), each named as what it is.
+
+    Raises:
+        FileNotFoundError: no such file.
+        DataValidationError: a folder, device, FIFO or socket.
+    """
+    try:
+        open_regular(path, what).close()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such {what}") from None
+    except FileKindError as err:
+        raise DataValidationError([str(err)]) from None
+
+
 def write_examples(path: str | Path, examples: Iterable[Example]) -> None:
     """Write Examples as JSONL that ``read_examples`` reads back unchanged."""
     with atomic_write(path) as handle, jsonlines.Writer(handle) as writer:
@@ -151,7 +164,7 @@ def write_examples(path: str | Path, examples: Iterable[Example]) -> None:
 
 def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     # Parsed line by line (not with jsonlines.Reader) to know the line number of every row.
-    with path.open("rb") as handle:
+    with open_regular(path, "data file") as handle:
         for line, raw in enumerate(_bounded_lines(handle), 1):
             if raw is None:
                 problems.append(f"{path}:{line}: row: expected at most {MAX_ROW_BYTES:,} bytes (the per-item size "
@@ -213,7 +226,7 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
     mapping = mapping or FieldMap()
     dialect = {"delimiter": ",", "strict": True} if kind == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: Excel's byte-order mark
+        with io.TextIOWrapper(open_regular(path, "data file"), encoding="utf-8-sig", newline="") as handle:  # BOM
             reader = csv.reader(_bounded_text_lines(handle), **dialect)
             try:
                 header = next(reader, None)
@@ -226,14 +239,15 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
             unknown = [] if mapping else [h for h in header if h not in FIELDS or h == "meta"]
             absent = [(t, c) for t, c in mapping.targets.items()
                       if c not in header and (require_label or t not in ("label", "preference"))]
+            hint = _delimiter_hint(header, kind)
             if absent:
                 problems.extend(f"{path}:1: header: expected a column {c!r} (mapped to {t}), found columns "
-                                f"{', '.join(header)}" for t, c in absent)
+                                f"{', '.join(header)}{hint}" for t, c in absent)
                 return
             if unknown:
                 problems.append(f"{path}:1: header: expected columns among {', '.join(f for f in FIELDS if f != 'meta')}"
-                                f", found unknown column(s) {', '.join(map(repr, unknown))}; map your columns with "
-                                "--field FIELD=COLUMN and --label COLUMN")
+                                f", found unknown column(s) {', '.join(map(repr, unknown))}; " + (hint[2:] or
+                                "map your columns with --field FIELD=COLUMN and --label COLUMN"))
                 return
             twice = sorted({h for h in header if header.count(h) > 1})
             if twice:
@@ -281,6 +295,18 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
         problems.append(f"{path}: file: expected UTF-8 text, found undecodable bytes ({err.reason})")
 
 
+def _delimiter_hint(header: list[str], kind: str) -> str:
+    """``"; the header looks ...-delimited: ..."`` when a one-column header holds another delimiter, else ``""``."""
+    if len(header) != 1:
+        return ""
+    for mark, name, fix in ((";", "';'", "save it with commas (CSV) or tabs (a .tsv file)"),
+                            ("\t", "tab", "name it .tsv" if kind == "csv" else ""),
+                            (",", "comma", "name it .csv" if kind == "tsv" else "")):
+        if mark in header[0] and fix:
+            return f"; the header looks {name}-delimited, not {'comma' if kind == 'csv' else 'tab'}-delimited: {fix}"
+    return ""
+
+
 def _looks_quoted(cell: str) -> bool:
     """A cell a CSV writer quoted (its quotes doubled inside quotes): TSV would read the quotes as text."""
     return len(cell) >= 2 and cell[0] == cell[-1] == '"' and '""' in cell[1:-1]
@@ -297,6 +323,10 @@ def example_from_record(record: dict[str, Any], *, where: str, default_id: str, 
         return names.get(name, name)
 
     before = len(problems)
+    bad_text = unwritable(record)
+    if bad_text:  # refused here, at its line, not when an output or a cache key is written after the work
+        problems.extend(f"{where}: {p}" for p in bad_text)
+        return None
     target = "preference" if "answer_b" in record else "label"
     fields = dict(record)
     if "references" in record and "reference" in record:

@@ -8,11 +8,11 @@ caller does, with constant memory per row). In a Parquet file the "line" is the 
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from judgetune._files import FileKindError, open_regular
 from judgetune.datasets._mapping import FieldMap
 from judgetune.datasets._readers import _FORMATS, _table_rows, example_from_record, jsonl_rows
 from judgetune.datasets._schema import Example
@@ -37,12 +37,11 @@ def stream_format(path: str | Path) -> str:
         raise DataValidationError([f"{path}: expected a .jsonl, .csv, .tsv or .parquet file, found suffix "
                                    f"{path.suffix!r}"])
     try:
-        mode = path.stat().st_mode
+        open_regular(path, "data file").close()  # the one check every input gets (devices, FIFOs, loops)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such data file") from None
-    if not stat.S_ISREG(mode):
-        what = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
-        raise DataValidationError([f"{path}: expected a regular data file, found {what}"])
+    except FileKindError as err:
+        raise DataValidationError([str(err)]) from None
     return kind
 
 

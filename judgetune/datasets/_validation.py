@@ -39,8 +39,39 @@ def describe(value: Any) -> str:
         return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, Cell):
         return f"{str(value)!r}"
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (dict, list, tuple, int, float, bool)):
+        text = repr(value)  # a str, and what JSON cannot hold (bytes, a set, an object) as Python shows it
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def unwritable(value: Any, field: str = "") -> list[str]:
+    """``field: expected text that can be written as UTF-8, found ...`` for every string (or key) in ``value``
+    holding a lone surrogate (JSON's ``"\\ud800"``, a non-UTF-8 byte in a command-line argument): such text
+    passes Python's checks but fails when written, after the work is done. Nesting is bounded by the JSON
+    reader's depth limit."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            return [f"{field or 'value'}: expected text that can be written as UTF-8, found a lone surrogate "
+                    f"'{_escaped(value[err.start:err.end])}' at character {err.start + 1}"]
+        return []
+    problems: list[str] = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            name = f"{field}.{_escaped(str(key))}" if field else _escaped(str(key))
+            problems += unwritable(key, f"{name} (its name)") if isinstance(key, str) else []
+            problems += unwritable(child, name)
+    elif isinstance(value, (list, tuple)):
+        for i, child in enumerate(value):
+            problems += unwritable(child, f"{field}[{i}]")
+    return problems
+
+
+def _escaped(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def location(loc: tuple[Any, ...], sub: str = "") -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judgetune.datasets import Example
+from judgetune.errors import SettingsError
 from judgetune.judges._base import Judge
 from judgetune.judges._baselines import EmbeddingJudge, LexicalJudge
 from judgetune.judges._correctness import CorrectnessJudge
@@ -75,10 +76,10 @@ def judge_class(kind: str) -> type[Judge]:
     """The class that judges of ``kind`` are; its class attributes say what building one needs.
 
     Raises:
-        ValueError: an unknown kind.
+        SettingsError: an unknown kind (a ValueError too).
     """
-    if kind not in _REGISTRY:
-        raise ValueError(f"unknown judge {kind!r}; known: {', '.join(_REGISTRY)}")
+    if not isinstance(kind, str) or kind not in _REGISTRY:
+        raise SettingsError(f"unknown judge {kind!r}; known: {', '.join(_REGISTRY)}")
     return _REGISTRY[kind].cls
 
 

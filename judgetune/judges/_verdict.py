@@ -29,6 +29,13 @@ class Verdict:
                              f"score={self.score})")
 
     @property
+    def degraded(self) -> list[str]:
+        """Why this score rests on less than the judge is made of: each signal it could not compute for this
+        item (a reference-based signal on an item without a reference), imputed with a neutral value. Empty
+        for a whole judgment; such an item is flagged in every output and counted, never silently scored."""
+        return [str(why) for why in self.detail.get("imputed", ())]
+
+    @property
     def tokens(self) -> int:
         return int(self.usage.get("prompt_tokens", 0)) + int(self.usage.get("completion_tokens", 0))
 

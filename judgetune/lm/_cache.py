@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import diskcache
 
 from judgetune._files import sha256_of
+from judgetune.errors import JudgetuneError
 
 
 def default_cache_dir() -> Path:
@@ -29,7 +31,11 @@ class ResponseCache:
 
     def __init__(self, directory: str | Path | None = None):
         self.directory = Path(directory) if directory is not None else default_cache_dir()
-        self._store = diskcache.Cache(str(self.directory), size_limit=2**33)
+        try:
+            self._store = diskcache.Cache(str(self.directory), size_limit=2**33)
+        except (OSError, sqlite3.Error) as err:  # a file or a device where the folder should be, no permission
+            raise JudgetuneError(f"the answer cache {self.directory} ($JUDGETUNE_CACHE_DIR) cannot be used "
+                                 f"({err}): point $JUDGETUNE_CACHE_DIR at a writable folder, or pass --no-cache") from None
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -38,7 +44,7 @@ class ResponseCache:
     def key(*, model: str, endpoint: str, request: dict[str, Any]) -> str:
         payload = json.dumps({"model": model, "endpoint": endpoint, "request": request}, sort_keys=True,
                              ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+        return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()  # a key never fails on text
 
     def get(self, key: str) -> Any | None:
         value = self._store.get(key)

@@ -3,6 +3,8 @@ distributions and target-text log-probabilities for scoring; all cached on disk.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -14,12 +16,15 @@ from dspy import lm15
 from judgetune.errors import ItemError
 from judgetune.lm._batch import Coalescer, Outcome, run_items
 from judgetune.lm._cache import ResponseCache, cached
+from judgetune.lm._endpoints import OPENAI_ENDPOINT, is_trusted, untrusted_hint
 from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distributions
 from judgetune.lm._position import ServerLabelReader
 from judgetune.lm._remote import OpenAICompatibleClient
-from judgetune.lm._spec import TEST_MODELS, LMSpec, embedded_threads, model_file, parse_lm_spec
+from judgetune.lm._spec import API_KEY_ENV, TEST_MODELS, LMSpec, embedded_threads, model_file, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs, local_target_logprobs, remote_target_logprobs
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -238,7 +243,7 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
             use_cache: bool = True, backend: str | None = None, timeout: float = 60.0, max_retries: int = 3,
             concurrency: int = 8, n_ctx: int = 4096, n_threads: int | None = None, reasoning: bool | None = None,
             label_position: str | None = None, chat_template: str | None = None, rps: float | None = None,
-            rate_limit_wait: float = 600.0) -> JudgeLM:
+            rate_limit_wait: float = 600.0, trust_endpoint: bool = True, endpoint_source: str = "the config") -> JudgeLM:
     """Load the model a spec names.
 
     Args:
@@ -257,6 +262,9 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         label_position, chat_template: over a server, how the prompt is made to end at the label
             (``completions`` or ``prefill``; None: probed) and the chat template for ``completions``
             (a GGUF path or Jinja text; None: the embedded model of that name). See ``_position``.
+        trust_endpoint: whether the caller named ``api_base`` (True) or read it from a file someone else may
+            have written (False: ``$OPENAI_API_KEY`` is sent there only when the endpoint is trusted, see
+            ``judgetune.lm._endpoints``); ``endpoint_source`` names that file in the warning.
 
     Example:
         >>> lm = load_lm("local:smollm2")  # doctest: +SKIP
@@ -266,8 +274,12 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         spec = parse_lm_spec(spec, api_base=api_base, reasoning=reasoning)
     cache = (cache or ResponseCache()) if use_cache else None
     if spec.kind == "openai":
+        send_key = trust_endpoint or is_trusted(spec.api_base)
+        withheld = None if send_key else untrusted_hint(spec.api_base or OPENAI_ENDPOINT, endpoint_source)
+        if withheld and os.environ.get(API_KEY_ENV):
+            log.warning("%s", withheld)
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries, rps=rps,
-                                        rate_limit_wait=rate_limit_wait)
+                                        rate_limit_wait=rate_limit_wait, send_key=send_key, withheld=withheld)
         return JudgeLM(spec, cache=cache, client=client, model_id=spec.model, concurrency=concurrency,
                        label_position=label_position, chat_template=chat_template)
     if spec.kind == "test":  # no weights: see judgetune/lm/_deterministic.py

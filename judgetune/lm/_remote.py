@@ -28,7 +28,8 @@ from typing import Any
 
 import httpx
 
-from judgetune.errors import ItemError, JudgetuneError
+from judgetune.errors import ItemError, JudgetuneError, printable
+from judgetune.lm._endpoints import check_resolved
 from judgetune.lm._prefix import reported_usage
 from judgetune.lm._spec import API_KEY_ENV, LMSpec
 
@@ -51,6 +52,7 @@ class ServerUnreachableError(ServerError):
     """Connections to the server were refused ``REFUSALS_TO_STOP`` times in a row."""
 
 
+MAX_RESPONSE_BYTES = 64 << 20  # a chat answer is kilobytes; a server sending more is broken or hostile
 REFUSALS_TO_STOP = 4  # refused connection attempts in a row (over any calls) before the client gives up
 
 
@@ -72,7 +74,7 @@ class StatusError(Exception):
     """An HTTP error status from the server (kept as the cause of an LMCallError)."""
 
     def __init__(self, status: int, body: str, retry_after: float | None = None):
-        super().__init__(f"HTTP {status}: {body[:300]}")
+        super().__init__(f"HTTP {status}: {printable(body[:300])}")  # a server's text, never raw to a terminal
         self.status = status
         self.retry_after = retry_after  # seconds the server asked to wait (its Retry-After), if it did
 
@@ -115,17 +117,21 @@ class OpenAICompatibleClient:
 
     def __init__(self, spec: LMSpec, *, timeout: float = 60.0, max_retries: int = 3, backoff: float = 0.5,
                  max_backoff: float = 8.0, api_key_env: str = API_KEY_ENV, rps: float | None = None,
-                 rate_limit_wait: float = 600.0):
+                 rate_limit_wait: float = 600.0, send_key: bool = True, withheld: str | None = None):
         if spec.kind != "openai":
             raise ValueError(f"{spec} is not an openai/MODEL spec")
+        if spec.api_base is not None:
+            check_resolved(spec.api_base)  # a name that points at a link-local or metadata address
         self.spec = spec
+        self.timeout = timeout
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
         self.rps, self.rate_limit_wait = rps, rate_limit_wait
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
         self._not_before = 0.0  # monotonic time before which no request starts (a server's Retry-After)
         self._next_slot = 0.0  # the next request's start under --rps
-        key = os.environ.get(api_key_env)
+        key = os.environ.get(api_key_env) if send_key else None
         self.api_key_env = api_key_env
+        self.withheld = withheld  # why the key is not sent (an endpoint the user did not name), or None
         self._refusals = 0  # refused connection attempts in a row
         self._fatal: ServerError | None = None  # once set, every call raises it at once
         self._lock = threading.Lock()
@@ -237,14 +243,25 @@ class OpenAICompatibleClient:
         return result
 
     def _post(self, path: str, request: dict[str, Any]) -> Any:
-        response = self._client.post(path, json=request)
+        with self._client.stream("POST", path, json=request) as streamed:  # read with bounds, never whole
+            body = bytearray()
+            deadline = time.monotonic() + self.timeout  # a body dripped byte by byte never resets the clock
+            for chunk in streamed.iter_bytes():
+                body += chunk
+                if len(body) > MAX_RESPONSE_BYTES:
+                    raise _Transient(f"the server's answer exceeds {MAX_RESPONSE_BYTES:,} bytes")
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout(f"the server's answer took over {self.timeout:g} s to arrive")
+            response = httpx.Response(streamed.status_code, headers=streamed.headers, content=bytes(body),
+                                      request=streamed.request)
         if response.status_code in (401, 403):
             what = ("refused the credentials" if response.status_code == 401
                     else "refused access with these credentials")
             key = "set" if self._client.headers.get("Authorization") else "not set"
+            advice = (self.withheld if self.withheld and os.environ.get(self.api_key_env) else
+                      f"${self.api_key_env} is {key}: give it a key this server accepts for this model")
             error = ServerAuthError(f"{self.spec} at {self.spec.endpoint}: the server {what} (HTTP "
-                                    f"{response.status_code}: {response.text[:200]}); ${self.api_key_env} is {key}: "
-                                    "give it a key this server accepts for this model")
+                                    f"{response.status_code}: {printable(response.text[:200])}); {advice}")
             with self._lock:
                 self._fatal = self._fatal or error
             raise self._fatal

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from judgetune.errors import JudgetuneError
+from judgetune.lm._endpoints import EndpointError, check_endpoint
 
 KINDS = ("local", "llamacpp", "hf", "openai", "test")
 # embedded models: name -> (package that ships the weights, file pattern inside it)
@@ -104,8 +105,10 @@ def parse_lm_spec(text: str, *, api_base: str | None = None, reasoning: bool | N
             raise LMSpecError(f"LM spec {text!r}: expected a path to a .gguf file")
     if spec.api_base is not None:
         parts = urlsplit(spec.api_base)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise LMSpecError(f"api base {spec.api_base!r}: expected an http(s) URL such as http://127.0.0.1:8000/v1")
+        try:  # http(s) only; never a link-local or cloud metadata address
+            check_endpoint(spec.api_base)
+        except EndpointError as err:
+            raise LMSpecError(str(err)) from None
         if parts.username or parts.password or parts.query:
             raise LMSpecError("api base: credentials or query strings do not belong in the URL (they would be "
                               f"recorded in run folders); put the key in ${API_KEY_ENV}")

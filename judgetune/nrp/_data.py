@@ -225,7 +225,7 @@ def read_folder(folder: str | Path) -> Collection:
     """A Collection from the JSONL layout in the module docstring; every problem is reported at once."""
     folder = Path(folder)
     for name in ("queries.jsonl", "documents.jsonl", "answers.jsonl"):
-        if not (folder / name).is_file():
+        if not (folder / name).exists():
             raise JudgetuneError(f"{folder}: missing {name} (expected queries.jsonl, documents.jsonl, answers.jsonl "
                                  "and optionally expert.jsonl and sizes.json)")
     problems: list[str] = []
@@ -238,10 +238,10 @@ def read_folder(folder: str | Path) -> Collection:
         answer_id = r.answer_id or f"{r.system}_{r.query_id}_{r.prompt}_{counters[(r.system, r.query_id, r.prompt)]}"
         answers.append(Answer(r.query_id, answer_id, r.system, r.prompt, r.text))
     expert = {}
-    if (folder / "expert.jsonl").is_file():
+    if (folder / "expert.jsonl").exists():
         expert = {r.query_id: r.ranking for r in _records(folder / "expert.jsonl", ExpertRecord, problems)}
     sizes = {}
-    if (folder / "sizes.json").is_file():
+    if (folder / "sizes.json").exists():
         try:  # the strict reader: repeated keys, deep nesting, bad bytes refused with the line
             sizes = read_json(folder / "sizes.json")
         except DataValidationError as err:

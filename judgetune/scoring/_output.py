@@ -27,7 +27,7 @@ from judgetune.judges import Verdict
 __all__ = ["COLUMNS", "OUT_FORMATS", "PartFile", "encode_row", "identity_of", "out_format", "output_row"]
 
 OUT_FORMATS = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
-COLUMNS = ("id", "score", "raw_score", "parsed", "human", "distribution", "failure")
+COLUMNS = ("id", "score", "raw_score", "parsed", "human", "distribution", "failure", "degraded")
 PART_VERSION = 1
 
 
@@ -42,6 +42,8 @@ def output_row(example: Example, verdict: Verdict, score: float | None) -> dict[
            "human": example.judgment, "distribution": verdict.distribution}
     if score is None:
         row["failure"] = redact(verdict.raw or "no score")
+    if verdict.degraded:  # scored without some of its signals (e.g. a reference-based one, no reference)
+        row["degraded"] = list(verdict.degraded)
     return row
 
 
@@ -203,7 +205,7 @@ def _read_rows(path: Path) -> Iterator[dict[str, Any]]:
 def _csv_cell(value: Any) -> Any:
     if value is None:
         return ""
-    if isinstance(value, dict):
+    if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False)
     return _plain_text(value) if isinstance(value, str) else value
 
@@ -223,7 +225,8 @@ def _write_parquet(out: Path, rows_path: Path, chunk_size: int) -> None:
 
     schema = pa.schema([("id", pa.string()), ("score", pa.float64()), ("raw_score", pa.float64()),
                         ("parsed", pa.bool_()), ("human", pa.float64()),
-                        ("distribution", pa.map_(pa.string(), pa.float64())), ("failure", pa.string())])
+                        ("distribution", pa.map_(pa.string(), pa.float64())), ("failure", pa.string()),
+                        ("degraded", pa.list_(pa.string()))])
     with atomic_write(out, "wb") as handle:
         writer = pq.ParquetWriter(handle, schema)
         batch: list[dict[str, Any]] = []

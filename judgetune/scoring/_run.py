@@ -41,6 +41,8 @@ class ScoreRun:
     scored: int = 0
     failed: int = 0
     first_failure: str | None = None
+    degraded: int = 0  # items of this run scored without some of their signals
+    first_degraded: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
     cost: float | None = None
     stopped: str | None = None
@@ -257,6 +259,9 @@ def _score_chunk(config: Any, judge: Any, client: Any, batch: list[Example], par
         if score is None:
             run.failed += 1
             run.first_failure = run.first_failure or (verdict.raw or "no score")
+        elif verdict.degraded:
+            run.degraded += 1
+            run.first_degraded = run.first_degraded or "; ".join(verdict.degraded)
     run.scored += len(batch)
     item_tokens = [v.tokens for v in verdicts]
     if before is not None:  # a server: what it reported spending (answers from the cache cost nothing)
@@ -345,4 +350,7 @@ def write_scored(out: str | Path, examples: list[Example], verdicts: list[Any], 
         if score is None:
             run.failed += 1
             run.first_failure = run.first_failure or (verdict.raw or "no score")
+        elif verdict.degraded:
+            run.degraded += 1
+            run.first_degraded = run.first_degraded or "; ".join(verdict.degraded)
     return run

@@ -27,7 +27,7 @@ from judgetune.tuning._run import (
 )
 from judgetune.tuning._selection import Reject, candidate_trials, gate, rejection, select, select_on_dev
 from judgetune.tuning._space import default_params, judge_for, pool_seeds, settled_params, suggest
-from judgetune.tuning._spec import GATES, PICK_RULES, SAMPLERS, RunSpec
+from judgetune.tuning._spec import GATES, PICK_RULES, RUN_NAME, SAMPLERS, RunSpec
 from judgetune.tuning._splits import Splits, fit_space, prepare_splits
 from judgetune.tuning._study import (
     CallBudget,
@@ -45,8 +45,9 @@ from judgetune.tuning._study import (
     total_calls,
 )
 
-__all__ = ["GATES", "MAX_FAILURE_RATE", "PICK_RULES", "SAMPLERS", "CallBudget", "Candidate", "InstructionPool",
-           "Miss", "Objective", "ProposalTask", "Reject", "RunSpec", "Splits", "TrialProgress", "candidate_trials",
+__all__ = ["GATES", "MAX_FAILURE_RATE", "PICK_RULES", "RUN_NAME", "SAMPLERS",
+           "CallBudget", "Candidate", "InstructionPool", "Miss",
+           "Objective", "ProposalTask", "Reject", "RunSpec", "Splits", "TrialProgress", "candidate_trials",
            "clean_proposal", "default_params", "default_storage", "finish", "finished_trials", "fit_space", "freeze",
            "gain", "gain_line", "gate", "gate_line", "harmful_gain", "join_study", "judge_for", "lm_calls",
            "load_proposer", "load_run_lm", "load_study", "make_sampler", "objectives", "open_study", "pool_seeds",

@@ -18,11 +18,11 @@ import numpy as np
 import optuna
 
 from judgetune import datasets
-from judgetune._files import atomic_write, make_folder
+from judgetune._files import atomic_write, exclusive, make_folder
 from judgetune.calibration import fit_calibrator
 from judgetune.config import JudgeConfig, examples_fingerprint
 from judgetune.datasets import Example, groups_of
-from judgetune.errors import NothingJudgedError, redact
+from judgetune.errors import JudgetuneError, NothingJudgedError, redact
 from judgetune.evaluation import agreement, cost_per_item, timed_verdicts
 from judgetune.judges import Verdict
 from judgetune.lm import JudgeLM, parse_lm_spec
@@ -53,7 +53,8 @@ def write_predictions(path: Path, examples: list[Example], verdicts: list[Verdic
         for ex, verdict, score in zip(examples, verdicts, scores):
             out.write({"id": ex.id, "score": score, "raw_score": verdict.score, "parsed": verdict.parsed,
                        "human": ex.judgment, "distribution": verdict.distribution,
-                       **({} if score is not None else {"failure": redact(verdict.raw or "no score")})})
+                       **({} if score is not None else {"failure": redact(verdict.raw or "no score")}),
+                       **({"degraded": verdict.degraded} if verdict.degraded else {})})
 
 
 def proposals_summary(study: optuna.Study, selection: dict) -> dict[str, Any]:
@@ -260,6 +261,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
         verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
         scores = config.calibrated(verdicts, scoring_judge, examples)
         metrics[name] = agreement(scores, examples, scale, n_resamples=n_resamples, seed=spec.seed)
+        metrics[name]["degraded"] = sum(bool(v.degraded) for v in verdicts)  # scored without some of its signals
         if name != "train":  # cost apart from the figures: timings differ from run to run, agreement must not
             metrics.setdefault("cost", {})[name] = cost_per_item(verdicts, seconds)
         if name == "test":
@@ -342,10 +344,31 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.
     Returns:
         The frozen config, the run folder, and the study.
     """
+    splits = prepare_splits(spec)  # bad data is refused before a run folder or a study exists
     run_dir = make_folder(Path(runs_dir) / spec.name)
+    with exclusive(run_dir / LOCK_NAME, f"run {spec.name} ({run_dir})"):  # one tune per run at a time
+        try:
+            return _tune_locked(spec, splits, run_dir, storage=storage, heartbeat=heartbeat, timeout=timeout, lm=lm,
+                                sampler=sampler, progress=progress, reject=reject, n_resamples=n_resamples)
+        except Exception as err:
+            if not run_dir.is_dir() or (storage is None and not (run_dir / "study.db").is_file()):
+                raise RunRemovedError(f"run {spec.name}: its folder {run_dir} (or its study.db) was removed while "
+                                      "tuning; nothing was saved. Run the command again to start afresh") from err
+            raise
+
+
+LOCK_NAME = ".lock"  # held by the tune running in a run folder
+
+
+class RunRemovedError(JudgetuneError):
+    """The run folder (or its study) disappeared while a tune was running in it."""
+
+
+def _tune_locked(spec: RunSpec, splits: Splits, run_dir: Path, *, storage, heartbeat: int, timeout: float,
+                 lm: JudgeLM | None, sampler, progress: bool, reject: Reject | None,
+                 n_resamples: int) -> tuple[JudgeConfig, Path, optuna.Study]:
     study = open_study(spec, default_storage(run_dir) if storage is None else storage, heartbeat=heartbeat,
                        sampler=sampler)
-    splits = prepare_splits(spec)
     own = lm is None
     if own:
         lm = load_run_lm(spec, timeout=timeout)

@@ -7,12 +7,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from judgetune.datasets import unwritable
 from judgetune.judges import PROTOCOLS
 
 SAMPLERS = ("tpe", "nsga2", "random")
 PICK_RULES = ("spearman", "mae")
 GATES = ("on", "off")
-_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a run is the folder runs/NAME
+_RUN_NAME = RUN_NAME
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,10 @@ class RunSpec:
             raise ValueError(f"fit_items must be >= 4 (or None for all), got {self.fit_items}")
         if self.proposals < 0 or self.rounds < 1 or self.demo_draws < 1 or self.rescore < 1:
             raise ValueError("proposals must be >= 0; rounds, demo_draws and rescore >= 1")
+        bad_text = unwritable(asdict(self))  # a lone surrogate (a non-UTF-8 byte in an option or a file name)
+        if bad_text:  # would fail when judge.json is written, after the whole run
+            raise ValueError(bad_text[0] + ("; rename the file (judge.json records its name as text)"
+                                            if bad_text[0].startswith("data:") else ""))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
