@@ -20,7 +20,8 @@ from judgetune.evaluation._protocol import (
     draw_references,
     question_folds,
 )
+from judgetune.evaluation._regrade import regrade_scores
 
 __all__ = ["MODES", "PROTOCOLS", "ProtocolDraw", "agreement", "apply_protocol", "compare_scores", "cost_per_item",
            "cross_fit", "draw_references", "evaluate_judge", "format_rows", "judge_row", "label_range_of",
-           "pair_accuracy", "paired_test", "question_folds", "timed_verdicts"]
+           "pair_accuracy", "paired_test", "question_folds", "regrade_scores", "timed_verdicts"]
