@@ -97,7 +97,8 @@ def write_promptfoo_assertion(judge: str | Path, out: str | Path, *, threshold: 
                              "promptfoo hands over one output at a time")
     text = _TEMPLATE.format(
         kind=config.judge, judge_name=judge.name, version=judgetune.__version__, low=low, high=high,
-        threshold=float(threshold),        metric=metric, metric_raw=f"{metric}_raw", question=question, reference=reference, context=context,
+        threshold=float(threshold), metric=metric, metric_raw=f"{metric}_raw", question=question, reference=reference,
+        context=context,
         file_name=out.name, judge_rel=os.path.relpath(judge.resolve(), out.resolve().parent),
         sha256=hashlib.sha256(judge.read_bytes()).hexdigest())
     out.write_text(text, encoding="utf-8")
