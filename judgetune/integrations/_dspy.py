@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from judgetune._api import load
 from judgetune.config import JudgeConfig
 from judgetune.errors import JudgetuneError
 
@@ -11,8 +12,9 @@ __all__ = ["save_dspy_program"]
 
 
 def save_dspy_program(judge: str | Path, out: str | Path) -> Path:
-    """Save the DSPy module of the frozen judge ``judge`` (a judge.json) with ``dspy.Module.save(out)``: the
-    JSON state of its predictors (signature instruction and fields, demos). DSPy loads it back into any
+    """Save the DSPy module of the frozen judge ``judge`` (a judge.json; its LM is loaded to build it) with
+    ``dspy.Module.save(out)``: the JSON state of its predictors (signature instruction and fields, demos),
+    with DSPy's record of its dependency versions. DSPy loads it back into any
     module with predictors of the same names and signatures (``program.load(out)``) without judgetune, e.g.
     ``self.predict = dspy.Predict("question, reference, answer -> score")``; ``judgetune.load(judge).judge.load(out)``
     restores it into the judge itself.
@@ -32,9 +34,9 @@ def save_dspy_program(judge: str | Path, out: str | Path) -> Path:
     if out.suffix != ".json":
         raise JudgetuneError(f"--out {out}: expected a .json file (DSPy's JSON state; judgetune never pickles)")
     config = JudgeConfig.load(judge)
-    module = config.build_judge(None)  # the prompt only: no LM is loaded
-    if not module.named_predictors():
+    if config.instruction is None:  # checked before an LM is loaded
         raise JudgetuneError(f"the {config.judge} judge has no DSPy predictor (no prompt): its judge.json is the "
                              "whole judge; score with `judgetune score` or judgetune.load")
-    module.save(str(out))
+    with load(judge) as frozen:  # an LM judge is built on its LM, as `judgetune score` builds it
+        frozen.judge.save(str(out))
     return out
