@@ -4,8 +4,9 @@ log with two judge versions.
 
 The judge is BM25 tuned and calibrated in a temporary folder on synthetic rows (no model), so every figure
 holds on any CPU. The harness tests skip when their extra is absent; CI installs them with
-``pip install -e '.[test,mlflow,inspect]'`` and ``npm install --prefix .ci/node promptfoo@0.123.1``
-(found through $JUDGETUNE_PROMPTFOO or ``promptfoo`` on PATH).
+``pip install -e '.[test,mlflow,inspect]'`` and promptfoo from npm (see .ci/run; found through
+$JUDGETUNE_PROMPTFOO, ``promptfoo`` on PATH or .ci/node), and sets $JUDGETUNE_REQUIRE_INTEGRATIONS so that a
+missing harness fails instead of skipping.
 """
 
 from __future__ import annotations
@@ -240,7 +241,7 @@ def _promptfoo() -> str | None:
 @pytest.mark.slow
 def test_promptfoo_runs_the_exported_assertion(judges, expected, run_cli, tmp_path):
     promptfoo = _promptfoo()
-    need("promptfoo", promptfoo is not None, "npm install --prefix .ci/node promptfoo@0.121.20, or set $JUDGETUNE_PROMPTFOO")
+    need("promptfoo", promptfoo is not None, "see .ci/run for the npm line, or set $JUDGETUNE_PROMPTFOO")
     assertion = tmp_path / "judgetune_assert.py"
     code, _, err = run_cli(["export", "--config", str(judges["v1"]), "--to", "promptfoo", "--out", str(assertion),
                             "--threshold", "3"])
