@@ -563,6 +563,10 @@ def _regrade_items(args: argparse.Namespace) -> list:
     if Path(args.data).suffix in (".eval", ".json"):
         from judgetune.integrations import items_from_eval_log
 
+        if args.field:
+            raise JudgetuneError(f"--field: an eval log's fields are fixed (input, completion, target); {args.data} "
+                                 "is read as one")
+
         return items_from_eval_log(args.data, scorer=args.label)
     return datasets.read_examples(args.data, require_label=False, **_mapping(args))
 

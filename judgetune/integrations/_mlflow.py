@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ def mlflow_scorer(judge: str | Path | FrozenJudge, *, name: str = "judgetune", q
 
     The answer is the row's ``outputs`` (a string, or a dict's ``answer``/``response``/... key); the question is
     ``inputs[question]`` (or the only input), the reference ``expectations[reference]``, the context
-    ``inputs[context]``.
+    ``inputs[context]``. MLflow calls scorers from several threads: the judge scores one row at a time.
 
     Example:
         >>> scorer = mlflow_scorer("runs/demo/judge.json")  # doctest: +SKIP
@@ -35,13 +36,15 @@ def mlflow_scorer(judge: str | Path | FrozenJudge, *, name: str = "judgetune", q
     frozen = load_judge(judge)
     low, high = frozen.label_range
     source = entities.AssessmentSource(source_type="CODE", source_id=f"judgetune:{frozen.config.judge}")
+    lock = threading.Lock()  # MLflow runs scorers on a thread pool; the judge's LM takes one item at a time
 
     def judge_row(*, inputs: Any = None, outputs: Any = None, expectations: Any = None) -> Any:
         inputs = inputs if isinstance(inputs, dict) else {question: inputs}
         asked = inputs.get(question) if question in inputs or len(inputs) != 1 else next(iter(inputs.values()))
         item = harness_item(answer=outputs, question=asked, context=inputs.get(context),
                             reference=(expectations or {}).get(reference))
-        scored = score_item(frozen, item)
+        with lock:
+            scored = score_item(frozen, item)
         metadata = {"judge": frozen.config.judge, "label_range": f"{low:g}-{high:g}",
                     "raw_score": "" if scored.raw_score is None else repr(scored.raw_score)}
         if scored.score is None:
