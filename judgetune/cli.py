@@ -618,6 +618,8 @@ def _compare(args: argparse.Namespace) -> None:
     from judgetune.config import JudgeConfig, load_config_lm, score_examples
     from judgetune.evaluation import compare_scores
 
+    if args.regrade:
+        return _regrade(args)
     examples, label_range = _load_data(args)
     configs = {str(path): JudgeConfig.load(path) for path in args.configs}
     split = args.split if args.split != "all" else "test" if args.data in datasets.CATALOG else None
@@ -641,6 +643,74 @@ def _compare(args: argparse.Namespace) -> None:
         p = pair["p_value"]
         print(f"{pair['a']} vs {pair['b']}: MAE difference {pair['mae_difference']:+.3f} on {pair['items']} items, "
               f"Wilcoxon p = {'-' if p is None else f'{p:.3g}'}")
+
+
+def _regrade_items(args: argparse.Namespace) -> list:
+    """The items to regrade: an inspect eval log's samples (``.eval``/``.json``), a data or output file's rows
+    (labels optional) or a catalog source's ``--split``."""
+    if args.data in datasets.CATALOG:
+        examples, _ = datasets.load_data(args.data, mirror=args.mirror, **_mapping(args))
+        return datasets.split_examples(examples, seed=args.seed)[args.split if args.split != "all" else "test"]
+    if Path(args.data).suffix in (".eval", ".json"):
+        from judgetune.integrations import items_from_eval_log
+
+        if args.field:
+            raise JudgetuneError(f"--field: an eval log's fields are fixed (input, completion, target); {args.data} "
+                                 "is read as one")
+
+        return items_from_eval_log(args.data, scorer=args.label)
+    return datasets.read_examples(args.data, require_label=False, **_mapping(args))
+
+
+def _regrade(args: argparse.Namespace) -> None:
+    """``compare --regrade OLD.json NEW.json``: regrading the same items with a new judge version."""
+    from judgetune.config import JudgeConfig, load_config_lm, score_examples
+    from judgetune.evaluation import regrade_scores
+
+    if len(args.configs) != 2:
+        raise JudgetuneError(f"--regrade: expected two judge.json files, OLD NEW (found {len(args.configs)})")
+    examples = datasets.limit_by_group(_regrade_items(args), args.limit, seed=args.seed)
+    scores = []
+    for path in args.configs:
+        config = JudgeConfig.load(path)
+        scores.append(score_examples(config, examples, load_config_lm(config, timeout=args.timeout),
+                                     progress=not args.json)[1])
+    result = {"old": str(args.configs[0]), "new": str(args.configs[1]),
+              **regrade_scores(*scores, examples, n_resamples=args.resamples, seed=args.seed)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"regrading {result['items']} items of {args.data}: old {result['old']}, new {result['new']} "
+          f"({result['failed_old']} and {result['failed_new']} failed judgments, left out)")
+    if not result["scored_by_both"]:
+        raise NothingJudgedError("no item was scored by both judges")
+    low, high = result["mean_difference_ci"]
+    print(f"mean score {result['mean_old']:.3f} -> {result['mean_new']:.3f}: difference {result['mean_difference']:+.3f} "
+          f"[{low:+.3f}, {high:+.3f}] (95% paired bootstrap) on {result['scored_by_both']} items; "
+          f"{result['changed']} changed, mean |change| {result['mean_absolute_change']:.3f}, Spearman "
+          + ("-" if result["spearman"] is None else f"{result['spearman']:.3f}"))
+    if "mae_difference" in result:
+        low, high = result["mae_difference_ci"]
+        print(f"MAE against the human labels {result['mae_old']:.3f} -> {result['mae_new']:.3f}: difference "
+              f"{result['mae_difference']:+.3f} [{low:+.3f}, {high:+.3f}]")
+
+
+def _export(args: argparse.Namespace) -> None:
+    from judgetune import integrations
+
+    if clashes(args.out, [args.config]):
+        raise JudgetuneError(f"--out {args.out}: that is the judge config; write elsewhere")
+    if args.out.exists() and not args.force:
+        raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
+    if args.to == "promptfoo":
+        if args.threshold is None:
+            raise JudgetuneError("--to promptfoo needs --threshold SCORE (on the judge's human scale): an output "
+                                 "passes when its calibrated score is at least this")
+        integrations.write_promptfoo_assertion(args.config, args.out, threshold=args.threshold)
+        print(f"written: {args.out} (use it in promptfooconfig.yaml as `type: python`, `value: file://{args.out.name}`)")
+    else:
+        integrations.save_dspy_program(args.config, args.out)
+        print(f"written: {args.out} (DSPy's JSON state of the judge's predictors; load with program.load)")
 
 
 def _ragcheck(args: argparse.Namespace) -> None:
@@ -1019,7 +1089,19 @@ def build_parser() -> argparse.ArgumentParser:
     _endpoint_option(compare)
     compare.add_argument("--mirror", type=Path)
     compare.add_argument("--json", action="store_true")
+    compare.add_argument("--regrade", action="store_true",
+                         help="two configs OLD NEW over one file (labels optional; an inspect .eval log too): the "
+                              "paired difference of their scores, regrading with a new judge version")
     compare.set_defaults(handler=_compare)
+
+    export = commands.add_parser("export", help="a frozen judge for another harness: a promptfoo assertion, "
+                                                "or its DSPy prompt saved with DSPy's save()")
+    export.add_argument("--config", required=True, type=Path)
+    export.add_argument("--to", required=True, choices=("promptfoo", "dspy"))
+    export.add_argument("--out", required=True, type=Path, help="the .py assertion (promptfoo) or .json state (dspy)")
+    export.add_argument("--threshold", type=float, help="promptfoo: pass when the calibrated score is at least this")
+    export.add_argument("--force", action="store_true", help="replace --out when it exists")
+    export.set_defaults(handler=_export)
 
     rag = commands.add_parser("ragcheck", help="RAGChecker's claim-level metrics for a RAG system's answers")
     rag.add_argument("--data", required=True, metavar="FILE|ragchecker-examples",

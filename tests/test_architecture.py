@@ -17,6 +17,7 @@ ALLOWED = {
     "__init__": {"*"},
     "_api": {"tuning", "evaluation", "report", "config", "calibration", "judges", "lm", "scoring"},
     "_demo": {"tuning", "evaluation", "report", "config"},
+    "integrations": {"_api", "config"},
     "tuning": {"audit", "evaluation", "config", "calibration", "judges", "lm"},
     "audit": {"config", "calibration", "judges", "lm"},
     "evaluation": {"config", "calibration", "judges", "lm"},

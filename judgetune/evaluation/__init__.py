@@ -21,8 +21,9 @@ from judgetune.evaluation._protocol import (
     draw_references,
     question_folds,
 )
+from judgetune.evaluation._regrade import regrade_scores
 
 __all__ = ["MODES", "PROTOCOLS", "ProtocolDraw", "agreement", "apply_protocol", "compare_scores", "cost_per_item",
            "cross_fit", "draw_references", "evaluate_judge", "format_rows", "heldout_seed", "judge_row",
-           "label_range_of", "pair_accuracy", "paired_test", "question_folds", "timed_verdicts", "tuned_seed",
-           "warn_other_data"]
+           "label_range_of", "pair_accuracy", "paired_test", "question_folds", "regrade_scores", "timed_verdicts",
+           "tuned_seed", "warn_other_data"]
