@@ -15,7 +15,8 @@ BASE = {"datasets", "stats", "errors", "_files", "_offline", "_progress"}
 ALLOWED = {
     "cli": {"*"},
     "__init__": {"*"},
-    "_api": {"tuning", "evaluation", "report", "config", "calibration", "judges", "lm"},
+    "_api": {"tuning", "evaluation", "report", "config", "calibration", "judges", "lm", "picking"},
+    "picking": {"judges", "lm"},
     "_demo": {"tuning", "evaluation", "report", "config"},
     "tuning": {"audit", "evaluation", "config", "calibration", "judges", "lm"},
     "audit": {"config", "calibration", "judges", "lm"},
