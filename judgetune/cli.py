@@ -535,8 +535,8 @@ def _pick(args: argparse.Namespace) -> None:
           f"{low:.3f} to {high:.3f}, {summary['groups']} groups or clusters"
           + (f"; {summary['unscored']} item(s) the judge could not score placed at the median" if summary["unscored"]
              else "") + ")")
-    print(f"label them, then tune: judgetune tune --data LABELED --judge checklist (or hybrid); or pick more with "
-          f"--labeled LABELED", file=sys.stderr)
+    print("label them, then tune: judgetune tune --data LABELED --judge checklist (or hybrid); or pick more with "
+          "--labeled LABELED", file=sys.stderr)
 
 
 def _audit(args: argparse.Namespace) -> None:
