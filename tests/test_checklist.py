@@ -85,11 +85,12 @@ def test_a_fitted_state_for_other_questions_is_refused(fitted, embedded_lm):
                         fitted=state), BuildContext(lm=embedded_lm, label_range=(0.0, 5.0)))
 
 
+@pytest.mark.slow
 def test_an_items_answers_are_the_same_alone_and_in_a_batch(uncached_lm, msrpar):
     """Batch independence on a model without a cache: alone, the item is one prompt prefix; in a batch its
     prompts share a decode with other items' (the same numbers up to float rounding of batched decodes)."""
     _, items = msrpar
-    judge = ChecklistJudge(uncached_lm, instruction_text=TWO, combiner="mean")
+    judge = ChecklistJudge(uncached_lm, instruction_text="Is the answer free of added claims?", combiner="mean")
     judge.fit([])
     other = Example(id="x", answer="The stock market fell on Friday.", references=items[0].references, label=1.0)
     together = judge.judge_all([other, *items])
