@@ -152,12 +152,13 @@ def summaries(rows: list[dict], goal_budget: int) -> list[dict]:
         out.append({"summary": True, "set": s, "judge": j, "picker": p, "budget": b,
                     "spearman": mean_interval([r["spearman"] for r in mine]),
                     "mae": mean_interval([r["mae"] for r in mine])})
+    means = list(out)
     for j in sorted({k[1] for k in keys}):
         per_set = []
         for s in sorted({k[0] for k in keys}):
-            ours = next((x for x in out if (x["set"], x["judge"], x["picker"], x["budget"]) == (s, j, "pick", goal_budget)),
+            ours = next((x for x in means if (x["set"], x["judge"], x["picker"], x["budget"]) == (s, j, "pick", goal_budget)),
                         None)
-            ref = next((x for x in out if (x["set"], x["judge"], x["picker"], x["budget"]) == (s, j, "random", 100)), None)
+            ref = next((x for x in means if (x["set"], x["judge"], x["picker"], x["budget"]) == (s, j, "random", 100)), None)
             if ours and ref and ours["spearman"]["mean"] is not None and ref["spearman"]["mean"] is not None:
                 per_set.append({"set": s, "spearman_pick": ours["spearman"]["mean"],
                                 "spearman_random100": ref["spearman"]["mean"], "mae_pick": ours["mae"]["mean"],

@@ -165,8 +165,10 @@ class HybridModel:
                  alpha: float = 1.0, interactions: bool = False, seed: int = 0, monotone: bool = False):
         if normalization not in NORMALIZATIONS or model not in MODELS:
             raise ValueError(f"normalization must be one of {NORMALIZATIONS} and model one of {MODELS}")
-        if not isinstance(interactions, bool) or not isinstance(monotone, bool):
-            raise ValueError(f"interactions and monotone must be true or false, got {interactions!r}, {monotone!r}")
+        if not isinstance(interactions, bool):
+            raise ValueError(f"interactions must be true or false, got {interactions!r}")
+        if not isinstance(monotone, bool):
+            raise ValueError(f"monotone must be true or false, got {monotone!r}")
         if monotone and model != "ridge":
             raise ValueError(f"monotone: only the ridge model takes non-negative coefficients, not {model}")
         self.features, self.normalization, self.model, self.alpha, self.interactions, self.seed = (
