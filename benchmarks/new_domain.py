@@ -156,9 +156,8 @@ def summaries(rows: list[dict], goal_budget: int) -> list[dict]:
     for j in sorted({k[1] for k in keys}):
         per_set = []
         for s in sorted({k[0] for k in keys}):
-            ours = next((x for x in means if (x["set"], x["judge"], x["picker"], x["budget"]) == (s, j, "pick", goal_budget)),
-                        None)
-            ref = next((x for x in means if (x["set"], x["judge"], x["picker"], x["budget"]) == (s, j, "random", 100)), None)
+            at = {(x["picker"], x["budget"]): x for x in means if (x["set"], x["judge"]) == (s, j)}
+            ours, ref = at.get(("pick", goal_budget)), at.get(("random", 100))
             if ours and ref and ours["spearman"]["mean"] is not None and ref["spearman"]["mean"] is not None:
                 per_set.append({"set": s, "spearman_pick": ours["spearman"]["mean"],
                                 "spearman_random100": ref["spearman"]["mean"], "mae_pick": ours["mae"]["mean"],
