@@ -17,8 +17,10 @@ judge is then scored on the test set: Spearman of the raw score, MAE of the cali
 
 Rows (one per set, judge, picker, budget and seed): ``{set, judge, lm, picker, budget, seed, n_test,
 spearman, mae, mae_constant, seconds}``; summary rows average over the seeds with a 95% t-interval
-across seeds, and ``goal`` rows compare ``pick`` at ``--goal-budget`` (default 50) with ``random`` at
-100 labels. With ``--out`` the file is rewritten after every row (``"complete": false`` until the end).
+across seeds, and goal rows give ``pick`` at ``--goal-budget`` (default 50) labels minus ``random`` at 100,
+paired by seed, per set and averaged over the sets, with 95% t-intervals across seeds. With ``--out`` the
+file is rewritten after every row (``"complete": false`` until the end); ``--summarize FILE`` recomputes
+the summaries of a result file from its rows.
 
     python benchmarks/new_domain.py --json [--sets msrpar stsb summac llmbar] [--judges embedding hybrid
         checklist rubric] [--lm local:smollm2] [--budgets 25 50 100 200] [--seeds 3] [--test-items 100]
@@ -143,31 +145,43 @@ def mean_interval(values: list[float]) -> dict[str, float | None]:
 
 
 def summaries(rows: list[dict], goal_budget: int) -> list[dict]:
-    """Per (set, judge, picker, budget): the mean over seeds with its 95% t-interval; and the goal rows."""
-    keys = sorted({(r["set"], r["judge"], r["picker"], r["budget"]) for r in rows if "spearman" in r})
+    """Per (set, judge, picker, budget): the mean over seeds with its 95% t-interval. Then the goal rows, per
+    judge and set and averaged over the sets: ``pick`` at ``goal_budget`` labels minus ``random`` at 100,
+    paired by seed (Spearman: higher is better; MAE: lower is better), with a 95% t-interval across seeds."""
+    scored = [r for r in rows if "spearman" in r and r["spearman"] is not None]
+    keys = sorted({(r["set"], r["judge"], r["picker"], r["budget"]) for r in scored})
     out = []
     for s, j, p, b in keys:
-        mine = [r for r in rows if (r.get("set"), r.get("judge"), r.get("picker"), r.get("budget")) == (s, j, p, b)
-                and "spearman" in r]
-        out.append({"summary": True, "set": s, "judge": j, "picker": p, "budget": b,
+        mine = [r for r in scored if (r["set"], r["judge"], r["picker"], r["budget"]) == (s, j, p, b)]
+        out.append({"summary": "mean over seeds", "set": s, "judge": j, "picker": p, "budget": b,
                     "spearman": mean_interval([r["spearman"] for r in mine]),
                     "mae": mean_interval([r["mae"] for r in mine])})
-    means = list(out)
+    by = {(r["set"], r["judge"], r["picker"], r["budget"], r["seed"]): r for r in scored}
     for j in sorted({k[1] for k in keys}):
-        per_set = []
+        per_seed: dict[int, list[tuple[float, float]]] = {}
         for s in sorted({k[0] for k in keys}):
-            at = {(x["picker"], x["budget"]): x for x in means if (x["set"], x["judge"]) == (s, j)}
-            ours, ref = at.get(("pick", goal_budget)), at.get(("random", 100))
-            if ours and ref and ours["spearman"]["mean"] is not None and ref["spearman"]["mean"] is not None:
-                per_set.append({"set": s, "spearman_pick": ours["spearman"]["mean"],
-                                "spearman_random100": ref["spearman"]["mean"], "mae_pick": ours["mae"]["mean"],
-                                "mae_random100": ref["mae"]["mean"]})
-        if per_set:
-            avg = {k: float(np.mean([p[k] for p in per_set])) for k in per_set[0] if k != "set"}
-            out.append({"goal": True, "judge": j, "pick_budget": goal_budget, "random_budget": 100, "sets": per_set,
-                        "average": avg, "met": avg["spearman_pick"] >= avg["spearman_random100"]
-                        and avg["mae_pick"] <= avg["mae_random100"]})
+            diffs = []
+            for seed in sorted({r["seed"] for r in scored}):
+                ours, ref = by.get((s, j, "pick", goal_budget, seed)), by.get((s, j, "random", 100, seed))
+                if ours and ref:
+                    diffs.append((ours["spearman"] - ref["spearman"], ours["mae"] - ref["mae"]))
+                    per_seed.setdefault(seed, []).append(diffs[-1])
+            if diffs:
+                out.append({"summary": f"goal: pick@{goal_budget} minus random@100", "set": s, "judge": j,
+                            "spearman": mean_interval([d[0] for d in diffs]), "mae": mean_interval([d[1] for d in diffs])})
+        complete = [v for v in per_seed.values() if len(v) == max(len(x) for x in per_seed.values())] if per_seed else []
+        if complete:
+            out.append({"summary": f"goal: pick@{goal_budget} minus random@100, averaged over the sets", "set": "all",
+                        "judge": j, "spearman": mean_interval([float(np.mean([d[0] for d in v])) for v in complete]),
+                        "mae": mean_interval([float(np.mean([d[1] for d in v])) for v in complete])})
     return out
+
+
+def resummarize(path: Path, goal_budget: int) -> None:
+    """Recompute the summaries of a result file from its rows (its meta and rows unchanged)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["summaries"] = summaries(data["rows"], goal_budget)
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
 
 
 def main() -> None:
@@ -184,7 +198,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="pick rounds per budget (the first covers, later narrow)")
     parser.add_argument("--goal-budget", type=int, default=50)
     parser.add_argument("--out", type=Path, help="write every row to this JSON file (rewritten after each row)")
+    parser.add_argument("--summarize", type=Path, metavar="FILE", help="only recompute the summaries of a result file")
     args = parser.parse_args()
+    if args.summarize:
+        resummarize(args.summarize, args.goal_budget)
+        return
     lm = None
     if {"checklist", "rubric"} & set(args.judges):
         from judgetune.lm import load_lm
