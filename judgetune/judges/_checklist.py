@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import dspy
 import numpy as np
 
+from judgetune._progress import progress as _progress
 from judgetune.datasets import Example
 from judgetune.errors import JudgetuneError
 from judgetune.judges._base import Judge, PromptState, example_inputs
@@ -43,6 +44,7 @@ __all__ = ["COMBINERS", "ChecklistError", "ChecklistJudge", "parse_checklist"]
 
 COMBINERS = ("monotone", "ridge", "mean")
 MAX_QUESTIONS = 8
+CHUNK = 16  # items whose questions go to the model in one call (their prompts share the system prompt)
 LEAD = ("Read the item and answer the check question about the answer with yes or no. Answer yes only when "
         "the answer clearly passes the check.")
 ANSWER_FIELD = "verdict"
@@ -252,8 +254,11 @@ class ChecklistJudge(PromptState, Judge):
         """A score per example: the combiner over its questions' answers (a failed item says why)."""
         if self.params["combiner"] != "mean" and self.model_ is None:
             raise JudgetuneError("the checklist judge is not fitted: call fit(training examples) or load a frozen config")
+        chunks = range(0, len(examples), CHUNK)  # the same chunks whether progress is shown or not
+        answered = [a for start in _progress(chunks, desc=f"checklist ({CHUNK} items a step)", enabled=progress)
+                    for a in self.answers(examples[start:start + CHUNK])]
         verdicts = []
-        for answers in self.answers(examples):
+        for answers in answered:
             if isinstance(answers, str):
                 verdicts.append(Verdict.failed(answers))
                 continue

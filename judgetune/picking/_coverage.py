@@ -3,8 +3,11 @@ data's groups (or clusters of answers).
 
 The items are sorted by the cheap judge's score and cut into ``n`` strata of (nearly) equal size;
 one item is picked per stratum, so the picks follow the score's distribution from its lowest to its
-highest values. Inside a stratum the pick goes to an item whose group is least represented among
-the picks so far (ties broken by a seeded draw), so the picks spread over the data's groups too.
+highest values. Inside a stratum the pick goes to an item of the group furthest below its fair share
+of the picks so far (its share of the items times the picks made, minus its picks; ties broken by a
+seeded draw): the picks spread over the data's groups in proportion to their sizes, so a small,
+atypical cluster is covered without being over-sampled (balancing the groups instead made the
+labelled sample unlike the data: on STS-B a hybrid fitted on it did worse than on random picks).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ __all__ = ["cover"]
 
 def cover(scores: Sequence[float], groups: Sequence[str], n: int, *, seed: int = 0,
           taken: Sequence[str] = ()) -> list[int]:
-    """Indices of ``n`` items: one per score stratum, each from the least-represented group.
+    """Indices of ``n`` items: one per score stratum, each from the group furthest below its fair share.
 
     Args:
         scores: the default judge's score per item.
@@ -36,10 +39,13 @@ def cover(scores: Sequence[float], groups: Sequence[str], n: int, *, seed: int =
     order = sorted(range(len(scores)), key=lambda i: (scores[i], noise[i]))
     strata = [list(chunk) for chunk in np.array_split(np.asarray(order, dtype=int), n)] if n else []
     seen = Counter(taken)
+    size = Counter(groups)
+    total, made = len(groups), len(taken)
     picked: list[int] = []
     # strata in a seeded order, so no end of the score range is favoured when groups compete
     for s in rng.sample(range(len(strata)), len(strata)):
-        best = min(strata[s], key=lambda i: (seen[groups[i]], noise[i]))
+        made += 1
+        best = max(strata[s], key=lambda i: (size[groups[i]] / total * made - seen[groups[i]], noise[i]))
         picked.append(int(best))
         seen[groups[best]] += 1
     return sorted(picked, key=lambda i: (scores[i], noise[i]))
