@@ -85,7 +85,6 @@ def test_a_fitted_state_for_other_questions_is_refused(fitted, embedded_lm):
                         fitted=state), BuildContext(lm=embedded_lm, label_range=(0.0, 5.0)))
 
 
-@pytest.mark.slow
 def test_an_items_answers_are_the_same_alone_and_in_a_batch(uncached_lm, msrpar):
     """Batch independence on a model without a cache: alone, the item is one prompt prefix; in a batch its
     prompts share a decode with other items' (the same numbers up to float rounding of batched decodes)."""

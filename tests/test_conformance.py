@@ -56,7 +56,9 @@ def test_every_registered_kind_is_covered():
     assert set(SETTINGS) == set(KINDS)
 
 
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k == "pairwise" else k for k in KINDS])
+# pairwise: two long answers in both orders; checklist: four questions per item (tests/test_checklist.py: two)
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k in ("pairwise", "checklist") else k
+                                  for k in KINDS])
 def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
     name, params = SETTINGS[kind]
     train, items, label_range = data[name]

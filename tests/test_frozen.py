@@ -40,8 +40,10 @@ def _items(prefix: str) -> list[Example]:
 
 def _kinds():
     """Every kind; those that need an LM marked ``model``, and the pairwise judge (two long answers, both
-    orders) ``slow`` too."""
-    return [pytest.param(kind, marks=[pytest.mark.model, *([pytest.mark.slow] if kind == "pairwise" else [])])
+    orders) and the checklist judge (four questions per item; tests/test_checklist.py covers it fast)
+    ``slow`` too."""
+    return [pytest.param(kind, marks=[pytest.mark.model, *([pytest.mark.slow] if kind in ("pairwise", "checklist")
+                                                           else [])])
             if judge_class(kind).needs_lm_with({}) else kind for kind in KINDS]
 
 
