@@ -16,8 +16,9 @@ learns from out-of-fold raw scores (5 group folds), never from scores of items i
 judge is then scored on the test set: Spearman of the raw score, MAE of the calibrated one.
 
 Rows (one per set, judge, picker, budget and seed): ``{set, judge, lm, picker, budget, seed, n_test,
-spearman, mae, mae_constant, seconds}``; summary rows average over the seeds with a 95% t-interval
-across seeds, and goal rows give ``pick`` at ``--goal-budget`` (default 50) labels minus ``random`` at 100,
+spearman, mae, mae_constant, seconds}`` (Spearman None: the judge gave every test item one score, e.g. a
+monotone combiner whose weights all went to zero); summary rows average over the seeds with a 95% t-interval
+across seeds (``flat_runs`` counts the seeds without a Spearman), and goal rows give ``pick`` at ``--goal-budget`` (default 50) labels minus ``random`` at 100,
 paired by seed, per set and averaged over the sets, with 95% t-intervals across seeds. With ``--out`` the
 file is rewritten after every row (``"complete": false`` until the end); ``--summarize FILE`` recomputes
 the summaries of a result file from its rows.
@@ -148,14 +149,15 @@ def summaries(rows: list[dict], goal_budget: int) -> list[dict]:
     """Per (set, judge, picker, budget): the mean over seeds with its 95% t-interval. Then the goal rows, per
     judge and set and averaged over the sets: ``pick`` at ``goal_budget`` labels minus ``random`` at 100,
     paired by seed (Spearman: higher is better; MAE: lower is better), with a 95% t-interval across seeds."""
-    scored = [r for r in rows if "spearman" in r and r["spearman"] is not None]
+    scored = [r for r in rows if "mae" in r]  # a judge that gave every test item one score has Spearman None
     keys = sorted({(r["set"], r["judge"], r["picker"], r["budget"]) for r in scored})
     out = []
     for s, j, p, b in keys:
         mine = [r for r in scored if (r["set"], r["judge"], r["picker"], r["budget"]) == (s, j, p, b)]
         out.append({"summary": "mean over seeds", "set": s, "judge": j, "picker": p, "budget": b,
                     "spearman": mean_interval([r["spearman"] for r in mine]),
-                    "mae": mean_interval([r["mae"] for r in mine])})
+                    "mae": mean_interval([r["mae"] for r in mine]),
+                    "flat_runs": sum(r["spearman"] is None for r in mine)})
     by = {(r["set"], r["judge"], r["picker"], r["budget"], r["seed"]): r for r in scored}
     for j in sorted({k[1] for k in keys}):
         per_seed: dict[int, list[tuple[float, float]]] = {}
@@ -163,7 +165,7 @@ def summaries(rows: list[dict], goal_budget: int) -> list[dict]:
             diffs = []
             for seed in sorted({r["seed"] for r in scored}):
                 ours, ref = by.get((s, j, "pick", goal_budget, seed)), by.get((s, j, "random", 100, seed))
-                if ours and ref:
+                if ours and ref and ours["spearman"] is not None and ref["spearman"] is not None:
                     diffs.append((ours["spearman"] - ref["spearman"], ours["mae"] - ref["mae"]))
                     per_seed.setdefault(seed, []).append(diffs[-1])
             if diffs:
