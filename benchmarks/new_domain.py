@@ -15,13 +15,13 @@ group-wise CV choosing its form) maps raw scores onto the human scale; a fitted 
 learns from out-of-fold raw scores (5 group folds), never from scores of items it was fitted on. The
 judge is then scored on the test set: Spearman of the raw score, MAE of the calibrated one.
 
-Rows (one per set, judge, picker, budget and seed): ``{set, judge, lm, picker, budget, seed, n_test,
-spearman, mae, mae_constant, seconds}`` (Spearman None: the judge gave every test item one score, e.g. a
-monotone combiner whose weights all went to zero); summary rows average over the seeds with a 95% t-interval
-across seeds (``flat_runs`` counts the seeds without a Spearman), and goal rows give ``pick`` at ``--goal-budget`` (default 50) labels minus ``random`` at 100,
-paired by seed, per set and averaged over the sets, with 95% t-intervals across seeds. With ``--out`` the
-file is rewritten after every row (``"complete": false`` until the end); ``--summarize FILE`` recomputes
-the summaries of a result file from its rows.
+Rows (one per set, judge, picker, budget and seed): ``{set, judge, lm, picker, budget, seed, n_test, spearman,
+mae, mae_constant, seconds}`` (Spearman None: the judge gave every test item one score, e.g. a monotone
+combiner whose weights all went to zero); summary rows average over the seeds with a 95% t-interval across
+seeds (``flat_runs`` counts the seeds without a Spearman), and goal rows give ``pick`` at ``--goal-budget``
+(default 50) labels minus ``random`` at 100, paired by seed, per set and averaged over the sets, with 95%
+t-intervals across seeds. With ``--out`` the file is rewritten after every row (``"complete": false`` until
+the end); ``--summarize FILE`` recomputes the summaries of a result file from its rows.
 
     python benchmarks/new_domain.py --json [--sets msrpar stsb summac llmbar] [--judges embedding hybrid
         checklist rubric] [--lm local:smollm2] [--budgets 25 50 100 200] [--seeds 3] [--test-items 100]
