@@ -9,11 +9,14 @@ first covers the embedding judge's score strata and the groups, each later round
 the calibrator is least sure given the labels revealed so far); ``random`` draws the same number
 uniformly (seeded).
 
-"Tune" on the revealed labels is what the labels buy a judge at its data defaults: a fitted judge
-(hybrid, checklist) is fitted on them, and a calibrator (``judgetune.calibration.fit_calibrator``,
-group-wise CV choosing its form) maps raw scores onto the human scale; a fitted judge's calibrator
-learns from out-of-fold raw scores (5 group folds), never from scores of items it was fitted on. The
-judge is then scored on the test set: Spearman of the raw score, MAE of the calibrated one.
+"Tune" on the revealed labels (``--trials 0``, the default) is what the labels buy a judge at its data
+defaults: a fitted judge (hybrid, checklist) is fitted on them, and a calibrator
+(``judgetune.calibration.fit_calibrator``, group-wise CV choosing its form) maps raw scores onto the human
+scale; a fitted judge's calibrator learns from out-of-fold raw scores (5 group folds), never from scores of
+items it was fitted on. The judge is then scored on the test set: Spearman of the raw score, MAE of the
+calibrated one. With ``--trials N`` the tuner itself runs on the revealed labels (``judgetune.tuning.tune``:
+its own train / dev / test split of them, N trials, the gate; ``--proposer SPEC`` adds proposed instructions
+or checklists), and its frozen judge is scored on the test set.
 
 Rows (one per set, judge, picker, budget and seed): ``{set, judge, lm, picker, budget, seed, n_test, spearman,
 mae, mae_constant, seconds}`` (Spearman None: the judge gave every test item one score, e.g. a monotone
@@ -134,6 +137,36 @@ def evaluate(kind: str, lm, labeled: list[Example], test: list[Example], label_r
             "calibrator": calibrator.to_dict()["kind"]}
 
 
+def tuned(kind: str, lm, labeled: list[Example], test: list[Example], label_range, *, seed: int, trials: int,
+          proposer: str | None) -> dict:
+    """``judgetune.tuning.tune`` on the labelled items alone (its own train / dev / test split of them, the
+    tuner choosing the settings, for the checklist its questions), then the frozen judge on ``test``."""
+    import tempfile
+    from dataclasses import replace
+
+    from judgetune.datasets import write_examples
+    from judgetune.tuning import RunSpec, tune
+
+    with tempfile.TemporaryDirectory(prefix="new-domain-") as folder:
+        data = Path(folder) / "labeled.jsonl"
+        write_examples(data, [replace(e, meta={}) for e in labeled])  # no catalog split in meta: tune splits them
+        train = int(0.6 * len(labeled))
+        spec = RunSpec(name="run", judge=kind, data=str(data), lm=str(lm.spec) if lm is not None else "local:smollm2",
+                       seed=seed, n_trials=trials, search_items=max(4, train // 2), scale=list(label_range),
+                       fixed=params_for(kind), proposer=proposer, proposals=2 if proposer else 0)
+        config, _, _ = tune(spec, runs_dir=folder, lm=lm, progress=False, n_resamples=200)
+    judge = config.build_judge(lm)
+    verdicts = judge.judge_all(test)
+    calibrated = config.calibrated(verdicts, judge, test)
+    kept = [(v.score, c, e.judgment) for v, c, e in zip(verdicts, calibrated, test) if c is not None]
+    raw, cal, gold = (np.asarray([k[i] for k in kept], dtype=float) for i in range(3))
+    median = float(np.median([e.judgment for e in labeled]))
+    return {"n_test": len(kept), "failed_test": len(test) - len(kept), "spearman": correlation(raw, gold),
+            "mae": float(np.mean(np.abs(cal - gold))), "mae_constant": float(np.mean(np.abs(median - gold))),
+            "calibrator": (config.calibrator or {}).get("kind"), "tuned": {"params": config.params,
+                                                                          "instruction": config.instruction}}
+
+
 def mean_interval(values: list[float]) -> dict[str, float | None]:
     values = [v for v in values if v is not None]
     if not values:
@@ -199,9 +232,15 @@ def main() -> None:
     parser.add_argument("--pool-items", type=int, default=600, help="pool items picks are drawn from (seeded)")
     parser.add_argument("--rounds", type=int, default=2, help="pick rounds per budget (the first covers, later narrow)")
     parser.add_argument("--goal-budget", type=int, default=50)
+    parser.add_argument("--trials", type=int, default=0, help="0: fit and calibrate at the data defaults; N: run "
+                        "the tuner (N trials) on the labelled items, then test its frozen judge")
+    parser.add_argument("--proposer", help="with --trials: an LM spec that proposes instructions / checklists")
     parser.add_argument("--out", type=Path, help="write every row to this JSON file (rewritten after each row)")
     parser.add_argument("--summarize", type=Path, metavar="FILE", help="only recompute the summaries of a result file")
     args = parser.parse_args()
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     if args.summarize:
         resummarize(args.summarize, args.goal_budget)
         return
@@ -239,8 +278,10 @@ def main() -> None:
                         base = {"set": name, "judge": kind, "lm": args.lm if judge_class(kind).needs_lm_with(
                             params_for(kind)) else None, "picker": picker, "budget": budget, "seed": seed}
                         try:
-                            result = evaluate(kind, lm if judge_class(kind).needs_lm else None, labeled, test,
-                                              label_range, seed=seed)
+                            judge_lm = lm if judge_class(kind).needs_lm else None
+                            result = (tuned(kind, judge_lm, labeled, test, label_range, seed=seed, trials=args.trials,
+                                            proposer=args.proposer) if args.trials else
+                                      evaluate(kind, judge_lm, labeled, test, label_range, seed=seed))
                         except Exception as exc:  # noqa: BLE001 - a judge that cannot run here: said in its row
                             emit({**base, "skipped": f"{type(exc).__name__}: {exc}"})
                             continue
