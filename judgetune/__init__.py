@@ -12,10 +12,10 @@ from judgetune import _offline  # noqa: F401  (keeps litellm off the network; se
 from judgetune.errors import DataValidationError, JudgetuneError
 
 __version__ = "0.1.0"
-__all__ = ["DataValidationError", "FrozenJudge", "JudgetuneError", "JudgmentFailedError", "Rows", "Scored", "Scores",
-           "TunedJudge", "__version__", "compare", "evaluate", "load", "tune"]
-_API = ("FrozenJudge", "JudgmentFailedError", "Rows", "Scored", "Scores", "TunedJudge", "compare", "evaluate", "load",
-        "tune")
+__all__ = ["DataValidationError", "FrozenJudge", "JudgetuneError", "JudgmentFailedError", "Picked", "Rows", "Scored",
+           "Scores", "TunedJudge", "__version__", "compare", "evaluate", "load", "pick", "tune"]
+_API = ("FrozenJudge", "JudgmentFailedError", "Picked", "Rows", "Scored", "Scores", "TunedJudge", "compare", "evaluate",
+        "load", "pick", "tune")
 
 
 def __getattr__(name: str):

@@ -20,7 +20,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judgetune._files import make_folder, write_text
+from judgetune._files import atomic_write, make_folder, write_text
 from judgetune.config import JudgeConfig, load_config_lm, score_protocol
 from judgetune.datasets import Example, Reference, example_from_record, unwritable
 from judgetune.errors import DataValidationError, JudgetuneError, SettingsError
@@ -30,8 +30,8 @@ from judgetune.scoring import ScoreRun, file_source, score_stream, write_scored
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["FrozenJudge", "JudgmentFailedError", "Rows", "Scored", "Scores", "TunedJudge", "compare", "evaluate",
-           "load", "records_of", "tune"]
+__all__ = ["FrozenJudge", "JudgmentFailedError", "Picked", "Rows", "Scored", "Scores", "TunedJudge", "compare",
+           "evaluate", "load", "pick", "records_of", "tune"]
 
 
 class JudgmentFailedError(JudgetuneError):
@@ -470,6 +470,77 @@ def _quiet_optuna() -> Iterator[None]:
     finally:
         if quiet:
             optuna.logging.set_verbosity(before)
+
+
+@dataclass(frozen=True)
+class Picked:
+    """The items to label next: ``rows`` in the input's own form (the DataFrame's rows, the dicts of a
+    list, a file's items as dicts), ``picks`` (id, the default judge's score, group, why), ``summary``."""
+
+    rows: Any
+    picks: list[Any]
+    summary: dict[str, Any]
+
+    @property
+    def ids(self) -> list[str]:
+        return [p.id for p in self.picks]
+
+    def to_pandas(self) -> Any:
+        """The picked rows as a DataFrame."""
+        return self.rows if _is_frame(self.rows) else _pandas().DataFrame(list(self.rows))
+
+
+def pick(data: Any, n: int, *, labeled: Any = None, out: str | Path | None = None, judge: str = "embedding",
+         lm: Any = None, seed: int = 0, fields: dict[str, str] | None = None, label: str | None = None) -> Picked:
+    """The ``n`` items of ``data`` to label next (see ``judgetune.picking``): without ``labeled``, a first
+    round covering the ``judge``'s score range and the data's groups or clusters; with the labels collected
+    so far (``labeled``: rows with the human score, in any form ``data`` may take), the items that most
+    narrow the calibrator's uncertainty. Reproducible with ``seed``.
+
+    Args:
+        data: unlabeled rows: a JSONL/CSV/TSV file, a list of dicts or a pandas DataFrame.
+        n: how many to pick.
+        out: a file to write the picked rows to, in the input file's format (a DataFrame or list: JSONL).
+        judge: the cheap default judge whose scores are covered (an LM kind needs ``lm``).
+        fields, label: your own column names, as ``tune`` takes them.
+
+    Raises:
+        JudgetuneError: bad rows (line and field), ``n`` out of range, a judge that cannot pick.
+
+    Example:
+        >>> todo = judgetune.pick(df, 50, seed=0).rows  # doctest: +SKIP
+        >>> more = judgetune.pick(df, 25, labeled=labeled_df, seed=1).rows  # doctest: +SKIP
+    """
+    from judgetune import picking
+    from judgetune.lm import load_lm
+
+    model, owned = _lm_object(lm)
+    if isinstance(lm, str):
+        model, owned = load_lm(lm), True
+    rows_in_memory = _rows_in_memory(data)
+    if out is not None and rows_in_memory is not None and Path(out).suffix.lower() != ".jsonl":
+        raise JudgetuneError(f"out {out}: expected a .jsonl file for rows held in memory")
+    try:
+        with tempfile.TemporaryDirectory(prefix="judgetune-pick-") as folder:
+            path = _data_file(data, Path(folder))
+            labeled_path = None if labeled is None else _data_file(labeled, Path(folder) / "labeled")
+            picks = picking.pick_file(path, n, out=out if rows_in_memory is None else None, labeled=labeled_path,
+                                      judge=judge, lm=model, seed=seed, fields=fields, label=label)
+            if rows_in_memory is None:
+                from judgetune.datasets import read_examples
+
+                items = read_examples(path, require_label=False, fields=fields, label=label)
+                rows: Any = [items[i].to_dict() for i in picks.indices]
+    finally:
+        if owned:
+            model.close()
+    if rows_in_memory is not None:
+        rows = data.iloc[picks.indices] if _is_frame(data) else [rows_in_memory[i] for i in picks.indices]
+        if out is not None:
+            with atomic_write(out) as handle:
+                handle.write("".join(json.dumps(rows_in_memory[i], ensure_ascii=False, default=str) + "\n"
+                                     for i in picks.indices))
+    return Picked(rows, list(picks.picks), picks.summary())
 
 
 def evaluate(judge: str | FrozenJudge, data: Any, *, split: str = "test", lm: Any = "local:smollm2",

@@ -588,6 +588,43 @@ def _usage_text(run) -> str:
     return text + (f", cost {run.cost:.4f}" if run.cost is not None else "")
 
 
+def _pick(args: argparse.Namespace) -> None:
+    from judgetune.lm import load_lm
+    from judgetune.picking import pick_file
+
+    inputs = [args.data, *([args.labeled] if args.labeled else [])]
+    if clashes(args.out, inputs):
+        raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the picks elsewhere")
+    if args.out.resolve().is_dir() or not args.out.resolve().parent.is_dir():
+        raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
+    if args.out.exists() and not args.force:
+        raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
+    if not args.data.is_file():
+        raise JudgetuneError(f"--data {args.data}: no such data file (pick reads a JSONL, CSV or TSV file)")
+    lm = load_lm(args.lm, api_base=args.api_base) if args.lm and judges.judge_class(args.judge).needs_lm else None
+    try:
+        picks = pick_file(args.data, args.n, out=args.out, labeled=args.labeled, judge=args.judge, lm=lm,
+                          seed=args.seed, **_mapping(args))
+    finally:
+        if lm is not None:
+            lm.close()
+    if args.json:
+        print(json.dumps({**picks.summary(), "out": str(args.out),
+                          "picks": [{"id": p.id, "score": p.score, "group": p.group, "reason": p.reason}
+                                    for p in picks.picks]}, indent=1))
+        return
+    summary = picks.summary()
+    low, high = summary["score_range"]
+    how = ("first round: one item per stratum of the default judge's score, spread over groups" if picks.round == "first"
+           else f"next round: where the calibrator is least sure, given {picks.labeled} labels")
+    print(f"{len(picks.picks)} of {picks.pool} unlabeled items written to {args.out} ({how}; {args.judge} scores "
+          f"{low:.3f} to {high:.3f}, {summary['groups']} groups or clusters"
+          + (f"; {summary['unscored']} item(s) the judge could not score placed at the median" if summary["unscored"]
+             else "") + ")")
+    print("label them, then tune: judgetune tune --data LABELED --judge checklist (or hybrid); or pick more with "
+          "--labeled LABELED", file=sys.stderr)
+
+
 def _audit(args: argparse.Namespace) -> None:
     from judgetune import audit
     from judgetune.config import JudgeConfig, load_config_lm
@@ -1056,6 +1093,22 @@ def build_parser() -> argparse.ArgumentParser:
     _endpoint_option(score)
     score.add_argument("--mirror", type=Path)
     score.set_defaults(handler=_score)
+
+    pk = commands.add_parser("pick", help="choose the items to label next from an unlabeled file")
+    pk.add_argument("--data", required=True, type=Path, metavar="FILE", help="unlabeled JSONL/CSV/TSV file")
+    pk.add_argument("--n", required=True, type=_count, help="how many items to pick (the labelling budget)")
+    pk.add_argument("--labeled", type=Path, metavar="FILE",
+                    help="the labels collected so far (same columns, with the human score): pick where they help most")
+    pk.add_argument("--out", required=True, type=Path, help="file to write the picked rows to, in --data's format")
+    pk.add_argument("--force", action="store_true", help="replace --out when it exists")
+    pk.add_argument("--judge", default="embedding", choices=judges.KINDS,
+                    help="the cheap default judge whose score range the picks cover (default embedding)")
+    pk.add_argument("--lm", help="LM spec, for an LM --judge")
+    pk.add_argument("--api-base")
+    _column_options(pk)
+    pk.add_argument("--seed", type=_seed, default=0, help="seeds the clusters and tie-breaks")
+    pk.add_argument("--json", action="store_true", help="print the picks and a summary as JSON")
+    pk.set_defaults(handler=_pick)
 
     aud = commands.add_parser("audit", help="probe a frozen judge for position, verbosity and consistency biases")
     aud.add_argument("--config", required=True, type=Path)

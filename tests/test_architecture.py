@@ -15,7 +15,8 @@ BASE = {"datasets", "stats", "errors", "_files", "_offline", "_progress"}
 ALLOWED = {
     "cli": {"*"},
     "__init__": {"*"},
-    "_api": {"tuning", "evaluation", "report", "config", "calibration", "judges", "lm", "scoring"},
+    "_api": {"tuning", "evaluation", "report", "config", "calibration", "judges", "lm", "scoring", "picking"},
+    "picking": {"judges", "lm"},
     "_demo": {"tuning", "evaluation", "report", "config"},
     "integrations": {"_api", "config"},
     "tuning": {"audit", "evaluation", "config", "calibration", "judges", "lm"},

@@ -25,6 +25,7 @@ SETTINGS = {
     "bleu": ("msrpar", {}),
     "bm25": ("trec", {}), "overlap": ("trec", {}), "length": ("trec", {}), "refsim": ("trec", {}),
     "hybrid": ("trec", MINILM_ONLY),
+    "checklist": ("msrpar", {"combiner": "mean"}),  # a fitted combiner: tests/test_checklist.py
 }
 
 
@@ -55,7 +56,9 @@ def test_every_registered_kind_is_covered():
     assert set(SETTINGS) == set(KINDS)
 
 
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k == "pairwise" else k for k in KINDS])
+# pairwise: two long answers in both orders; checklist: four questions per item (tests/test_checklist.py: two)
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k in ("pairwise", "checklist") else k
+                                  for k in KINDS])
 def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
     name, params = SETTINGS[kind]
     train, items, label_range = data[name]
@@ -79,8 +82,9 @@ def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
         state = judge.dump_state()
         prompt = state["predict"]
         assert prompt["signature"]["instructions"] == config.instruction
-        assert prompt["demos"] == config.demos and len(config.demos) == params["k"]
-        blank = build(JudgeSpec(kind, {**params, "k": 0, "instruction": list(type(judge).INSTRUCTIONS)[-1]}, seed=3),
+        assert prompt["demos"] == config.demos and len(config.demos) == params.get("k", 0)
+        no_demos = {"k": 0} if "k" in {p.name for p in judge_class(kind).space()} else {}
+        blank = build(JudgeSpec(kind, {**params, **no_demos, "instruction": list(type(judge).INSTRUCTIONS)[-1]}, seed=3),
                       BuildContext(lm=lm, train=train, label_range=label_range))
         assert blank.instruction != judge.instruction and not blank.demos
         blank.load_state(json.loads(json.dumps(state)))

@@ -40,8 +40,10 @@ def _items(prefix: str) -> list[Example]:
 
 def _kinds():
     """Every kind; those that need an LM marked ``model``, and the pairwise judge (two long answers, both
-    orders) ``slow`` too."""
-    return [pytest.param(kind, marks=[pytest.mark.model, *([pytest.mark.slow] if kind == "pairwise" else [])])
+    orders) and the checklist judge (four questions per item; tests/test_checklist.py covers it fast)
+    ``slow`` too."""
+    return [pytest.param(kind, marks=[pytest.mark.model, *([pytest.mark.slow] if kind in ("pairwise", "checklist")
+                                                           else [])])
             if judge_class(kind).needs_lm_with({}) else kind for kind in KINDS]
 
 
@@ -50,6 +52,8 @@ def test_an_items_score_is_the_same_alone_in_any_batch_and_without_labels(kind, 
     lm = request.getfixturevalue("embedded_lm") if judge_class(kind).needs_lm_with({}) else None
     train = _items("train")
     params = {f"use_{n}": False for n in SIGNALS if "mpnet" in n} if kind == "hybrid" else {}
+    if kind == "checklist":  # the fitted combiner's batch independence: tests/test_checklist.py
+        params = {"combiner": "mean"}
     judge = make_judge(kind, lm, train=train, label_range=(0.0, 3.0), params=params, seed=1)
     config = JudgeConfig.from_dict(json.loads(json.dumps(
         JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"} if lm else None, calibrator=None,

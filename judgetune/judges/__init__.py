@@ -5,6 +5,7 @@ the protocols under which an item's score may depend on other items (``apply_pro
 from judgetune.judges._adapter import ForcedChoiceAdapter
 from judgetune.judges._base import Judge, LMJudge, pick_demos
 from judgetune.judges._baselines import ConstantJudge, EmbeddingJudge, LexicalJudge, RandomJudge, target_text
+from judgetune.judges._checklist import COMBINERS, ChecklistError, ChecklistJudge, parse_checklist
 from judgetune.judges._correctness import CorrectnessJudge
 from judgetune.judges._encoders import ENCODERS, MPNET_PARTS, EmbeddingCache, encode, mpnet_available, mpnet_path
 from judgetune.judges._factcheck import FactCheckJudge, parse_fact_list
@@ -40,13 +41,13 @@ from judgetune.judges._space import Choice, IntRange, Param, check_params, defau
 from judgetune.judges._spec import BuildContext, JudgeSpec
 from judgetune.judges._verdict import Verdict, add_usage
 
-__all__ = ["ENCODERS", "KINDS", "LM_JUDGES", "LM_SIGNALS", "MODES", "MPNET_PARTS", "PROTOCOLS", "SIGNALS",
-           "BM25Judge", "BM25Scorer", "BuildContext", "Choice", "ConstantJudge", "CorrectnessJudge", "EmbeddingCache",
-           "EmbeddingJudge", "FactCheckJudge", "ForcedChoiceAdapter", "GeneratedReferences", "HybridJudge",
-           "HybridModel", "IntRange", "Judge", "JudgeSpec", "LMJudge", "LengthJudge", "LexicalJudge",
-           "LikelihoodJudge", "LinkageJudge", "OverlapJudge", "PairwiseJudge", "Param", "ProtocolDraw", "RandomJudge",
-           "ReferencePool", "ReferenceSimilarityJudge", "RubricJudge", "Verdict", "add_usage", "apply_protocol",
-           "build", "build_judge", "check_params", "check_settings", "data_defaults", "defaults",
-           "distribution_after_marker", "draw_references", "encode", "forced_choice", "judge_class", "make_judge",
-           "mpnet_available", "mpnet_path", "parse_fact_list", "pick_demos", "position_labels", "position_to_score",
-           "register", "registered_kinds", "require_groups", "target_text"]
+__all__ = ["COMBINERS", "ENCODERS", "KINDS", "LM_JUDGES", "LM_SIGNALS", "MODES", "MPNET_PARTS", "PROTOCOLS", "SIGNALS",
+           "BM25Judge", "BM25Scorer", "BuildContext", "ChecklistError", "ChecklistJudge", "Choice", "ConstantJudge",
+           "CorrectnessJudge", "EmbeddingCache", "EmbeddingJudge", "FactCheckJudge", "ForcedChoiceAdapter",
+           "GeneratedReferences", "HybridJudge", "HybridModel", "IntRange", "Judge", "JudgeSpec", "LMJudge",
+           "LengthJudge", "LexicalJudge", "LikelihoodJudge", "LinkageJudge", "OverlapJudge", "PairwiseJudge", "Param",
+           "ProtocolDraw", "RandomJudge", "ReferencePool", "ReferenceSimilarityJudge", "RubricJudge", "Verdict",
+           "add_usage", "apply_protocol", "build", "build_judge", "check_params", "check_settings", "data_defaults",
+           "defaults", "distribution_after_marker", "draw_references", "encode", "forced_choice", "judge_class",
+           "make_judge", "mpnet_available", "mpnet_path", "parse_checklist", "parse_fact_list", "pick_demos",
+           "position_labels", "position_to_score", "register", "registered_kinds", "require_groups", "target_text"]

@@ -12,7 +12,8 @@
 3. ``model``: ``ridge`` (regression on the human label), ``logistic`` (multinomial over the labels,
    rounded to integers; the score is the expected label) or ``pairwise`` (logistic regression on
    feature differences of two answers of one group with different labels; the score is the linear
-   utility). ``alpha`` is the L2 strength (``C = 1 / alpha`` for the logistic models).
+   utility); ``monotone`` (a ``HybridModel`` option the checklist judge uses) keeps the ridge
+   coefficients non-negative. ``alpha`` is the L2 strength (``C = 1 / alpha`` for the logistic models).
    ``interactions`` adds the product of every pair of normalized features (squares included) to the
    model's inputs; it wants a larger ``alpha``.
 4. LM signals (``LM_SIGNALS``: the likelihood judge's score, p(answer | question) and p(question |
@@ -161,13 +162,18 @@ class HybridModel:
     state is plain data (trailing underscores) and round-trips through ``to_dict``/``from_dict``."""
 
     def __init__(self, features: Sequence[str], *, normalization: str = "global", model: str = "ridge",
-                 alpha: float = 1.0, interactions: bool = False, seed: int = 0):
+                 alpha: float = 1.0, interactions: bool = False, seed: int = 0, monotone: bool = False):
         if normalization not in NORMALIZATIONS or model not in MODELS:
             raise ValueError(f"normalization must be one of {NORMALIZATIONS} and model one of {MODELS}")
         if not isinstance(interactions, bool):
             raise ValueError(f"interactions must be true or false, got {interactions!r}")
+        if not isinstance(monotone, bool):
+            raise ValueError(f"monotone must be true or false, got {monotone!r}")
+        if monotone and model != "ridge":
+            raise ValueError(f"monotone: only the ridge model takes non-negative coefficients, not {model}")
         self.features, self.normalization, self.model, self.alpha, self.interactions, self.seed = (
             list(features), normalization, model, float(alpha), interactions, seed)
+        self.monotone = monotone  # ridge with non-negative coefficients: each feature can only raise the score
 
     def inputs(self, x: np.ndarray, groups: Sequence[str]) -> np.ndarray:
         """The linear model's inputs: normalized features, with their pairwise products if ``interactions``."""
@@ -184,7 +190,7 @@ class HybridModel:
         z = self.inputs(x, groups)
         self.classes_ = None
         if self.model == "ridge":
-            fitted = Ridge(alpha=self.alpha).fit(z, y)
+            fitted = Ridge(alpha=self.alpha, positive=self.monotone).fit(z, y)
             self.coef_, self.intercept_ = np.asarray(fitted.coef_, dtype=float), float(fitted.intercept_)
         elif self.model == "logistic":
             labels = np.rint(y)
@@ -222,7 +228,7 @@ class HybridModel:
 
     def to_dict(self) -> dict[str, Any]:
         return {"features": self.features, "normalization": self.normalization, "model": self.model,
-                "alpha": self.alpha, "interactions": self.interactions, "seed": self.seed,
+                "alpha": self.alpha, "interactions": self.interactions, "seed": self.seed, "monotone": self.monotone,
                 "center": self.center_.tolist(), "scale": self.scale_.tolist(),
                 "coef": self.coef_.tolist(), "intercept": self.intercept_ if np.isscalar(self.intercept_)
                 else self.intercept_.tolist(), "classes": self.classes_, "score_range": list(self.score_range_)}
@@ -240,7 +246,8 @@ class HybridModel:
                 raise ValueError(f"fitted: {key}: missing")
         try:
             model = cls(data["features"], normalization=data["normalization"], model=data["model"],
-                        alpha=data["alpha"], interactions=data.get("interactions", False), seed=int(data.get("seed", 0)))
+                        alpha=data["alpha"], interactions=data.get("interactions", False), seed=int(data.get("seed", 0)),
+                        monotone=data.get("monotone", False))
         except ValueError as err:
             raise ValueError(f"fitted: {err}") from None
         n = len(model.features)

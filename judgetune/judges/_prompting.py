@@ -30,6 +30,7 @@ FIELD_DESCRIPTIONS = {
     "text": "the text to check against",
     "source": "the text whose information is looked for",
     "fact": "one self-contained fact",
+    "check": "a yes/no question about the answer",
 }
 REASONING_FIELD = "reasoning"
 

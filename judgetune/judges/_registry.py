@@ -16,6 +16,7 @@ from judgetune.datasets import Example
 from judgetune.errors import SettingsError
 from judgetune.judges._base import Judge
 from judgetune.judges._baselines import EmbeddingJudge, LexicalJudge
+from judgetune.judges._checklist import ChecklistJudge
 from judgetune.judges._correctness import CorrectnessJudge
 from judgetune.judges._factcheck import FactCheckJudge
 from judgetune.judges._hybrid import HybridJudge
@@ -138,7 +139,7 @@ for _kind, _cls in LM_JUDGES.items():
 register("embedding", EmbeddingJudge)
 for _metric in LexicalJudge.METRICS:
     register(_metric, LexicalJudge, metric=_metric)
-for _cls in (BM25Judge, OverlapJudge, LengthJudge, ReferenceSimilarityJudge, HybridJudge):
+for _cls in (BM25Judge, OverlapJudge, LengthJudge, ReferenceSimilarityJudge, HybridJudge, ChecklistJudge):
     register(_cls.kind, _cls)
 
 

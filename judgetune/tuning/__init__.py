@@ -8,6 +8,7 @@ from judgetune.tuning._pool import Candidate, InstructionPool, refusal, seed_ins
 from judgetune.tuning._proposals import (
     Miss,
     ProposalTask,
+    clean_checklist,
     clean_proposal,
     load_proposer,
     proposal_prompt,
@@ -48,7 +49,8 @@ from judgetune.tuning._study import (
 __all__ = ["GATES", "MAX_FAILURE_RATE", "PICK_RULES", "RUN_NAME", "SAMPLERS",
            "CallBudget", "Candidate", "InstructionPool", "Miss",
            "Objective", "ProposalTask", "Reject", "RunSpec", "Splits", "TrialProgress", "candidate_trials",
-           "clean_proposal", "default_params", "default_storage", "finish", "finished_trials", "fit_space", "freeze",
+           "clean_checklist", "clean_proposal", "default_params", "default_storage", "finish", "finished_trials",
+           "fit_space", "freeze",
            "gain", "gain_line", "gate", "gate_line", "harmful_gain", "join_study", "judge_for", "lm_calls",
            "load_proposer", "load_run_lm", "load_study", "make_sampler", "objectives", "open_study", "pool_seeds",
            "prepare_splits", "proposal_prompt", "proposal_round", "proposals_summary", "propose_round", "ranked",

@@ -22,6 +22,7 @@ import optuna
 
 from judgetune.calibration import cross_fitted
 from judgetune.datasets import Example
+from judgetune.judges import judge_class
 from judgetune.lm import JudgeLM, ServerError, load_lm
 from judgetune.tuning._objective import lm_calls, ranked
 from judgetune.tuning._pool import InstructionPool
@@ -50,6 +51,7 @@ class ProposalTask:
     criterion: str | None
     fields: tuple[str, ...]
     answer: str  # e.g. "a score from 0 (worst) to 5 (best)"
+    form: str = "instruction"  # what the proposer writes: "instruction", or "checklist" (yes/no questions)
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,10 @@ def proposal_prompt(task: ProposalTask, pair: tuple[Example, Example] | None, hi
                     current: str | None = None, misses: Sequence[Miss] = ()) -> list[dict[str, str]]:
     """The proposer's chat messages for one candidate."""
     what = task.criterion.strip() if task.criterion else "how good the answer is"
-    lines = ["You write the instruction for a grader.",
-             f"The grader reads: {', '.join(task.fields)}. It answers with {task.answer}.",
+    checklist = task.form == "checklist"
+    lines = ["You write a checklist for a grader." if checklist else "You write the instruction for a grader.",
+             f"The grader reads: {', '.join(task.fields)}. It answers with "
+             + ("yes or no to each question of the checklist." if checklist else f"{task.answer}."),
              f"What the grader must judge: {what}"]
     if pair is not None:
         high, low = pair
@@ -102,15 +106,19 @@ def proposal_prompt(task: ProposalTask, pair: tuple[Example, Example] | None, hi
                   f"Scored {high.judgment:g} (high):", _block(shown_fields(high)),
                   f"Scored {low.judgment:g} (low):", _block(shown_fields(low))]
     if current is not None:
-        lines += ["", f"The current instruction: {current}"]
+        lines += ["", "The current checklist:\n" + current if checklist else f"The current instruction: {current}"]
         if misses:
             lines.append("With it the grader was furthest from the people on these items:")
             for miss in misses:
                 direction = "too high" if miss.judged > miss.human else "too low"
                 lines += [_block(miss.fields), f"  people: {miss.human:g}, grader: {miss.judged:.1f} ({direction})"]
-            lines.append("Write a better instruction that avoids these mistakes.")
-    lines += ["", hint, "Write one new instruction for the grader in two or three sentences. "
-              "Reply with the instruction only."]
+            lines.append(f"Write a better {'checklist' if checklist else 'instruction'} that avoids these mistakes.")
+    if checklist:
+        lines += ["", "Write three to five yes/no questions about the answer, one per line, each ending with a question "
+                  "mark. A good answer must get yes to every question. Reply with the questions only."]
+    else:
+        lines += ["", hint, "Write one new instruction for the grader in two or three sentences. "
+                  "Reply with the instruction only."]
     return [{"role": "user", "content": "\n".join(lines)}]
 
 
@@ -137,6 +145,18 @@ def clean_proposal(text: str) -> str:
     return text
 
 
+def clean_checklist(text: str) -> str:
+    """The questions of a proposed checklist, one per line: lines ending in a question mark, numbering,
+    bullets and markup gone (at most 8)."""
+    questions = []
+    for line in text.split("[[", 1)[0].splitlines():
+        line = re.sub(r"^\s*(?:[-*•]|\d+[.)]|q\d+[.:)])\s*", "", line, flags=re.IGNORECASE)
+        line = " ".join(re.sub(r"[*_`#]+", "", line).split()).strip(QUOTES).strip()
+        if line.endswith("?") and len(line) > 8 and line not in questions:
+            questions.append(line)
+    return "\n".join(questions[:8])
+
+
 def propose_round(pool, lm, *, round: int, n: int, task: ProposalTask, examples: Sequence[Example],
                   current: str | None = None, misses: Sequence[Miss] = (), seed: int = 0) -> dict[str, Any]:
     """Ask ``lm`` for ``n`` candidates, add the accepted ones to ``pool``; the round's record (JSON).
@@ -149,14 +169,16 @@ def propose_round(pool, lm, *, round: int, n: int, task: ProposalTask, examples:
         pair = contrast_pair(examples, seed=seed * 1000 + round * 100 + i)
         messages = proposal_prompt(task, pair, HINTS[(round + i) % len(HINTS)], current=current, misses=misses)
         try:
-            generation = lm.generate(messages, prefix="Instruction:" if lm.in_process else "",
-                                     max_tokens=MAX_TOKENS, stop=STOP)
+            checklist = task.form == "checklist"
+            start = ("Questions:\n1." if checklist else "Instruction:") if lm.in_process else ""
+            generation = lm.generate(messages, prefix=start, max_tokens=MAX_TOKENS * (2 if checklist else 1),
+                                     stop=STOP)
         except ServerError:  # a refused key or an unreachable proposer stops the run, said once
             raise
         except Exception as err:  # noqa: BLE001 - a failed call is a refused proposal, with its reason
             refused.append({"text": "", "reason": f"error: {err}", "raw": ""})
             continue
-        text = clean_proposal(generation.text)
+        text = clean_checklist(generation.text) if checklist else clean_proposal(generation.text)
         added = pool.add(text, source=source, round=round)
         if isinstance(added, str):
             refused.append({"text": text, "reason": added, "raw": generation.text[:400]})
@@ -180,7 +202,8 @@ def proposal_task(spec: RunSpec, splits: Splits) -> ProposalTask:
     low, high = splits.label_range
     answer = ("the position the answer takes among the references" if spec.judge == "linkage"
               else f"a score from {low:g} (worst) to {high:g} (best)")
-    return ProposalTask(spec.criterion, (*fields, "answer"), answer)
+    return ProposalTask(spec.criterion, (*fields, "answer"), answer,
+                        getattr(judge_class(spec.judge), "PROPOSES", "instruction"))
 
 
 def best_misses(trial: optuna.trial.FrozenTrial, splits: Splits, *, count: int = 3, seed: int = 0) -> list[Miss]:
