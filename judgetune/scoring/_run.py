@@ -248,13 +248,8 @@ def _chunks(items: Iterator[Example], size: int) -> Iterator[list[Example]]:
         yield chunk
 
 
-def _score_chunk(config: Any, judge: Any, client: Any, batch: list[Example], part: PartFile,
-                 run: ScoreRun) -> tuple[dict[str, int], int]:
-    """Score and append one batch; ``(tokens spent, the most tokens one item took)``."""
-    before = dict(getattr(client, "usage", {}) or {}) if client is not None else None
-    verdicts = judge.judge_all(batch)
-    scores = config.calibrated(verdicts, judge, batch)
-    part.append(output_row(e, v, s) for e, v, s in zip(batch, verdicts, scores))
+def _tally(run: ScoreRun, verdicts: list, scores: list[float | None]) -> None:
+    """Count the failed and the degraded judgments of a batch, keeping the first reason of each."""
     for verdict, score in zip(verdicts, scores):
         if score is None:
             run.failed += 1
@@ -262,6 +257,16 @@ def _score_chunk(config: Any, judge: Any, client: Any, batch: list[Example], par
         elif verdict.degraded:
             run.degraded += 1
             run.first_degraded = run.first_degraded or "; ".join(verdict.degraded)
+
+
+def _score_chunk(config: Any, judge: Any, client: Any, batch: list[Example], part: PartFile,
+                 run: ScoreRun) -> tuple[dict[str, int], int]:
+    """Score and append one batch; ``(tokens spent, the most tokens one item took)``."""
+    before = dict(getattr(client, "usage", {}) or {}) if client is not None else None
+    verdicts = judge.judge_all(batch)
+    scores = config.calibrated(verdicts, judge, batch)
+    part.append(output_row(e, v, s) for e, v, s in zip(batch, verdicts, scores))
+    _tally(run, verdicts, scores)
     run.scored += len(batch)
     item_tokens = [v.tokens for v in verdicts]
     if before is not None:  # a server: what it reported spending (answers from the cache cost nothing)
@@ -346,11 +351,5 @@ def write_scored(out: str | Path, examples: list[Example], verdicts: list[Any], 
             part.finish()
         finally:
             part.close()
-    for verdict, score in zip(verdicts, scores):
-        if score is None:
-            run.failed += 1
-            run.first_failure = run.first_failure or (verdict.raw or "no score")
-        elif verdict.degraded:
-            run.degraded += 1
-            run.first_degraded = run.first_degraded or "; ".join(verdict.degraded)
+    _tally(run, verdicts, scores)
     return run
