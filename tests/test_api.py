@@ -6,10 +6,9 @@ how many words of the reference each answer keeps, so it holds on any CPU."""
 
 from __future__ import annotations
 
-import random
-
 import optuna
 import pytest
+from _kits import overlap_rows as rows
 
 import judgetune
 from judgetune.errors import DataValidationError, JudgetuneError
@@ -17,23 +16,6 @@ from judgetune.errors import DataValidationError, JudgetuneError
 pd = pytest.importorskip("pandas")
 
 REF = {"target": "reference"}  # the rows have no question: fix the overlap judge's target
-NOISE = ["zebra", "piano", "galaxy", "copper", "violin", "marble"]
-WORDS = ("the quick brown fox jumps over a lazy dog while seven happy cats sleep under warm red blankets near "
-         "old trees").split()
-
-
-def rows(n: int = 60, seed: int = 0) -> list[dict]:
-    """Answers that keep fewer of their reference's words as the label falls (5: all ten, 0: none)."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        reference = rng.sample(WORDS, 10)
-        drop = i % 6
-        answer = list(reference)
-        for j in rng.sample(range(10), min(10, 2 * drop)):
-            answer[j] = rng.choice(NOISE)
-        out.append({"id": f"r{i}", "answer": " ".join(answer), "reference": " ".join(reference), "label": 5 - drop})
-    return out
 
 
 def test_evaluate_takes_a_dataframe_and_returns_rows_that_convert(tmp_path):

@@ -9,13 +9,13 @@ Each is read off small arrays or the ``overlap`` judge (no model), so it holds o
 from __future__ import annotations
 
 import json
-import random
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tomllib
+from _kits import overlap_rows as rows
 
 import judgetune
 from judgetune import datasets
@@ -26,23 +26,6 @@ from judgetune.tuning._run import gate_line, harmful_gain
 from judgetune.tuning._selection import Scored, filled
 
 REF = {"target": "reference"}
-WORDS = ("the quick brown fox jumps over a lazy dog while seven happy cats sleep under warm red blankets near "
-         "old trees").split()
-NOISE = ["zebra", "piano", "galaxy", "copper", "violin", "marble"]
-
-
-def rows(n: int = 60, seed: int = 0) -> list[dict]:
-    """Answers that keep fewer of their reference's words as the label falls (5: all ten, 0: none)."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        reference = rng.sample(WORDS, 10)
-        drop = i % 6
-        answer = list(reference)
-        for j in rng.sample(range(10), min(10, 2 * drop)):
-            answer[j] = rng.choice(NOISE)
-        out.append({"id": f"r{i}", "answer": " ".join(answer), "reference": " ".join(reference), "label": 5 - drop})
-    return out
 
 
 def scored(raw, pred=None) -> Scored:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _kits import overlap_rows as rows
 
 import judgetune
 from judgetune.config import JudgeConfig
@@ -29,9 +29,6 @@ from judgetune.datasets import example_from_record
 from judgetune.evaluation import regrade_scores
 from judgetune.integrations import harness_item, load_judge
 
-NOISE = ["zebra", "piano", "galaxy", "copper", "violin", "marble"]
-WORDS = ("the quick brown fox jumps over a lazy dog while seven happy cats sleep under warm red blankets near "
-         "old trees").split()
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -51,20 +48,6 @@ def installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:
         return False
-
-
-def rows(n: int = 60, seed: int = 0) -> list[dict]:
-    """Answers that keep fewer of their reference's words as the label falls (5: all ten, 0: none)."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        reference = rng.sample(WORDS, 10)
-        drop = i % 6
-        answer = list(reference)
-        for j in rng.sample(range(10), min(10, 2 * drop)):
-            answer[j] = rng.choice(NOISE)
-        out.append({"id": f"r{i}", "answer": " ".join(answer), "reference": " ".join(reference), "label": 5 - drop})
-    return out
 
 
 # five new items; the last one's reference has no content term, so BM25 fails on it (a failed judgment)

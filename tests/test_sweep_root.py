@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from _kits import jsonl, length_config
+from _kits import length_rows as rows
 
 from judgetune._files import atomic_write
 from judgetune.config import ConfigError, JudgeConfig
@@ -23,19 +25,6 @@ from judgetune.testing.fault_server import FaultServer
 REPO = Path(__file__).resolve().parents[1]
 
 
-def jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
-def rows(n: int = 24) -> list[dict]:
-    return [{"id": str(i), "question": f"question {i}", "answer": "word " * (1 + i % 5) + f"x{i}",
-             "reference": "word word word word word", "label": 1 + i % 5, "group": f"g{i // 2}"} for i in range(n)]
-
-
-def length_config(path: Path, **fields) -> Path:
-    return JudgeConfig(judge="length", params={}, lm=None, instruction=None, demos=[], calibrator=None,
-                       label_range=[1.0, 5.0], **fields).save(path)
 
 
 def free_port() -> int:

@@ -13,25 +13,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _kits import jsonl, length_config
+from _kits import length_rows as rows
 
 from judgetune.config import JudgeConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
-def rows(n: int = 24) -> list[dict]:
-    return [{"id": str(i), "question": f"question {i}", "answer": "word " * (1 + i % 5) + f"x{i}",
-             "reference": "word word word word word", "label": 1 + i % 5, "group": f"g{i // 2}"} for i in range(n)]
-
-
-def length_config(path: Path, **fields) -> Path:
-    return JudgeConfig(judge="length", params={}, lm=None, instruction=None, demos=[], calibrator=None,
-                       label_range=[1.0, 5.0], **fields).save(path)
 
 
 def run_python(code: str, *, cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
