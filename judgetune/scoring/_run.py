@@ -8,6 +8,7 @@ them; a resumed run whose input has not changed skips that pass. Each scored chu
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from array import array
@@ -153,65 +154,56 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
     out = Path(out)
     start = time.monotonic()
     run = ScoreRun(out)
-    with OutputLock(out, what="another judgetune score"):
-        remove_stale_temps(out)
-        if out.exists() and not force:
-            raise JudgetuneError(f"--out {out}: the file exists; pass --force to replace it")
-        part = PartFile(out, identity_of(config.to_dict(), source, out))
-        run.resumed = part.open(restart=force)
-        run.failed, run.first_failure = part.kept_failed, part.kept_first_failure
-        try:
-            state = part.state
-            if items is None:
-                path = source["file"]
-                if state.get("validated") != source["sha256"]:
-                    try:
-                        state["rows"] = validate_file(path, fields=source["fields"], label=source["label"])
-                    except DataValidationError:
-                        if run.resumed == 0:  # a run that never started leaves nothing behind
-                            part.discard()
-                        raise
-                    state["validated"] = source["sha256"]
-                    part.save_state(state)
-                run.total = state["rows"]
-                items = _file_examples(path, source)
-            usage = dict(state.get("usage") or {})
-            examples = _skip_written(iter(items), part, run.resumed)
-            meter = _Meter(run.total, run.resumed, enabled=progress, stream=stream or sys.stderr)
-            client = getattr(lm, "client", None)
-            largest = 0  # the most tokens one item took so far (the budget's estimate per item)
-            with meter:
-                for chunk in _chunks(examples, chunk_size):
-                    while chunk:
-                        take = len(chunk)
-                        if max_tokens is not None:
-                            room = max_tokens - usage.get("prompt_tokens", 0) - usage.get("completion_tokens", 0)
-                            # the first item measures the cost; then the largest item so far, with a margin
-                            take = min(take, 1) if largest == 0 else min(take, int(room // (largest * BUDGET_MARGIN)))
-                            if room <= 0 or take <= 0:
-                                run.stopped = "budget"
-                                break
-                        batch, chunk = chunk[:take], chunk[take:]
-                        spent, per_item = _score_chunk(config, judge, client, batch, part, run)
-                        largest = max(largest, per_item)
-                        if any(spent.values()):  # tokens spent count against --max-tokens across resumes
-                            usage = _add(usage, spent)
-                            state["usage"] = usage
-                            part.save_state(state)
-                        meter.update(len(batch))
-                    if run.stopped:
-                        break
-            run.rows = run.resumed + run.scored
-            run.usage = usage
-            if prices is not None:
-                run.cost = (usage.get("prompt_tokens", 0) * prices[0]
-                            + usage.get("completion_tokens", 0) * prices[1]) / 1e6
-            if run.stopped is None:
-                if run.rows == 0:
-                    raise JudgetuneError("no items to score")
-                part.finish(chunk_size=chunk_size)
-        finally:
-            part.close()
+    with open_part(out, config, source, run, force=force) as part:
+        state = part.state
+        if items is None:
+            path = source["file"]
+            if state.get("validated") != source["sha256"]:
+                try:
+                    state["rows"] = validate_file(path, fields=source["fields"], label=source["label"])
+                except DataValidationError:
+                    if run.resumed == 0:  # a run that never started leaves nothing behind
+                        part.discard()
+                    raise
+                state["validated"] = source["sha256"]
+                part.save_state(state)
+            run.total = state["rows"]
+            items = _file_examples(path, source)
+        usage = dict(state.get("usage") or {})
+        examples = _skip_written(iter(items), part, run.resumed)
+        meter = _Meter(run.total, run.resumed, enabled=progress, stream=stream or sys.stderr)
+        client = getattr(lm, "client", None)
+        largest = 0  # the most tokens one item took so far (the budget's estimate per item)
+        with meter:
+            for chunk in _chunks(examples, chunk_size):
+                while chunk:
+                    take = len(chunk)
+                    if max_tokens is not None:
+                        room = max_tokens - usage.get("prompt_tokens", 0) - usage.get("completion_tokens", 0)
+                        # the first item measures the cost; then the largest item so far, with a margin
+                        take = min(take, 1) if largest == 0 else min(take, int(room // (largest * BUDGET_MARGIN)))
+                        if room <= 0 or take <= 0:
+                            run.stopped = "budget"
+                            break
+                    batch, chunk = chunk[:take], chunk[take:]
+                    spent, per_item = _score_chunk(config, judge, client, batch, part, run)
+                    largest = max(largest, per_item)
+                    if any(spent.values()):  # tokens spent count against --max-tokens across resumes
+                        usage = _add(usage, spent)
+                        state["usage"] = usage
+                        part.save_state(state)
+                    meter.update(len(batch))
+                if run.stopped:
+                    break
+        run.rows = run.resumed + run.scored
+        run.usage = usage
+        if prices is not None:
+            run.cost = (usage.get("prompt_tokens", 0) * prices[0]
+                        + usage.get("completion_tokens", 0) * prices[1]) / 1e6
+        if run.stopped is None:
+            if run.rows == 0:
+                raise JudgetuneError("no items to score")
+            part.finish(chunk_size=chunk_size)
     run.seconds = time.monotonic() - start
     return run
 
@@ -246,6 +238,27 @@ def _chunks(items: Iterator[Example], size: int) -> Iterator[list[Example]]:
         if not chunk:
             return
         yield chunk
+
+
+@contextlib.contextmanager
+def open_part(out: Path, config: Any, source: dict[str, Any], run: ScoreRun, *, force: bool) -> Iterator[PartFile]:
+    """``out``'s part file, opened under its writer lock with stale temporary files removed: resumed unless
+    ``force`` (the kept rows' counts go into ``run``), closed when the block ends, finished or not.
+
+    Raises:
+        JudgetuneError: another writer on ``out``, or ``out`` exists (without ``force``).
+    """
+    with OutputLock(out, what="another judgetune score"):
+        remove_stale_temps(out)
+        if out.exists() and not force:
+            raise JudgetuneError(f"--out {out}: the file exists; pass --force to replace it")
+        part = PartFile(out, identity_of(config.to_dict(), source, out))
+        run.resumed = part.open(restart=force)
+        run.failed, run.first_failure = part.kept_failed, part.kept_first_failure
+        try:
+            yield part
+        finally:
+            part.close()
 
 
 def _tally(run: ScoreRun, verdicts: list, scores: list[float | None]) -> None:

@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from judgetune import datasets
-from judgetune._files import OutputLock, remove_stale_temps
 from judgetune.config import JudgeConfig, load_config_lm
 from judgetune.datasets import Example, example_from_record, parse_json
 from judgetune.errors import JudgetuneError
-from judgetune.scoring._output import PartFile, encode_row, identity_of, output_row
-from judgetune.scoring._run import ScoreRun, _Meter, file_source, validate_file
+from judgetune.scoring._output import encode_row, output_row
+from judgetune.scoring._run import ScoreRun, _Meter, file_source, open_part, validate_file
 
 __all__ = ["ChunkScorer", "chunk_plan", "score_on_ray"]
 
@@ -156,43 +155,34 @@ def score_on_ray(config_path: str | Path, data: str | Path, out: str | Path, *, 
     config = JudgeConfig.load(config_path)
     source = file_source(data, fields=fields, label=label)
     run = ScoreRun(out)
-    with OutputLock(out, what="another judgetune score"):
-        remove_stale_temps(out)
-        if out.exists() and not force:
-            raise JudgetuneError(f"--out {out}: the file exists; pass --force to replace it")
-        part = PartFile(out, identity_of(config.to_dict(), source, out))
-        run.resumed = part.open(restart=force)
-        run.failed, run.first_failure = part.kept_failed, part.kept_first_failure
-        try:
-            state = part.state
-            if state.get("validated") != source["sha256"]:
-                state["rows"] = validate_file(data, fields=fields, label=label)
-                state["validated"] = source["sha256"]
+    with open_part(out, config, source, run, force=force) as part:
+        state = part.state
+        if state.get("validated") != source["sha256"]:
+            state["rows"] = validate_file(data, fields=fields, label=label)
+            state["validated"] = source["sha256"]
+            part.save_state(state)
+        run.total = state["rows"]
+        ids = part.ids()
+        for _, (_, example) in zip(range(run.resumed), datasets.iter_examples(data, [], fields=fields, label=label)):
+            if next(ids) != example.id:
+                raise JudgetuneError(f"--out {out}: the rows written differ from the input's; pass --force to "
+                                     "start over")
+        plan = chunk_plan(data, kind, run.resumed, chunk_size, fields, label)
+        usage = dict(state.get("usage") or {})
+        if plan:
+            for chunk_rows, failed, spent in _ray_chunks(ray, plan, str(Path(config_path).resolve()),
+                                                         str(Path(data).resolve()), kind, fields, label, address,
+                                                         workers, timeout, server or {}, run, progress):
+                part.append_bytes(chunk_rows)
+                run.scored += chunk_rows.count(b"\n")
+                run.failed += failed[-1]
+                run.first_failure = run.first_failure or (failed[0] if len(failed) > 1 else None)
+                usage = {k: int(usage.get(k, 0)) + int(spent.get(k, 0)) for k in {*usage, *spent}}
+                state["usage"] = usage
                 part.save_state(state)
-            run.total = state["rows"]
-            ids = part.ids()
-            for _, (_, example) in zip(range(run.resumed), datasets.iter_examples(data, [], fields=fields, label=label)):
-                if next(ids) != example.id:
-                    raise JudgetuneError(f"--out {out}: the rows written differ from the input's; pass --force to "
-                                         "start over")
-            plan = chunk_plan(data, kind, run.resumed, chunk_size, fields, label)
-            usage = dict(state.get("usage") or {})
-            if plan:
-                for chunk_rows, failed, spent in _ray_chunks(ray, plan, str(Path(config_path).resolve()),
-                                                             str(Path(data).resolve()), kind, fields, label, address,
-                                                             workers, timeout, server or {}, run, progress):
-                    part.append_bytes(chunk_rows)
-                    run.scored += chunk_rows.count(b"\n")
-                    run.failed += failed[-1]
-                    run.first_failure = run.first_failure or (failed[0] if len(failed) > 1 else None)
-                    usage = {k: int(usage.get(k, 0)) + int(spent.get(k, 0)) for k in {*usage, *spent}}
-                    state["usage"] = usage
-                    part.save_state(state)
-            run.rows = run.resumed + run.scored
-            run.usage = {k: v for k, v in usage.items() if v}
-            part.finish(chunk_size=chunk_size)
-        finally:
-            part.close()
+        run.rows = run.resumed + run.scored
+        run.usage = {k: v for k, v in usage.items() if v}
+        part.finish(chunk_size=chunk_size)
     run.seconds = time.monotonic() - start
     return run
 
