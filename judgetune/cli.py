@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
+import os
 import re
+import stat
 import sys
 import traceback
 import warnings
 from pathlib import Path
 
-from judgetune import datasets, evaluation, judges, reproduce, tuning
+from judgetune import datasets
 from judgetune._files import (
     FileKindError,
     FileTooLargeError,
     atomic_write,
     clashes,
     make_folder,
+    open_regular,
     read_bounded,
     write_bytes,
     write_text,
@@ -28,6 +32,32 @@ EXIT_USER_ERROR = 2  # bad input or options: nothing was run
 EXIT_NOTHING_JUDGED = 3  # the command ran, but not one item could be judged
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# The parser's choices, written out so that building it imports no judge (dspy, scipy, scikit-learn): a refused file
+# or `--help` answers in well under a second. tests/test_cli_imports.py checks them against the registries.
+JUDGE_KINDS = ("factcheck", "rubric", "correctness", "pairwise", "linkage", "likelihood", "embedding", "rouge1",
+               "rouge2", "rougeL", "bleu", "bm25", "overlap", "length", "refsim", "hybrid", "checklist")
+PROTOCOLS = ("group", "linkage")
+SAMPLERS = ("tpe", "nsga2", "random")
+GATES = ("on", "off")
+PICK_RULES = ("spearman", "mae")
+TABLES = ("nrp-paper", "ragchecker")
+PROBES = ("position", "verbosity", "distraction", "stability", "self_consistency", "rewrite")
+
+
+class _OnFirstUse:
+    """A package imported when one of its names is first used (the heavy ones: judges, evaluation, tuning)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+evaluation = _OnFirstUse("judgetune.evaluation")
+judges = _OnFirstUse("judgetune.judges")
+reproduce = _OnFirstUse("judgetune.reproduce")
+tuning = _OnFirstUse("judgetune.tuning")
 
 
 def _data_list(args: argparse.Namespace) -> None:
@@ -311,7 +341,7 @@ def _text_or_file(text: str | None) -> str | None:
 
 
 def _protocol_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--protocol", choices=evaluation.PROTOCOLS,
+    parser.add_argument("--protocol", choices=PROTOCOLS,
                         help="score items together by question (default: every item alone, from the judge and the "
                              "item): group (a judge may compare an item with its question's other answers, never "
                              "their labels) or linkage (per question, references drawn by grade from its labeled "
@@ -949,12 +979,6 @@ def _audit_bounds(texts: list[str] | None) -> dict[str, float]:
     return parse_bounds(texts or [])
 
 
-def _audit_probes() -> tuple[str, ...]:
-    from judgetune.audit import PROBES
-
-    return tuple(PROBES)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="judgetune", description="Tune, calibrate and freeze LLM judges.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -977,7 +1001,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.set_defaults(handler=_data_fetch)
 
     ev = commands.add_parser("evaluate", help="score a split with a judge and compare it with human labels and baselines")
-    ev.add_argument("--judge", required=True, choices=judges.KINDS)
+    ev.add_argument("--judge", required=True, choices=JUDGE_KINDS)
     ev.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file")
     ev.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
                     help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
@@ -998,7 +1022,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(handler=_evaluate)
 
     tune = commands.add_parser("tune", help="search, calibrate and freeze a judge against human labels")
-    tune.add_argument("--judge", required=True, choices=judges.KINDS)
+    tune.add_argument("--judge", required=True, choices=JUDGE_KINDS)
     tune.add_argument("--data", required=True, metavar="NAME|FILE")
     tune.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
                     help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
@@ -1011,7 +1035,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--runs-dir", default="runs", type=Path)
     tune.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/NAME/study.db), e.g. postgresql://...")
     tune.add_argument("--trials", type=_count, default=12)
-    tune.add_argument("--sampler", default="tpe", choices=tuning.SAMPLERS)
+    tune.add_argument("--sampler", default="tpe", choices=SAMPLERS)
     tune.add_argument("--seed", type=_seed, default=0, help="seeds the splits, demos, references, sampler and bootstrap")
     tune.add_argument("--search-items", type=_count, default=40, help="training items each trial is scored on")
     tune.add_argument("--chunk", type=_count, default=10, help="items per chunk before the early-stop check")
@@ -1031,12 +1055,12 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--demo-draws", type=int, default=8, help="seeded demo draws searched (the demo_seed knob)")
     tune.add_argument("--rescore", type=int, default=4, help="strongest trials (by search figures) scored on every "
                       "non-test item beside the default judge before choosing")
-    tune.add_argument("--gate", default="on", choices=tuning.GATES, help="on: a tuned judge replaces the default only "
+    tune.add_argument("--gate", default="on", choices=GATES, help="on: a tuned judge replaces the default only "
                       "on a gain that holds at 95%% (see docs/tuning.md); off: the old rule, best dev figure wins")
     tune.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
                       help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "
                            "(repeatable; with --gate on; see docs/audit.md)")
-    tune.add_argument("--pick", default="spearman", choices=tuning.PICK_RULES,
+    tune.add_argument("--pick", default="spearman", choices=PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
     _timeout_option(tune)
     tune.add_argument("--heartbeat", type=_count, default=10,
@@ -1101,7 +1125,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the labels collected so far (same columns, with the human score): pick where they help most")
     pk.add_argument("--out", required=True, type=Path, help="file to write the picked rows to, in --data's format")
     pk.add_argument("--force", action="store_true", help="replace --out when it exists")
-    pk.add_argument("--judge", default="embedding", choices=judges.KINDS,
+    pk.add_argument("--judge", default="embedding", choices=JUDGE_KINDS,
                     help="the cheap default judge whose score range the picks cover (default embedding)")
     pk.add_argument("--lm", help="LM spec, for an LM --judge")
     pk.add_argument("--api-base")
@@ -1116,7 +1140,7 @@ def build_parser() -> argparse.ArgumentParser:
     _column_options(aud)
     aud.add_argument("--split", default="all", choices=("train", "dev", "test", "all"),
                      help="the split of the judge's seed to audit (default all items but the judge's demos)")
-    aud.add_argument("--probe", action="append", choices=sorted(_audit_probes()), help="run only this probe (repeatable)")
+    aud.add_argument("--probe", action="append", choices=sorted(PROBES), help="run only this probe (repeatable)")
     aud.add_argument("--limit", type=_count, help="audit at most N items (whole groups, in a seeded order)")
     aud.add_argument("--seed", type=_seed, default=0)
     aud.add_argument("--resamples", type=_count, default=1000)
@@ -1209,7 +1233,7 @@ def build_parser() -> argparse.ArgumentParser:
     nrp_cmd.set_defaults(handler=_nrp)
 
     repro = commands.add_parser("reproduce", help="recompute a published table from the raw data (self-check)")
-    repro.add_argument("table", choices=sorted(reproduce.TABLES))
+    repro.add_argument("table", choices=TABLES)
     repro.add_argument("--json", action="store_true", help='print {"rows": [{name, published, computed, ...}]}')
     repro.set_defaults(handler=_reproduce)
     return parser
@@ -1222,11 +1246,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_Redact())
-    if not args.verbose:  # Optuna logs every failed trial with its traceback; our own error line says it once
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
+        _refuse_special_inputs(args)
+        if not args.verbose:  # Optuna logs every failed trial with its traceback; our own error line says it once
+            import optuna
+
+            optuna.logging.set_verbosity(optuna.logging.ERROR)
         args.handler(args)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         sys.stdout = None
@@ -1243,6 +1268,20 @@ def main(argv: list[str] | None = None) -> int:
         _error(err, args)
         return EXIT_USER_ERROR
     return 0
+
+
+_INPUTS = {"config": "JSON file", "configs": "JSON file", "data": "data file", "labeled": "data file",
+           "instructions": "file", "criterion": "file"}
+
+
+def _refuse_special_inputs(args: argparse.Namespace) -> None:
+    """Refuse a device, FIFO or socket given as an input before any heavy import or work (each reader checks again)."""
+    for name, what in _INPUTS.items():
+        values = getattr(args, name, None)
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, (str, Path)) and os.path.exists(value) and not os.path.isdir(value) \
+                    and not stat.S_ISREG(os.stat(value).st_mode):
+                open_regular(value, what).close()  # raises FileKindError naming what the path is
 
 
 def _error(err: BaseException, args: argparse.Namespace) -> None:

@@ -56,6 +56,7 @@ def test_devices_and_fifos_as_any_input_exit_2_at_once_in_bounded_memory(tmp_pat
     done = run_python(f"""
         import contextlib, io, json, resource, time
         import judgetune, judgetune.cli
+        import judgetune._api  # the library's own import (load's) is not the refusal's cost; the CLI's needs no such import
         from judgetune.errors import JudgetuneError
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         out = []
