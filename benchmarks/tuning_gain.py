@@ -14,14 +14,16 @@ Testbeds (deterministic LMs, ``judgetune.testing.planted.TESTBEDS``): ``null`` (
 to noise; 40 dev items) and ``null-grouped`` (20 questions of 12 answers, 4 of them in dev) count the runs where
 the default shipped (goal: at least 95%); ``planted`` (a truly better instruction; 40 dev items) and
 ``planted-150`` (150 dev items) the runs where the gate passed and the test gain's interval is above 0
-(goals: 90% and 99%).
+(goals: 90% and 99%); ``planted-weak`` (a smaller planted gain at a user's sizes: 60 search, 80 dev, 150
+test items) measures the gate's power where it is not a certainty (no goal: a figure to compare gates by).
 
     python benchmarks/tuning_gain.py [--quick | --user] [--json] [--out PATH] [--sets ...] [--judges ...]
         [--trials N ...] [--testbeds NAME=N ...] [--no-sets] [--lm SPEC [--api-base URL]] [--fix KEY=VALUE ...]
-        [--search-items N] [--dev-items N] [--test-items N]
+        [--search-items N] [--dev-items N] [--test-items N] [--proposals N [--rounds R]]
 
 ``--user`` runs a user's sizes (60 search, 80 dev, 150 test items; a set with fewer labels gives fewer);
-``--lm SPEC`` the LM judges on that model, e.g. the grading model:
+``--lm SPEC`` the LM judges on that model, ``--proposals N`` has that model write N instructions per
+round (``RunSpec.proposals``; the proposer is the judge's LM), e.g. the grading model:
 
     python benchmarks/tuning_gain.py --user --no-testbeds --lm local:qwen1.5b --sets sts2012-msrpar stsb \\
         --judges rubric --fix reasoning=false --out benchmarks/results/tuning_gain-user-qwen1.5b.json
@@ -87,7 +89,9 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
             "mae_vs_constant": m["vs_constant"].get("mae"), "worse_than_constant": m["vs_constant"]["worse"],
             "gated": gain["gated"], "calibrator": config.calibrator["kind"] if config.calibrator else None,
             "gate_winner_trial": _winner_trial(m["selection"]), "gate_advantage": test.get("winner_advantage"),
-            "gate_low": test.get("lower_bound"), "gate_refused": test.get("refused"), "warning": gain.get("warning"),
+            "gate_low": test.get("lower_bound"), "gate_level": test.get("level"), "gate_refused": test.get("refused"),
+            "warning": gain.get("warning"),
+            "proposed": sum(i.get("round") is not None for i in m.get("proposals", {}).get("instructions", [])),
             "lm": config.lm["spec"] if config.lm else None,
             "lm_calls": m["search"]["lm_calls"] + m["selection"].get("lm_calls", 0), "seconds": round(seconds, 1)}
 
@@ -98,6 +102,13 @@ def _winner_trial(selection: dict[str, Any]) -> int | None:
     return None if winner is None else selection["rows"][winner]["number"]
 
 
+def _winner_interval(selection: dict[str, Any]) -> list[float | None] | None:
+    """The gate's interval of the tested challenger's dev advantage (both ends: the test at another level can
+    be read off them, the t interval being symmetric), or None."""
+    winner = (selection.get("test") or {}).get("winner")
+    return None if winner is None else selection["rows"][winner].get("advantage_dev_ci")
+
+
 def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, runs: str):
     """The gate's row, then the old rule's (a generator: each row as its run ends)."""
     for rule, gate in (("gate", "on"), ("old", "off")):
@@ -105,7 +116,8 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
         spec = RunSpec(name=f"gain-{dataset}-{judge}-{trials}-{gate}", judge=judge, data=dataset, seed=args.seed,
                        n_trials=trials, search_items=args.search_items, dev_items=args.dev_items,
                        test_items=args.test_items, fit_items=args.fit_items, gate=gate,
-                       per_question=args.per_question, fixed=dict(args.fix or {}), **lm)
+                       per_question=args.per_question, fixed=dict(args.fix or {}), proposals=args.proposals,
+                       rounds=args.rounds, **lm)
         start = time.perf_counter()
         config, _, _ = tune(spec, runs_dir=runs, progress=False, n_resamples=args.resamples)
         yield gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start)
@@ -136,7 +148,9 @@ def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None) 
         out["refused"] += test.get("refused") is not None
         out["details"].append({"seed": seed, "gated": gain["gated"], "dev_items": test.get("items"),
                                "dev_groups": test.get("groups"), "winner_advantage": test.get("winner_advantage"),
-                               "lower_bound": test.get("lower_bound"), "refused": test.get("refused"),
+                               "lower_bound": test.get("lower_bound"), "level": test.get("level"),
+                               "winner_interval": _winner_interval(metrics["selection"]),
+                               "refused": test.get("refused"),
                                "gain": gain["spearman"]})
         out["default_shipped_rate"] = out["default_shipped"] / out["runs"]
         out["gain_detected_rate"] = out["gain_detected"] / out["runs"]
@@ -154,7 +168,7 @@ def meta(args: argparse.Namespace) -> dict[str, Any]:
             "machine": f"{os.cpu_count()}-core {platform.machine()}, load {load} (shared: timings inflated)",
             "command": " ".join(["python", *sys.argv]), "quick": args.quick, "user": args.user,
             "lm": args.lm, "sizes": {"search": args.search_items, "dev": args.dev_items, "test": args.test_items},
-            "per_question": args.per_question}
+            "per_question": args.per_question, "proposals": args.proposals, "rounds": args.rounds}
 
 
 def _fixed(text: str) -> tuple[str, Any]:
@@ -192,10 +206,14 @@ def main() -> None:
     parser.add_argument("--judges", nargs="+", help="only these judges (of those that apply to each set)")
     parser.add_argument("--trials", type=int, nargs="+", help="trial budgets (default: 4 quick, 12 full)")
     parser.add_argument("--testbeds", nargs="+", metavar="NAME=N", type=_gate_testbeds,
-                        default=[("null", 200), ("null-grouped", 200), ("planted", 100), ("planted-150", 100)],
+                        default=[("null", 200), ("null-grouped", 200), ("planted", 100), ("planted-150", 100),
+                                 ("planted-weak", 100)],
                         help=f"seeded runs per gate testbed, of {', '.join(TESTBEDS)} (N=0: skip)")
     parser.add_argument("--no-sets", action="store_true", help="run the testbeds only")
     parser.add_argument("--no-testbeds", action="store_true", help="run the sets only")
+    parser.add_argument("--proposals", type=int, default=0,
+                        help="instructions the judge's LM proposes per round (default 0: no proposals)")
+    parser.add_argument("--rounds", type=int, default=2, help="proposal rounds (with --proposals)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit-items", type=int, default=None)
     parser.add_argument("--per-question", type=int, default=None,
