@@ -19,7 +19,7 @@ test items) measures the gate's power where it is not a certainty (no goal: a fi
 
     python benchmarks/tuning_gain.py [--quick | --user] [--json] [--out PATH] [--sets ...] [--judges ...]
         [--trials N ...] [--testbeds NAME=N ...] [--no-sets] [--lm SPEC [--api-base URL]] [--fix KEY=VALUE ...]
-        [--search-items N] [--dev-items N] [--test-items N] [--proposals N [--rounds R]]
+        [--search-items N] [--dev-items N] [--test-items N] [--proposals N [--rounds R]] [--criterion TEXT]
 
 ``--user`` runs a user's sizes (60 search, 80 dev, 150 test items; a set with fewer labels gives fewer);
 ``--lm SPEC`` the LM judges on that model, ``--proposals N`` has that model write N instructions per
@@ -117,6 +117,7 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
                        n_trials=trials, search_items=args.search_items, dev_items=args.dev_items,
                        test_items=args.test_items, fit_items=args.fit_items, gate=gate,
                        per_question=args.per_question, fixed=dict(args.fix or {}), proposals=args.proposals,
+                       criterion=args.criterion,
                        rounds=args.rounds, **lm)
         start = time.perf_counter()
         config, _, _ = tune(spec, runs_dir=runs, progress=False, n_resamples=args.resamples)
@@ -168,7 +169,8 @@ def meta(args: argparse.Namespace) -> dict[str, Any]:
             "machine": f"{os.cpu_count()}-core {platform.machine()}, load {load} (shared: timings inflated)",
             "command": " ".join(["python", *sys.argv]), "quick": args.quick, "user": args.user,
             "lm": args.lm, "sizes": {"search": args.search_items, "dev": args.dev_items, "test": args.test_items},
-            "per_question": args.per_question, "proposals": args.proposals, "rounds": args.rounds}
+            "per_question": args.per_question, "proposals": args.proposals, "rounds": args.rounds,
+            "criterion": args.criterion}
 
 
 def _fixed(text: str) -> tuple[str, Any]:
@@ -214,6 +216,8 @@ def main() -> None:
     parser.add_argument("--proposals", type=int, default=0,
                         help="instructions the judge's LM proposes per round (default 0: no proposals)")
     parser.add_argument("--rounds", type=int, default=2, help="proposal rounds (with --proposals)")
+    parser.add_argument("--criterion", help="the user's criterion (`judgetune tune --criterion`): the default judge's "
+                        "instruction and what proposals are written from")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit-items", type=int, default=None)
     parser.add_argument("--per-question", type=int, default=None,
