@@ -50,10 +50,14 @@ from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import numpy as np  # noqa: E402
 import optuna  # noqa: E402
+from scipy.stats import t as student_t  # noqa: E402
 
+from judgetune.stats import correlation  # noqa: E402
 from judgetune.testing.planted import TESTBEDS, gate_testbed  # noqa: E402
 from judgetune.tuning import RunSpec, tune  # noqa: E402
+from judgetune.tuning._selection import Scored, pseudo_values  # noqa: E402
 
 # the sets of the issue, each with the judges that apply (embedding: the cheap control)
 GRADED = ("hybrid", "rubric", "embedding")
@@ -161,6 +165,62 @@ def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None) 
     return out
 
 
+# the cross-fitting simulation: a default and 4 challengers whose scores are the truth times a signal, noise
+# they share and their own noise; scenarios by the challengers' signals (the default's is 0.6)
+SIM_SCENARIOS = {"null": (0.6, 0.6, 0.6, 0.6), "one better": (0.6, 0.6, 0.6, 0.85),
+                 "two better": (0.6, 0.6, 0.8, 0.85), "weak": (0.6, 0.6, 0.6, 0.75)}
+
+
+def _lower_ends(pseudo: np.ndarray, estimate: float) -> dict[str, bool]:
+    """Whether the t lower bound of ``estimate`` over ``pseudo`` is above 0, two-sided 95% and one-sided 95%."""
+    se = pseudo.std(ddof=1) / np.sqrt(pseudo.size)
+    return {level: bool(estimate - student_t.ppf(q, pseudo.size - 1) * se > 0)
+            for level, q in (("two-sided 95%", 0.975), ("one-sided 95%", 0.95))}
+
+
+def _sim_draw(signal: tuple[float, ...], rng: np.random.Generator, n_search: int, n_dev: int) -> dict[str, bool]:
+    """One draw: the gate (choose on the search items, confirm on dev) and cross-fitting within dev (choose on
+    the search items and one half of dev, confirm on the other half, and the other way round; every dev item
+    confirms once, the held-out advantages pooled), each at both levels."""
+    n = n_search + n_dev
+    gold, shared = rng.normal(size=n), rng.normal(size=n)
+    raws = np.stack([gold * s + shared + rng.normal(size=n) * 0.8 for s in (0.6, *signal)])
+
+    def chosen(idx: np.ndarray) -> int | None:
+        rho = [correlation(r[idx], gold[idx]) for r in raws]
+        best = int(np.argmax(rho[1:])) + 1
+        return best if rho[best] > rho[0] else None
+
+    def advantage(j: int, idx: np.ndarray) -> tuple[float, np.ndarray]:
+        whole, pseudo = pseudo_values("spearman", [Scored({}, r[idx], r[idx], None, 0.0) for r in (raws[0], raws[j])],
+                                      gold[idx])
+        return float(whole[1] - whole[0]), pseudo[:, 1] - pseudo[:, 0]
+
+    search, dev = np.arange(n_search), np.arange(n_search, n)
+    out = dict.fromkeys(["gate " + k for k in ("two-sided 95%", "one-sided 95%")]
+                        + ["cross-fit " + k for k in ("two-sided 95%", "one-sided 95%")], False)
+    if (j := chosen(search)) is not None:
+        estimate, pseudo = advantage(j, dev)
+        out.update({"gate " + k: v for k, v in _lower_ends(pseudo, estimate).items()})
+    halves = np.array_split(rng.permutation(dev), 2)
+    picks = [chosen(np.concatenate([search, halves[1 - h]])) for h in (0, 1)]
+    if None not in picks:
+        parts = [advantage(j, halves[h]) for h, j in enumerate(picks)]
+        estimate = float(np.mean([p[0] for p in parts]))
+        out.update({"cross-fit " + k: v for k, v in _lower_ends(np.concatenate([p[1] for p in parts]), estimate).items()})
+    return out
+
+
+def crossfit_simulation(draws: int, *, n_search: int = 60, n_dev: int = 80, seed: int = 0) -> dict[str, Any]:
+    """How often each rule ships a challenger (a pass) in ``draws`` simulated runs of each scenario."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, Any] = {"draws": draws, "n_search": n_search, "n_dev": n_dev, "scenarios": {}}
+    for name, signal in SIM_SCENARIOS.items():
+        runs = [_sim_draw(signal, rng, n_search, n_dev) for _ in range(draws)]
+        out["scenarios"][name] = {"signals": signal, **{k: sum(r[k] for r in runs) / draws for k in runs[0]}}
+    return out
+
+
 def meta(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(__file__).resolve().parents[1]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout
@@ -212,6 +272,8 @@ def main() -> None:
                                  ("planted-weak", 100)],
                         help=f"seeded runs per gate testbed, of {', '.join(TESTBEDS)} (N=0: skip)")
     parser.add_argument("--no-sets", action="store_true", help="run the testbeds only")
+    parser.add_argument("--crossfit-sim", type=int, default=0, metavar="DRAWS",
+                        help="simulate the gate against cross-fitting within dev (DRAWS runs per scenario)")
     parser.add_argument("--no-testbeds", action="store_true", help="run the sets only")
     parser.add_argument("--proposals", type=int, default=0,
                         help="instructions the judge's LM proposes per round (default 0: no proposals)")
@@ -239,6 +301,11 @@ def main() -> None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 
+    if args.crossfit_sim:
+        result["simulation"] = crossfit_simulation(args.crossfit_sim, n_search=args.search_items, n_dev=args.dev_items,
+                                                   seed=args.seed)
+        print(f"simulation: {json.dumps(result['simulation'])}", file=sys.stderr, flush=True)
+        save()
     with tempfile.TemporaryDirectory() as folder:
         for name, runs in [] if args.no_testbeds else args.testbeds:
             if runs:
