@@ -279,6 +279,9 @@ def test_the_gate_is_a_one_sided_test_at_five_percent():
     assert test["winner_advantage"] == pytest.approx(0.5)
     assert test["lower_bound"] == pytest.approx(0.5 - student_t.ppf(0.95, n - 1) * se) and test["lower_bound"] > 0
     assert test["alpha"] == 0.05 and test["confidence"] == pytest.approx(0.90)
+    rows = [{"number": 0, "search_figure": 0.5}, {"number": 3, "search_figure": 0.6, "advantage_dev_ci": [0.01, 0.99]}]
+    line = gate_line({"gate": "on", "rule": "mae", "rows": rows, "test": {**test, "winner": 1}})
+    assert "(jackknife t over items, 90% interval, one-sided 95% lower bound); it shipped" in line
 
 
 def test_a_null_challenger_passes_at_most_about_five_percent_of_the_time():
