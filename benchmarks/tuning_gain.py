@@ -14,14 +14,16 @@ Testbeds (deterministic LMs, ``judgetune.testing.planted.TESTBEDS``): ``null`` (
 to noise; 40 dev items) and ``null-grouped`` (20 questions of 12 answers, 4 of them in dev) count the runs where
 the default shipped (goal: at least 95%); ``planted`` (a truly better instruction; 40 dev items) and
 ``planted-150`` (150 dev items) the runs where the gate passed and the test gain's interval is above 0
-(goals: 90% and 99%).
+(goals: 90% and 99%); ``planted-weak`` (a smaller planted gain at a user's sizes: 60 search, 80 dev, 150
+test items) measures the gate's power where it is not a certainty (no goal: a figure to compare gates by).
 
     python benchmarks/tuning_gain.py [--quick | --user] [--json] [--out PATH] [--sets ...] [--judges ...]
         [--trials N ...] [--testbeds NAME=N ...] [--no-sets] [--lm SPEC [--api-base URL]] [--fix KEY=VALUE ...]
-        [--search-items N] [--dev-items N] [--test-items N]
+        [--search-items N] [--dev-items N] [--test-items N] [--proposals N [--rounds R]] [--criterion TEXT]
 
 ``--user`` runs a user's sizes (60 search, 80 dev, 150 test items; a set with fewer labels gives fewer);
-``--lm SPEC`` the LM judges on that model, e.g. the grading model:
+``--lm SPEC`` the LM judges on that model, ``--proposals N`` has that model write N instructions per
+round (``RunSpec.proposals``; the proposer is the judge's LM), e.g. the grading model:
 
     python benchmarks/tuning_gain.py --user --no-testbeds --lm local:qwen1.5b --sets sts2012-msrpar stsb \\
         --judges rubric --fix reasoning=false --out benchmarks/results/tuning_gain-user-qwen1.5b.json
@@ -48,10 +50,14 @@ from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import numpy as np  # noqa: E402
 import optuna  # noqa: E402
+from scipy.stats import t as student_t  # noqa: E402
 
+from judgetune.stats import correlation  # noqa: E402
 from judgetune.testing.planted import TESTBEDS, gate_testbed  # noqa: E402
 from judgetune.tuning import RunSpec, tune  # noqa: E402
+from judgetune.tuning._selection import Scored, pseudo_values  # noqa: E402
 
 # the sets of the issue, each with the judges that apply (embedding: the cheap control)
 GRADED = ("hybrid", "rubric", "embedding")
@@ -86,8 +92,11 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
             "tuned_mae": m["test"].get("mae"), "constant_mae": m["baselines"]["constant"].get("mae"),
             "mae_vs_constant": m["vs_constant"].get("mae"), "worse_than_constant": m["vs_constant"]["worse"],
             "gated": gain["gated"], "calibrator": config.calibrator["kind"] if config.calibrator else None,
-            "gate_winner_trial": _winner_trial(m["selection"]), "gate_advantage": test.get("winner_advantage"),
-            "gate_low": test.get("lower_bound"), "gate_refused": test.get("refused"), "warning": gain.get("warning"),
+            "shipped_trial": m["selection"].get("chosen_trial"), "gate_winner_trial": _winner_trial(m["selection"]),
+            "gate_advantage": test.get("winner_advantage"),
+            "gate_low": test.get("lower_bound"), "gate_level": test.get("level"), "gate_refused": test.get("refused"),
+            "warning": gain.get("warning"),
+            "proposed": sum(i.get("round") is not None for i in m.get("proposals", {}).get("instructions", [])),
             "lm": config.lm["spec"] if config.lm else None,
             "lm_calls": m["search"]["lm_calls"] + m["selection"].get("lm_calls", 0), "seconds": round(seconds, 1)}
 
@@ -98,6 +107,13 @@ def _winner_trial(selection: dict[str, Any]) -> int | None:
     return None if winner is None else selection["rows"][winner]["number"]
 
 
+def _winner_interval(selection: dict[str, Any]) -> list[float | None] | None:
+    """The gate's interval of the tested challenger's dev advantage (both ends: the test at another level can
+    be read off them, the t interval being symmetric), or None."""
+    winner = (selection.get("test") or {}).get("winner")
+    return None if winner is None else selection["rows"][winner].get("advantage_dev_ci")
+
+
 def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, runs: str):
     """The gate's row, then the old rule's (a generator: each row as its run ends)."""
     for rule, gate in (("gate", "on"), ("old", "off")):
@@ -105,7 +121,9 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
         spec = RunSpec(name=f"gain-{dataset}-{judge}-{trials}-{gate}", judge=judge, data=dataset, seed=args.seed,
                        n_trials=trials, search_items=args.search_items, dev_items=args.dev_items,
                        test_items=args.test_items, fit_items=args.fit_items, gate=gate,
-                       per_question=args.per_question, fixed=dict(args.fix or {}), **lm)
+                       per_question=args.per_question, fixed=dict(args.fix or {}), proposals=args.proposals,
+                       criterion=args.criterion,
+                       rounds=args.rounds, **lm)
         start = time.perf_counter()
         config, _, _ = tune(spec, runs_dir=runs, progress=False, n_resamples=args.resamples)
         yield gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start)
@@ -136,13 +154,71 @@ def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None) 
         out["refused"] += test.get("refused") is not None
         out["details"].append({"seed": seed, "gated": gain["gated"], "dev_items": test.get("items"),
                                "dev_groups": test.get("groups"), "winner_advantage": test.get("winner_advantage"),
-                               "lower_bound": test.get("lower_bound"), "refused": test.get("refused"),
+                               "lower_bound": test.get("lower_bound"), "level": test.get("level"),
+                               "winner_interval": _winner_interval(metrics["selection"]),
+                               "refused": test.get("refused"),
                                "gain": gain["spearman"]})
         out["default_shipped_rate"] = out["default_shipped"] / out["runs"]
         out["gain_detected_rate"] = out["gain_detected"] / out["runs"]
         out["seconds_per_run"] = round((time.perf_counter() - start) / out["runs"], 1)
         if save is not None:
             save()
+    return out
+
+
+# the cross-fitting simulation: a default and 4 challengers whose scores are the truth times a signal, noise
+# they share and their own noise; scenarios by the challengers' signals (the default's is 0.6)
+SIM_SCENARIOS = {"null": (0.6, 0.6, 0.6, 0.6), "one better": (0.6, 0.6, 0.6, 0.85),
+                 "two better": (0.6, 0.6, 0.8, 0.85), "weak": (0.6, 0.6, 0.6, 0.75)}
+
+
+def _lower_ends(pseudo: np.ndarray, estimate: float) -> dict[str, bool]:
+    """Whether the t lower bound of ``estimate`` over ``pseudo`` is above 0, two-sided 95% and one-sided 95%."""
+    se = pseudo.std(ddof=1) / np.sqrt(pseudo.size)
+    return {level: bool(estimate - student_t.ppf(q, pseudo.size - 1) * se > 0)
+            for level, q in (("two-sided 95%", 0.975), ("one-sided 95%", 0.95))}
+
+
+def _sim_draw(signal: tuple[float, ...], rng: np.random.Generator, n_search: int, n_dev: int) -> dict[str, bool]:
+    """One draw: the gate (choose on the search items, confirm on dev) and cross-fitting within dev (choose on
+    the search items and one half of dev, confirm on the other half, and the other way round; every dev item
+    confirms once, the held-out advantages pooled), each at both levels."""
+    n = n_search + n_dev
+    gold, shared = rng.normal(size=n), rng.normal(size=n)
+    raws = np.stack([gold * s + shared + rng.normal(size=n) * 0.8 for s in (0.6, *signal)])
+
+    def chosen(idx: np.ndarray) -> int | None:
+        rho = [correlation(r[idx], gold[idx]) for r in raws]
+        best = int(np.argmax(rho[1:])) + 1
+        return best if rho[best] > rho[0] else None
+
+    def advantage(j: int, idx: np.ndarray) -> tuple[float, np.ndarray]:
+        whole, pseudo = pseudo_values("spearman", [Scored({}, r[idx], r[idx], None, 0.0) for r in (raws[0], raws[j])],
+                                      gold[idx])
+        return float(whole[1] - whole[0]), pseudo[:, 1] - pseudo[:, 0]
+
+    search, dev = np.arange(n_search), np.arange(n_search, n)
+    out = dict.fromkeys(["gate " + k for k in ("two-sided 95%", "one-sided 95%")]
+                        + ["cross-fit " + k for k in ("two-sided 95%", "one-sided 95%")], False)
+    if (j := chosen(search)) is not None:
+        estimate, pseudo = advantage(j, dev)
+        out.update({"gate " + k: v for k, v in _lower_ends(pseudo, estimate).items()})
+    halves = np.array_split(rng.permutation(dev), 2)
+    picks = [chosen(np.concatenate([search, halves[1 - h]])) for h in (0, 1)]
+    if None not in picks:
+        parts = [advantage(j, halves[h]) for h, j in enumerate(picks)]
+        estimate = float(np.mean([p[0] for p in parts]))
+        out.update({"cross-fit " + k: v for k, v in _lower_ends(np.concatenate([p[1] for p in parts]), estimate).items()})
+    return out
+
+
+def crossfit_simulation(draws: int, *, n_search: int = 60, n_dev: int = 80, seed: int = 0) -> dict[str, Any]:
+    """How often each rule ships a challenger (a pass) in ``draws`` simulated runs of each scenario."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, Any] = {"draws": draws, "n_search": n_search, "n_dev": n_dev, "scenarios": {}}
+    for name, signal in SIM_SCENARIOS.items():
+        runs = [_sim_draw(signal, rng, n_search, n_dev) for _ in range(draws)]
+        out["scenarios"][name] = {"signals": signal, **{k: sum(r[k] for r in runs) / draws for k in runs[0]}}
     return out
 
 
@@ -154,7 +230,8 @@ def meta(args: argparse.Namespace) -> dict[str, Any]:
             "machine": f"{os.cpu_count()}-core {platform.machine()}, load {load} (shared: timings inflated)",
             "command": " ".join(["python", *sys.argv]), "quick": args.quick, "user": args.user,
             "lm": args.lm, "sizes": {"search": args.search_items, "dev": args.dev_items, "test": args.test_items},
-            "per_question": args.per_question}
+            "per_question": args.per_question, "proposals": args.proposals, "rounds": args.rounds,
+            "criterion": args.criterion}
 
 
 def _fixed(text: str) -> tuple[str, Any]:
@@ -192,10 +269,18 @@ def main() -> None:
     parser.add_argument("--judges", nargs="+", help="only these judges (of those that apply to each set)")
     parser.add_argument("--trials", type=int, nargs="+", help="trial budgets (default: 4 quick, 12 full)")
     parser.add_argument("--testbeds", nargs="+", metavar="NAME=N", type=_gate_testbeds,
-                        default=[("null", 200), ("null-grouped", 200), ("planted", 100), ("planted-150", 100)],
+                        default=[("null", 200), ("null-grouped", 200), ("planted", 100), ("planted-150", 100),
+                                 ("planted-weak", 100)],
                         help=f"seeded runs per gate testbed, of {', '.join(TESTBEDS)} (N=0: skip)")
     parser.add_argument("--no-sets", action="store_true", help="run the testbeds only")
+    parser.add_argument("--crossfit-sim", type=int, default=0, metavar="DRAWS",
+                        help="simulate the gate against cross-fitting within dev (DRAWS runs per scenario)")
     parser.add_argument("--no-testbeds", action="store_true", help="run the sets only")
+    parser.add_argument("--proposals", type=int, default=0,
+                        help="instructions the judge's LM proposes per round (default 0: no proposals)")
+    parser.add_argument("--rounds", type=int, default=2, help="proposal rounds (with --proposals)")
+    parser.add_argument("--criterion", help="the user's criterion (`judgetune tune --criterion`): the default judge's "
+                        "instruction and what proposals are written from")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit-items", type=int, default=None)
     parser.add_argument("--per-question", type=int, default=None,
@@ -217,6 +302,11 @@ def main() -> None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 
+    if args.crossfit_sim:
+        result["simulation"] = crossfit_simulation(args.crossfit_sim, n_search=args.search_items, n_dev=args.dev_items,
+                                                   seed=args.seed)
+        print(f"simulation: {json.dumps(result['simulation'])}", file=sys.stderr, flush=True)
+        save()
     with tempfile.TemporaryDirectory() as folder:
         for name, runs in [] if args.no_testbeds else args.testbeds:
             if runs:

@@ -253,3 +253,45 @@ def test_pyproject_minimums_have_the_apis_the_code_calls():
         assert minimum["scipy"] >= (1, 15)  # permutation_test(rng=) is scipy 1.15's
     if "GroupKFold(" in source and "shuffle=" in source:
         assert minimum["scikit-learn"] >= (1, 6)  # GroupKFold(shuffle=) is scikit-learn 1.6's
+
+
+# the gate's level: one-sided 5% (the lower end of a 90% t interval), and no more than that on null challengers
+
+
+def test_the_gate_is_a_one_sided_test_at_five_percent():
+    """A paired MAE edge whose t statistic lies between the one-sided 95% and 97.5% quantiles passes: the old
+    gate (the lower end of a two-sided 95% interval) kept the default here."""
+    from scipy.stats import t as student_t
+
+    rng = np.random.default_rng(0)
+    n = 40
+    gold = (np.arange(n) % 6).astype(float)
+    z = rng.normal(size=n)
+    z = (z - z.mean()) / z.std(ddof=1)  # mean 0, sd 1 exactly
+    stat = (student_t.ppf(0.95, n - 1) + student_t.ppf(0.975, n - 1)) / 2
+    edge = 0.5 + z * 0.5 * np.sqrt(n) / stat  # the default's extra error on each item: mean 0.5, t statistic `stat`
+    challenger = scored(gold + 10.0)  # error 10 on every item
+    default = scored(gold + 10.0 + edge)  # edge > -10: its error is 10 + edge
+    test = gate("mae", [default, challenger], gold, None, [1], 1)
+    se = edge.std(ddof=1) / np.sqrt(n)
+    assert 0.5 - student_t.ppf(0.975, n - 1) * se < 0  # the lower end of a two-sided 95% interval: below 0
+    assert test["passed"] and not test["guard"]["worse"]
+    assert test["winner_advantage"] == pytest.approx(0.5)
+    assert test["lower_bound"] == pytest.approx(0.5 - student_t.ppf(0.95, n - 1) * se) and test["lower_bound"] > 0
+    assert test["alpha"] == 0.05 and test["confidence"] == pytest.approx(0.90)
+    rows = [{"number": 0, "search_figure": 0.5}, {"number": 3, "search_figure": 0.6, "advantage_dev_ci": [0.01, 0.99]}]
+    line = gate_line({"gate": "on", "rule": "mae", "rows": rows, "test": {**test, "winner": 1}})
+    assert "(jackknife t over items, 90% interval, one-sided 95% lower bound); it shipped" in line
+
+
+def test_a_null_challenger_passes_at_most_about_five_percent_of_the_time():
+    """Two judges with the same noise, 400 draws of 60 items: the jackknife t gate passes the challenger in at
+    most 7.5% of them (5% nominal; 2,000 draws gave 3.6% without shared noise and 4.3% with it)."""
+    passed = 0
+    for seed in range(400):
+        rng = np.random.default_rng(seed)
+        gold = rng.integers(0, 6, 60).astype(float)
+        base = gold + rng.normal(0, seed % 2, 60)  # half the draws: noise the two judges share
+        a, b = (scored(base + rng.normal(0, 1.5, 60)) for _ in range(2))
+        passed += gate("spearman", [a, b], gold, None, [1], 1)["passed"]
+    assert passed / 400 <= 0.075

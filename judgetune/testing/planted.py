@@ -144,11 +144,15 @@ GATE_SPEC = {"judge": "rubric", "fixed": {"reasoning": False, "scoring": "expect
 
 # the gate's testbeds (benchmarks/tuning_gain.py measures their rates; tests run a few seeds): the LM kind,
 # the items and the run settings beyond GATE_SPEC. "null" and "planted" at the benchmark's quick dev size (40
-# items); "null-grouped": 20 questions of 12 answers, 4 of them in dev; "planted-150": 150 dev items.
+# items); "null-grouped": 20 questions of 12 answers, 4 of them in dev; "planted-150": 150 dev items;
+# "planted-weak": a smaller boost (0.07) at a user's sizes.
 TESTBEDS = {"null": {"kind": "null", "items": GATE_ITEMS, "spec": {"dev_items": 40}},
             "null-grouped": {"kind": "null", "items": 240, "per_group": 12, "spec": {}},
             "planted": {"kind": "planted", "items": GATE_ITEMS, "spec": {"dev_items": 40}},
-            "planted-150": {"kind": "planted", "items": 750, "spec": {"dev_items": 150, "test_items": 100}}}
+            "planted-150": {"kind": "planted", "items": 750, "spec": {"dev_items": 150, "test_items": 100}},
+            # a small planted gain at a user's sizes (60 search, 80 dev, 150 test items): the gate's power
+            "planted-weak": {"kind": "planted", "items": 750, "boost": 0.07,
+                             "spec": {"search_items": 60, "dev_items": 80, "test_items": 150}}}
 
 
 class GateLM(PlantedLM):
@@ -161,12 +165,13 @@ class GateLM(PlantedLM):
         self.base, self.boost, self.salt = base, boost, salt
 
     @classmethod
-    def for_testbed(cls, examples: Sequence[Example], kind: str, seed: int) -> GateLM:
-        """The LM of the ``"null"`` or ``"planted"`` testbed for run ``seed`` on these items."""
+    def for_testbed(cls, examples: Sequence[Example], kind: str, seed: int, boost: float = 0.35) -> GateLM:
+        """The LM of the ``"null"`` or ``"planted"`` testbed (``boost`` on the planted instruction) for run
+        ``seed`` on these items."""
         if kind not in ("null", "planted"):
             raise ValueError(f"testbed must be 'null' or 'planted', got {kind!r}")
         number = {e.id: ITEM.search(e.answer).group(1) for e in examples}
-        return cls({number[e.id]: e.label for e in examples}, boost=0.35 if kind == "planted" else 0.0,
+        return cls({number[e.id]: e.label for e in examples}, boost=boost if kind == "planted" else 0.0,
                    salt=f"{kind}:{seed}:")
 
     def signal(self, messages: list[dict]) -> float:
@@ -184,4 +189,4 @@ def gate_testbed(name: str, seed: int, folder) -> tuple[dict, GateLM]:
     data = f"{folder}/{name}{seed}.jsonl"
     write_examples(data, examples)
     spec = {"name": f"{name}{seed}", "data": data, "seed": seed, **GATE_SPEC, **bed["spec"]}
-    return spec, GateLM.for_testbed(examples, bed["kind"], seed)
+    return spec, GateLM.for_testbed(examples, bed["kind"], seed, **({"boost": bed["boost"]} if "boost" in bed else {}))

@@ -206,7 +206,8 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
     low, high = win.get("advantage_dev_ci") or (None, None)
     line = (f"gate: trial {win['number']}, best on the search items ({win['search_figure']:.3f} vs the default's "
             f"{rows[0]['search_figure']:.3f}), had a dev advantage of {fmt(test.get('winner_advantage'))} "
-            f"[{fmt(low)}, {fmt(high)}] in {name} on {test.get('items')} dev items ({test.get('method')}, 95%)")
+            f"[{fmt(low)}, {fmt(high)}] in {name} on {test.get('items')} dev items ({test.get('method')}, "
+            f"{test.get('level', '95%')})")
     guard = test.get("guard") or {}
     if test.get("passed"):
         return line + "; it shipped"

@@ -9,14 +9,15 @@ MAE, or the Spearman of the raw scores (per group, averaged, where the data has 
 
 The gate: one challenger, the one with the best figure on the **search items** (where it must beat
 the default), is confirmed on the **dev items** alone, which took no part in choosing it, by one
-paired test: it replaces the default only if the lower end of the 95% interval of its dev advantage
-is above zero, and its other objective is not worse than the default's beyond noise (the interval
-of that advantage is not wholly below zero). Challengers never picked cost nothing. The interval is
-a Student t interval over the per-question differences where the data has questions (valid with
-few of them when the differences are roughly normal; fewer than ``MIN_GATE_GROUPS`` dev questions:
-the gate refuses and the default ships), else a t interval over the items' jackknife pseudo-values
-of the difference (fewer than ``MIN_GATE_ITEMS`` dev items: refused; a percentile bootstrap at 40 dev
-items passed a null challenger in 4 of 64 tests, not 2.5%). ``spec.gate == "off"`` keeps the old rule (``select_on_dev``).
+paired one-sided test at level ``ALPHA`` (5%): it replaces the default only if the lower end of the
+90% interval of its dev advantage (a one-sided 95% lower bound) is above zero, and its other
+objective is not worse than the default's beyond noise (the 90% interval of that advantage is not
+wholly below zero). Challengers never picked cost nothing. The interval is a Student t interval
+over the per-question differences where the data has questions (valid with few of them when the
+differences are roughly normal; fewer than ``MIN_GATE_GROUPS`` dev questions: the gate refuses and
+the default ships), else a t interval over the items' jackknife pseudo-values of the difference
+(fewer than ``MIN_GATE_ITEMS`` dev items: refused; a percentile bootstrap at 40 dev items passed a
+null challenger in 4 of 64 tests, not 2.5%). ``spec.gate == "off"`` keeps the old rule (``select_on_dev``).
 
 Failures, one rule (``filled``): a failed judgment is scored as a guess of the median (its raw
 score the median of the judge's parsed raw scores, its calibrated one the labels' median), in
@@ -35,12 +36,11 @@ from typing import Any
 
 import numpy as np
 import optuna
-from scipy.stats import rankdata
 from scipy.stats import t as student_t
 
 from judgetune.calibration import cross_fitted
 from judgetune.datasets import Example, groups_of
-from judgetune.stats import correlation
+from judgetune.stats import correlation, spearman_rows
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import default_params, judge_for, settled_params
@@ -49,7 +49,9 @@ from judgetune.tuning._splits import Splits
 
 Reject = Callable[[dict[str, Any]], "str | None"]  # a candidate's row -> why it may not ship, or None
 log = logging.getLogger(__name__)
-CONFIDENCE = 0.95  # the gate: the lower end of a 95% paired interval (one-sided 97.5%)
+ALPHA = 0.05  # the gate's one-sided level: a challenger no better than the default passes at most 5% of its tests
+CONFIDENCE = 1 - 2 * ALPHA  # the gate's two-sided interval (90%): its lower end is the one-sided 95% lower bound
+LEVEL = f"{CONFIDENCE:.0%} interval, one-sided {1 - ALPHA:.0%} lower bound"  # how the record and the CLI name it
 MIN_GATE_GROUPS = 3  # dev questions: fewer, and the gate refuses (a t interval over 2 differences says little)
 MIN_GATE_ITEMS = 20  # dev items without questions: fewer, and the gate refuses
 
@@ -160,13 +162,12 @@ def unit_values(rule: str, scored: Scored, gold: np.ndarray, units: Sequence[np.
     return np.array([np.nan if (v := correlation(raw[u], gold[u])) is None else v for u in units])
 
 
-def _rank_correlations(columns: np.ndarray) -> np.ndarray:
-    """Spearman of column 0 with each other column (NaN where one is constant)."""
-    ranks = rankdata(columns, axis=0)
-    centred = ranks - ranks.mean(axis=0)
-    norms = np.sqrt((centred ** 2).sum(axis=0))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (centred[:, 1:] * centred[:, :1]).sum(axis=0) / (norms[1:] * norms[0])
+def _rank_correlations(gold: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Spearman of ``gold`` (shape ``(..., n)``) with each candidate's ``scores`` (shape ``(..., C, n)``), shape
+    ``(..., C)``, by ``judgetune.stats.spearman_rows`` (NaN where either is constant)."""
+    gold = np.broadcast_to(gold[..., None, :], scores.shape)
+    return spearman_rows(scores.reshape(-1, scores.shape[-1]), gold.reshape(-1, scores.shape[-1])).reshape(
+        scores.shape[:-1])
 
 
 def pseudo_values(rule: str, scored: Sequence[Scored], gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -176,10 +177,12 @@ def pseudo_values(rule: str, scored: Sequence[Scored], gold: np.ndarray) -> tupl
     if rule == "mae":
         errors = np.column_stack([np.abs(c.pred - gold) for c in scored])  # (n, C)
         return -errors.mean(axis=0), -errors
-    columns = np.column_stack([gold, *[filled(c.raw) for c in scored]])  # (n, 1 + C)
+    scores = np.stack([filled(c.raw) for c in scored])  # (C, n)
     n = len(gold)
-    whole = _rank_correlations(columns)
-    left_out = np.stack([_rank_correlations(np.delete(columns, i, axis=0)) for i in range(n)])  # (n, C)
+    keep = ~np.eye(n, dtype=bool)  # row i: every item but i
+    left_out = _rank_correlations(np.stack([gold[k] for k in keep]),
+                                  np.stack([scores[:, k] for k in keep]))  # (n, C)
+    whole = _rank_correlations(gold, scores)
     return whole, n * whole - (n - 1) * left_out
 
 
@@ -195,7 +198,7 @@ def _t_interval(estimate: float, values: np.ndarray) -> list[float | None]:
 def paired_advantages(rule: str, scored: Sequence[Scored], gold: np.ndarray,
                       groups: Sequence[str] | None) -> list[dict[str, Any]]:
     """Each candidate's advantage over candidate 0 (the default) on these items, higher is better (for MAE,
-    the default's MAE minus the candidate's), with its paired 95% Student t interval.
+    the default's MAE minus the candidate's), with its paired Student t interval (``CONFIDENCE``, 90%).
 
     With groups: the mean over questions of the per-question difference, on the questions where the
     objective is defined for both (paired: a question undefined for either is dropped for both), the t
@@ -223,12 +226,14 @@ def paired_advantages(rule: str, scored: Sequence[Scored], gold: np.ndarray,
 def gate(rule: str, scored: Sequence[Scored], gold: np.ndarray, groups: Sequence[str] | None, challengers: list[int],
          winner: int | None) -> dict[str, Any]:
     """The paired test of ``winner`` (an index into ``scored``, chosen on other items; 0 is the default) on
-    these items: it passes when the lower end of its advantage's 95% interval is above 0 and its other
-    objective's interval is not wholly below 0. Returns the figures, ``passed``, ``refused`` (why no test
-    could be made, or None) and each challenger's paired advantage and interval (descriptive)."""
+    these items: it passes when the lower end of its advantage's 90% interval (a one-sided 95% bound) is
+    above 0 and its other objective's interval is not wholly below 0. Returns the figures, ``passed``,
+    ``refused`` (why no test could be made, or None) and each challenger's paired advantage and interval
+    (descriptive)."""
     units = len(_units(groups, len(gold)))
     out: dict[str, Any] = {"items": len(gold), "groups": units if groups else None, "challengers": len(challengers),
-                           "confidence": CONFIDENCE, "winner": winner, "advantage": {}, "interval": {},
+                           "confidence": CONFIDENCE, "alpha": ALPHA, "level": LEVEL, "winner": winner,
+                           "advantage": {}, "interval": {},
                            "method": "t over questions" if groups else "jackknife t over items", "refused": None}
     figures = paired_advantages(rule, scored, gold, groups)
     for j in challengers:
