@@ -1056,7 +1056,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--rescore", type=int, default=4, help="strongest trials (by search figures) scored on every "
                       "non-test item beside the default judge before choosing")
     tune.add_argument("--gate", default="on", choices=GATES, help="on: a tuned judge replaces the default only "
-                      "on a gain that holds at 95%% (see docs/tuning.md); off: the old rule, best dev figure wins")
+                      "on a dev gain above zero by a one-sided 5%% test (see docs/tuning.md); off: the old "
+                      "rule, best dev figure wins")
     tune.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
                       help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "
                            "(repeatable; with --gate on; see docs/audit.md)")
