@@ -1,0 +1,24 @@
+"""The ``judgetune`` command: a thin layer over the public API, one small function per command.
+
+Importing it is light (no judge, dspy, scipy or scikit-learn): those load when a command needs them, so ``--help`` and a
+refused input answer at once.
+"""
+
+from judgetune.cli._main import main
+from judgetune.cli._options import (
+    EXIT_INTERRUPTED,
+    EXIT_NOTHING_JUDGED,
+    EXIT_USER_ERROR,
+    GATES,
+    JUDGE_KINDS,
+    PICK_RULES,
+    PROBES,
+    PROTOCOLS,
+    SAMPLERS,
+    TABLES,
+    _text_or_file,
+)
+from judgetune.cli._parser import build_parser
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_NOTHING_JUDGED", "EXIT_USER_ERROR", "GATES", "JUDGE_KINDS", "PICK_RULES", "PROBES",
+           "PROTOCOLS", "SAMPLERS", "TABLES", "_text_or_file", "build_parser", "main"]

