@@ -413,13 +413,7 @@ def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "loca
     from judgetune.judges import judge_class
 
     judge_class(judge)  # an unknown kind is refused before the data is read or a run folder is made
-    if not isinstance(name, str) or not tuning.RUN_NAME.fullmatch(name) or ".." in name:  # never a path out of runs_dir
-        raise SettingsError(f"name: expected a plain run name (letters, digits, '.', '_', '-'; no path, no '..'), "
-                            f"found {name!r}")
-    known = sorted(set(tuning.RunSpec.__dataclass_fields__) - {"name", "judge", "data", "lm", "fields", "label"})
-    unknown = sorted(set(settings) - set(known))
-    if unknown:
-        raise SettingsError(f"unknown setting(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    _check_run_settings(name, settings)
     run_dir = Path(runs_dir) / name
     created = not run_dir.exists()
     data_arg = _data_file(data, run_dir, write=False)  # the settings are checked before anything is written
@@ -451,6 +445,18 @@ def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "loca
 
         write_report(run_dir, study=study, config=config)
     return TunedJudge(config, study=study, run_dir=run_dir, lm=model if owned else None)
+
+
+def _check_run_settings(name: Any, settings: dict[str, Any]) -> None:
+    from judgetune import tuning
+
+    if not isinstance(name, str) or not tuning.RUN_NAME.fullmatch(name) or ".." in name:  # never a path out of runs_dir
+        raise SettingsError(f"name: expected a plain run name (letters, digits, '.', '_', '-'; no path, no '..'), "
+                            f"found {name!r}")
+    known = sorted(set(tuning.RunSpec.__dataclass_fields__) - {"name", "judge", "data", "lm", "fields", "label"})
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise SettingsError(f"unknown setting(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
 
 
 @contextlib.contextmanager

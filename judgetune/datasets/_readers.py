@@ -218,6 +218,30 @@ def _bounded_text_lines(handle) -> Iterator[str]:
         yield line
 
 
+def _header_problems(path: Path, header: list[str], kind: str, mapping: FieldMap, require_label: bool,
+                     problems: list[str]) -> bool:
+    """Whether the header is refused (a mapped column absent, an unknown or repeated column); the problems are added."""
+    unknown = [] if mapping else [h for h in header if h not in FIELDS or h == "meta"]
+    absent = [(t, c) for t, c in mapping.targets.items()
+              if c not in header and (require_label or t not in ("label", "preference"))]
+    hint = _delimiter_hint(header, kind)
+    if absent:
+        problems.extend(f"{path}:1: header: expected a column {c!r} (mapped to {t}), found columns "
+                        f"{', '.join(header)}{hint}" for t, c in absent)
+        return True
+    if unknown:
+        problems.append(f"{path}:1: header: expected columns among {', '.join(f for f in FIELDS if f != 'meta')}"
+                        f", found unknown column(s) {', '.join(map(repr, unknown))}; " + (hint[2:] or
+                        "map your columns with --field FIELD=COLUMN and --label COLUMN"))
+        return True
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        problems.append(f"{path}:1: header: expected each column once, found {', '.join(map(repr, twice))} "
+                        "more than once")
+        return True
+    return False
+
+
 def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | None = None, *,
                 require_label: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
     """CSV is read as RFC 4180 quotes it (strictly: a stray quote is an error, never a merged row);
@@ -236,23 +260,7 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
             if header is None:
                 return
             header = [h.strip() for h in header]
-            unknown = [] if mapping else [h for h in header if h not in FIELDS or h == "meta"]
-            absent = [(t, c) for t, c in mapping.targets.items()
-                      if c not in header and (require_label or t not in ("label", "preference"))]
-            hint = _delimiter_hint(header, kind)
-            if absent:
-                problems.extend(f"{path}:1: header: expected a column {c!r} (mapped to {t}), found columns "
-                                f"{', '.join(header)}{hint}" for t, c in absent)
-                return
-            if unknown:
-                problems.append(f"{path}:1: header: expected columns among {', '.join(f for f in FIELDS if f != 'meta')}"
-                                f", found unknown column(s) {', '.join(map(repr, unknown))}; " + (hint[2:] or
-                                "map your columns with --field FIELD=COLUMN and --label COLUMN"))
-                return
-            twice = sorted({h for h in header if header.count(h) > 1})
-            if twice:
-                problems.append(f"{path}:1: header: expected each column once, found {', '.join(map(repr, twice))} "
-                                "more than once")
+            if _header_problems(path, header, kind, mapping, require_label, problems):
                 return
             start = reader.line_num + 1
             while True:

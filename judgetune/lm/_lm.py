@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any, TypeVar
 
 import dspy
@@ -288,17 +289,19 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         model = DeterministicModel(n_ctx=n_ctx, delay=TEST_MODELS[spec.model])
         return JudgeLM(spec, cache=cache, model=model, model_id=f"{spec}:{model.version}")
     path = model_file(spec)
-    n_threads = n_threads or embedded_threads()
     backend = backend or ("transformers" if spec.kind == "hf" else "llamacpp")
+    model = _in_process_model(path, backend, n_ctx=n_ctx, n_threads=n_threads or embedded_threads())
+    fingerprint = cache.file_fingerprint(path) if cache is not None and path.is_file() else str(path.resolve())
+    return JudgeLM(spec, cache=cache, model=model, model_id=f"{backend}:{fingerprint}")
+
+
+def _in_process_model(path: Path, backend: str, *, n_ctx: int, n_threads: int):
     if backend == "llamacpp":
         from judgetune.lm._llamacpp import LlamaCppModel
 
-        model = LlamaCppModel(path, n_ctx=n_ctx, n_threads=n_threads)
-    elif backend == "transformers":
+        return LlamaCppModel(path, n_ctx=n_ctx, n_threads=n_threads)
+    if backend == "transformers":
         from judgetune.lm._transformers import TransformersModel
 
-        model = TransformersModel(path, n_threads=n_threads)
-    else:
-        raise ValueError(f"backend must be 'llamacpp' or 'transformers', got {backend!r}")
-    fingerprint = cache.file_fingerprint(path) if cache is not None and path.is_file() else str(path.resolve())
-    return JudgeLM(spec, cache=cache, model=model, model_id=f"{backend}:{fingerprint}")
+        return TransformersModel(path, n_threads=n_threads)
+    raise ValueError(f"backend must be 'llamacpp' or 'transformers', got {backend!r}")

@@ -157,22 +157,11 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
     with open_part(out, config, source, run, force=force) as part:
         state = part.state
         if items is None:
-            path = source["file"]
-            if state.get("validated") != source["sha256"]:
-                try:
-                    state["rows"] = validate_file(path, fields=source["fields"], label=source["label"])
-                except DataValidationError:
-                    if run.resumed == 0:  # a run that never started leaves nothing behind
-                        part.discard()
-                    raise
-                state["validated"] = source["sha256"]
-                part.save_state(state)
-            run.total = state["rows"]
-            items = _file_examples(path, source)
-        usage = dict(state.get("usage") or {})
+            run.total = _validated_rows(part, source, run)
+            items = _file_examples(source["file"], source)
+        usage, client = dict(state.get("usage") or {}), getattr(lm, "client", None)
         examples = _skip_written(iter(items), part, run.resumed)
         meter = _Meter(run.total, run.resumed, enabled=progress, stream=stream or sys.stderr)
-        client = getattr(lm, "client", None)
         largest = 0  # the most tokens one item took so far (the budget's estimate per item)
         with meter:
             for chunk in _chunks(examples, chunk_size):
@@ -197,15 +186,29 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
                     break
         run.rows = run.resumed + run.scored
         run.usage = usage
-        if prices is not None:
-            run.cost = (usage.get("prompt_tokens", 0) * prices[0]
-                        + usage.get("completion_tokens", 0) * prices[1]) / 1e6
+        if prices is not None:  # per million prompt and completion tokens
+            run.cost = (usage.get("prompt_tokens", 0) * prices[0] + usage.get("completion_tokens", 0) * prices[1]) / 1e6
         if run.stopped is None:
             if run.rows == 0:
                 raise JudgetuneError("no items to score")
             part.finish(chunk_size=chunk_size)
     run.seconds = time.monotonic() - start
     return run
+
+
+def _validated_rows(part: Any, source: dict[str, Any], run: ScoreRun) -> int:
+    """The data file's row count, validated once per file content (a resumed run skips this)."""
+    state = part.state
+    if state.get("validated") != source["sha256"]:
+        try:
+            state["rows"] = validate_file(source["file"], fields=source["fields"], label=source["label"])
+        except DataValidationError:
+            if run.resumed == 0:  # a run that never started leaves nothing behind
+                part.discard()
+            raise
+        state["validated"] = source["sha256"]
+        part.save_state(state)
+    return state["rows"]
 
 
 def _file_examples(path: str, source: dict[str, Any]) -> Iterator[Example]:

@@ -289,6 +289,21 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     raw_gain = gain(test_raw, default_raw, splits.test, gated=params == default, n_resamples=n_resamples,
                     seed=spec.seed)["spearman"]
     metrics["gain"]["spearman_raw"] = raw_gain
+    _against_baselines(metrics, test_scores, spec, splits, scale, n_resamples)
+    metrics["calibrator_cv_mae"] = cv
+    metrics["search"] = {**search_summary(study), "chosen_trial": selection["chosen_trial"], "pick_rule": spec.pick}
+    metrics["selection"] = selection
+    metrics["proposals"] = proposals_summary(study, selection)
+    config.metrics = metrics
+    config.data = _data_record(spec, splits)
+    config.metrics["audit"] = audit_shipped(config, spec, splits, lm)
+    config.save(run_dir / "judge.json")
+    return config
+
+
+def _against_baselines(metrics: dict[str, Any], test_scores: list, spec: RunSpec, splits: Splits,
+                       scale: tuple[float, float], n_resamples: int) -> None:
+    """The trivial baselines on test, the shipped judge against the constant, and the warnings a harm earns."""
     train_labels = [e.judgment for e in splits.train]
     gold = [e.judgment for e in splits.test]
     common = {"label_range": scale, "groups": groups_of(splits.test), "n_resamples": n_resamples,
@@ -306,20 +321,16 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     if harm:
         metrics["gain"]["warning"] = harm
         log.warning("%s: %s", spec.name, harm)
-    metrics["calibrator_cv_mae"] = cv
-    metrics["search"] = {**search_summary(study), "chosen_trial": selection["chosen_trial"], "pick_rule": spec.pick}
-    metrics["selection"] = selection
-    metrics["proposals"] = proposals_summary(study, selection)
-    config.metrics = metrics
-    config.data = {"source": spec.data, "files": datasets.data_fingerprint(spec.data),
-                   "splits": {name: {"items": len(items), "sha256": examples_fingerprint(items)}
-                              for name, items in (("search", splits.search), ("demo_pool", splits.demo_pool),
-                                                  ("dev", splits.dev), ("test", splits.test))},
-                   "split_seed": spec.seed,
-                   **({"fields": spec.fields} if spec.fields else {}), **({"label": spec.label} if spec.label else {})}
-    config.metrics["audit"] = audit_shipped(config, spec, splits, lm)
-    config.save(run_dir / "judge.json")
-    return config
+
+
+def _data_record(spec: RunSpec, splits: Splits) -> dict[str, Any]:
+    """judge.json's ``data``: the source, its files' fingerprints, each split's size and fingerprint, the split seed."""
+    return {"source": spec.data, "files": datasets.data_fingerprint(spec.data),
+            "splits": {name: {"items": len(items), "sha256": examples_fingerprint(items)}
+                       for name, items in (("search", splits.search), ("demo_pool", splits.demo_pool),
+                                           ("dev", splits.dev), ("test", splits.test))},
+            "split_seed": spec.seed,
+            **({"fields": spec.fields} if spec.fields else {}), **({"label": spec.label} if spec.label else {})}
 
 
 def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.storages.BaseStorage | None = None,
