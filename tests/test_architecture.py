@@ -15,7 +15,8 @@ BASE = {"datasets", "stats", "errors", "_files", "_offline", "_progress"}
 ALLOWED = {
     "cli": {"*"},
     "__init__": {"*"},
-    "_api": {"tuning", "evaluation", "report", "config", "calibration", "judges", "lm", "scoring", "picking"},
+    "_api": {"_frozen", "tuning", "evaluation", "report", "config", "calibration", "judges", "lm", "scoring", "picking"},
+    "_frozen": {"config", "judges", "lm", "scoring"},
     "picking": {"judges", "lm"},
     "_demo": {"tuning", "evaluation", "report", "config"},
     "integrations": {"_api", "config"},
