@@ -192,7 +192,7 @@ def test_a_broken_fitted_model_is_refused_naming_the_field(trec, tmp_path, field
 
 
 def test_interactions_are_the_features_then_every_pairwise_product():
-    from judgetune.judges._hybrid import with_interactions
+    from judgetune.judges._hybrid_model import with_interactions
 
     z = np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 0.5]])
     expected = [[1, 2, 3, 1, 2, 3, 4, 6, 9], [0, -1, 0.5, 0, 0, 0, 1, -0.5, 0.25]]
@@ -222,7 +222,7 @@ def test_an_unfitted_hybrid_says_so():
 
 
 def test_normalization_within_a_question_and_neutral_missing_values():
-    from judgetune.judges._hybrid import normalize
+    from judgetune.judges._hybrid_model import normalize
 
     x = np.array([[1.0], [3.0], [np.nan], [10.0], [10.0]])
     groups = ["a", "a", "a", "b", "b"]

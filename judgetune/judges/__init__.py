@@ -9,7 +9,8 @@ from judgetune.judges._checklist import COMBINERS, ChecklistError, ChecklistJudg
 from judgetune.judges._correctness import CorrectnessJudge
 from judgetune.judges._encoders import ENCODERS, MPNET_PARTS, EmbeddingCache, encode, mpnet_available, mpnet_path
 from judgetune.judges._factcheck import FactCheckJudge, parse_fact_list
-from judgetune.judges._hybrid import LM_SIGNALS, SIGNALS, HybridJudge, HybridModel
+from judgetune.judges._hybrid import LM_SIGNALS, SIGNALS, HybridJudge
+from judgetune.judges._hybrid_model import HybridModel
 from judgetune.judges._likelihood import LikelihoodJudge
 from judgetune.judges._linkage import LinkageJudge, position_labels, position_to_score
 from judgetune.judges._pairwise import PairwiseJudge

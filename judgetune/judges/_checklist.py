@@ -33,7 +33,7 @@ from judgetune._progress import progress as _progress
 from judgetune.datasets import Example
 from judgetune.errors import JudgetuneError
 from judgetune.judges._base import Judge, PromptState, example_inputs
-from judgetune.judges._hybrid import HybridModel
+from judgetune.judges._hybrid_model import HybridModel
 from judgetune.judges._prompting import make_signature, marker
 from judgetune.judges._space import Choice, Param
 from judgetune.judges._spec import JudgeSpec
