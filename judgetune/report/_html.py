@@ -14,6 +14,7 @@ import optuna
 from judgetune._files import write_text
 from judgetune.config import JudgeConfig
 from judgetune.report import _plots
+from judgetune.stats import gain_parts
 
 METRIC_KEYS = ("n", "parse_failures", "mae", "bracket_accuracy", "spearman", "kendall", "pearson",
                "spearman_per_group", "best_accuracy")
@@ -98,10 +99,7 @@ def gain_paragraph(metrics: dict[str, Any]) -> str:
     g = metrics.get("gain")
     if not g or not g.get("spearman"):
         return ""
-    signed = lambda x: "-" if x is None else f"{x:+.3f}"  # noqa: E731
-    parts = [f"{label} {signed(g[k]['value'])} [{signed(g[k]['low'])}, {signed(g[k]['high'])}]"
-             for label, k in (("Spearman", "spearman"), ("per-group Spearman", "spearman_per_group"), ("MAE", "mae"))
-             if g.get(k)]
+    parts = gain_parts(g)
     verdict = "the default judge shipped (no reliable gain found)" if g["gated"] else "a tuned judge shipped"
     return (f"<h2>Gain over the default judge</h2><p>Shipped minus default on the same {g['n']} test items (paired "
             f"95% interval; MAE: negative is better): {html.escape(', '.join(parts))}; {verdict}.</p>")

@@ -1,6 +1,7 @@
 """Statistics every report uses: agreement metrics, correlations (global and per group), bootstrap
 intervals and the trivial baselines' predictions."""
 
+from judgetune.stats._gain_text import gain_parts
 from judgetune.stats._metrics import (
     CORRELATIONS,
     DEFAULT_BRACKETS,
@@ -34,7 +35,7 @@ from judgetune.stats._metrics import (
 
 __all__ = ["CORRELATIONS", "DEFAULT_BRACKETS", "GroupedValue", "Interval", "best_accuracy", "bootstrap_interval",
            "bootstrap_mean_interval", "bracket_accuracy", "bracket_of", "cohen_kappa", "constant_baseline",
-           "correlation", "default_bracket_edges", "evaluate_predictions", "evaluate_with_baselines",
+           "correlation", "default_bracket_edges", "evaluate_predictions", "gain_parts", "evaluate_with_baselines",
            "grouped_correlation", "interval_of", "mae", "ndcg", "paired_difference", "per_group_values", "random_baseline",
            "random_baseline_spread", "rbo", "resample_indices", "rescale", "snap_to_labels",
            "spearman_rows"]

@@ -31,6 +31,7 @@ from judgetune.stats import (
     constant_baseline,
     correlation,
     evaluate_predictions,
+    gain_parts,
     paired_difference,
     per_group_values,
     random_baseline_spread,
@@ -222,10 +223,7 @@ def gain_line(metrics: dict[str, Any]) -> str:
     g = metrics.get("gain")
     if not g or g.get("spearman") is None:
         return "gain over the default judge: not measured"
-    fmt = lambda x: "-" if x is None else f"{x:+.3f}"  # noqa: E731
-    parts = [f"{name} {fmt(g[key]['value'])} [{fmt(g[key]['low'])}, {fmt(g[key]['high'])}]"
-             for name, key in (("Spearman", "spearman"), ("per-group Spearman", "spearman_per_group"), ("MAE", "mae"))
-             if g.get(key)]
+    parts = gain_parts(g)
     verdict = "the default shipped" if g["gated"] else "a tuned judge shipped"
     line = f"gain over the default judge on {g['n']} test items (paired 95%): {', '.join(parts)}; {verdict}"
     gate = gate_line(metrics.get("selection"))
