@@ -81,7 +81,7 @@ def untuned(kind: str, data: str, lm, seed: int, params: dict) -> JudgeConfig:
 
     examples, label_range = datasets.load_data(data)
     splits = datasets.split_examples(examples, seed=seed)
-    judge = make_judge(kind, lm, train=splits["train"], pool=splits["train"], label_range=label_range, params=params,
+    judge = make_judge(kind, lm, train=splits["train"], label_range=label_range, params=params,
                        seed=seed)
     return JudgeConfig.from_judge(judge, lm=parse_lm_spec("local:smollm2").to_dict(), calibrator=None,
                                   label_range=label_range, seed=seed, data={"source": data})
@@ -93,7 +93,7 @@ def audit_rows(config: JudgeConfig, data: str, lm, items: int, seed: int, name: 
     # a few answers of many questions (clusters), references drawn from every answer of the test split
     test = datasets.limit_by_group(datasets.sample_per_group(pool, PER_GROUP, seed=seed), items, seed=seed)
     start = time.time()
-    result = audit.audit(config, test, lm, pool=pool, seed=seed, progress=True)
+    result = audit.audit(config, test, lm, seed=seed, progress=True)
     seconds = round(time.time() - start, 1)
     rows = [{"judge": name, "data": data, "seconds": seconds, **r} for r in result["probes"]]
     return rows + [{"judge": name, "data": data, "probe": r["probe"], "not_run": r["why"]}

@@ -100,7 +100,7 @@ def msrpar(args: argparse.Namespace) -> list[dict[str, Any]]:
                         note="lm_calls: the search's trials (dev and test scoring not counted)"))
     lm = load_lm("local:smollm2")
     try:
-        untuned = make_judge("likelihood", lm, train=splits.demo_pool, pool=[], label_range=label_range)
+        untuned = make_judge("likelihood", lm, train=splits.demo_pool, label_range=label_range)
         rows.append(calibrated_row(dataset, "likelihood untuned", untuned, dev, test, label_range, lm, seed=args.seed))
         rubric = build_judge("rubric", lm, scale="0-5")
         rows.append(calibrated_row(dataset, "rubric label distribution (untuned)", rubric, dev, test, label_range, lm,
@@ -141,12 +141,12 @@ def recipes(args: argparse.Namespace) -> list[dict[str, Any]]:
     try:
         for method, params in RECIPES.items():
             start = time.perf_counter()
-            judge = make_judge("likelihood", lm, train=splits.demo_pool, pool=[], label_range=splits.label_range,
+            judge = make_judge("likelihood", lm, train=splits.demo_pool, label_range=splits.label_range,
                                params=params, seed=args.seed)
             rows.append(rho_row(method, [v.score for v in judge.judge_all(dev)], time.perf_counter() - start))
         start, columns = time.perf_counter(), []
         for instruction in ("respond", "paraphrase", "faithful"):
-            judge = make_judge("likelihood", lm, train=splits.demo_pool, pool=[], label_range=splits.label_range,
+            judge = make_judge("likelihood", lm, train=splits.demo_pool, label_range=splits.label_range,
                                params={"instruction": instruction, "direction": "both"}, seed=args.seed)
             values = np.asarray([v.score for v in judge.judge_all(dev)])
             columns.append((values - values.mean()) / values.std())
@@ -217,7 +217,7 @@ def cost(args: argparse.Namespace) -> list[dict[str, Any]]:
     try:
         settings = {"k": 2, "instruction": "paraphrase"}
         def judge(kind: str, params: dict[str, Any]):
-            return make_judge(kind, lm, train=splits.train, pool=[], label_range=splits.label_range, params=params)
+            return make_judge(kind, lm, train=splits.train, label_range=splits.label_range, params=params)
 
         judges = [("likelihood k=2, prefix cached + batched", judge("likelihood", settings), True),
                   ("likelihood k=2, every item from scratch", judge("likelihood", settings), False),

@@ -273,9 +273,9 @@ def grouped_case(rounds: int, sources: int) -> dict:
     lm = load_lm("local:smollm2", use_cache=False)
     model = lm.model
     sets = grouped_sets(rounds, sources)
-    judges = {"likelihood": (make_judge("likelihood", lm, train=[], pool=[], label_range=(0.0, 1.0), params=LIKELIHOOD),
+    judges = {"likelihood": (make_judge("likelihood", lm, train=[], label_range=(0.0, 1.0), params=LIKELIHOOD),
                              lambda e: e),
-              "rubric": (make_judge("rubric", lm, train=[], pool=[], label_range=(0.0, 1.0)),
+              "rubric": (make_judge("rubric", lm, train=[], label_range=(0.0, 1.0)),
                          lambda e: replace(e, references=(datasets.Reference(e.context[0]),)))}
     rates: dict[str, list[float]] = defaultdict(list)
     scores: dict[str, list] = defaultdict(list)

@@ -69,7 +69,7 @@ def untuned_rows(dataset: str, kind: str, args: argparse.Namespace, *, baselines
     splits = prepare_splits(spec_for(dataset, kind, args))
     lm = load_lm("local:smollm2") if kind == "likelihood" else None
     try:
-        judge = make_judge(kind, lm, train=splits.demo_pool, pool=[], label_range=splits.label_range, seed=args.seed)
+        judge = make_judge(kind, lm, train=splits.demo_pool, label_range=splits.label_range, seed=args.seed)
         start = time.perf_counter()
         result = evaluate_judge(judge, splits.test, train=splits.train, label_range=splits.label_range,
                                 embedding=baselines, n_resamples=args.resamples, seed=args.seed)

@@ -277,7 +277,7 @@ def _evaluate(judge: str | FrozenJudge, data: str, *, split: str, lm: Any, seed:
         if model is None:
             model, owned = load_lm(lm), True
     try:
-        built = make_judge(judge, model, train=splits["train"], pool=test, label_range=label_range, params=params,
+        built = make_judge(judge, model, train=splits["train"], label_range=label_range, params=params,
                            seed=seed)
         return evaluation.evaluate_judge(built, test, train=splits["train"], label_range=label_range,
                                          n_resamples=n_resamples, seed=seed)["rows"]

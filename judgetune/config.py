@@ -298,9 +298,9 @@ class JudgeConfig(BaseModel):
                          demos=tuple(self.demo_examples()) if judge_class(self.judge).uses_prompt else None,
                          fitted=self.fitted, seed=self.seed)
 
-    def build_judge(self, lm=None, *, pool: Any = None) -> Judge:
-        """The judge this config describes, on ``lm``: its frozen state alone (``pool`` is ignored, kept for
-        older callers; what an item is scored against is what it carries, see ``judges.apply_protocol``)."""
+    def build_judge(self, lm=None) -> Judge:
+        """The judge this config describes, on ``lm``: its frozen state alone (what an item is scored against is
+        what it carries, see ``judges.apply_protocol``)."""
         return build(self.spec(), BuildContext(lm=lm, label_range=(self.label_range[0], self.label_range[1])))
 
     def calibrated(self, verdicts: list[Verdict], judge: Judge, examples: list[Example]) -> list[float | None]:

@@ -206,7 +206,7 @@ def test_audit_on_the_embedded_model_pairwise_swap_cancels_position(embedded_lm,
 
     scale = datasets.CATALOG["llmbar-natural"].scale
     items, label_range = datasets.load("llmbar-natural", root=data_root)[:3], (scale.low, scale.high)
-    judge = make_judge("pairwise", embedded_lm, train=[], pool=items, label_range=label_range,
+    judge = make_judge("pairwise", embedded_lm, train=[], label_range=label_range,
                        params={"mode": "answers", "swap": True})
     config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=label_range)
     result = audit.audit(config, items, embedded_lm, probes=["position", "verbosity"], n_resamples=200)

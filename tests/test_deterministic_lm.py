@@ -102,7 +102,7 @@ def test_a_prompt_beyond_the_context_fails_alone(lm):
 def test_a_judge_runs_on_it():
     lm = load_lm("test:deterministic", use_cache=False)
     example = Example(id="a", question="What is 2+2?", answer="4", references=(Reference("4"),), label=5.0)
-    judge = make_judge("rubric", lm, train=[], pool=[], label_range=(1, 5), params={"k": 0, "reasoning": False})
+    judge = make_judge("rubric", lm, train=[], label_range=(1, 5), params={"k": 0, "reasoning": False})
     verdict = judge(example)
     mean = sum(float(label) * p for label, p in verdict.distribution.items())
     assert verdict.parsed and verdict.score == pytest.approx(mean) and not math.isnan(verdict.score)
@@ -128,7 +128,7 @@ def test_a_generation_prompt_that_fills_the_context_fails_its_item_alone():
     lm = load_lm("test:deterministic", use_cache=False)
     short = Example(id="short", question="What is 2+2?", answer="4", references=(Reference("4"),), label=5.0)
     long = Example(id="long", question="What is 2+2?", answer="four " * 5000, references=(Reference("4"),), label=5.0)
-    judge = make_judge("rubric", lm, train=[], pool=[], label_range=(1, 5), params={"k": 0, "reasoning": True})
+    judge = make_judge("rubric", lm, train=[], label_range=(1, 5), params={"k": 0, "reasoning": True})
     verdicts = judge.judge_all([short, long, short])
     assert [v.score is not None for v in verdicts] == [True, False, True]
     assert "context" in verdicts[1].raw

@@ -26,7 +26,7 @@ def test_rubric_score_is_the_expected_value_of_the_distribution_at_the_score(emb
     the prompt the judge sent (a cached model would hand back the judge's own answer). With a reasoning,
     the label read must not reuse the KV entries generation wrote one token at a time."""
     train, test = msrpar
-    judge = make_judge("rubric", embedded_lm, train=train, pool=test, label_range=(0, 5),
+    judge = make_judge("rubric", embedded_lm, train=train, label_range=(0, 5),
                        params={"k": 2, "reasoning": reasoning})
     embedded_lm.transcript = []
     verdict = judge(test[0])

@@ -131,8 +131,8 @@ def test_label_distributions_and_judges_score_the_same_with_sources_reused(uncac
     model = uncached_lm.model
     examples = polytope[:2]  # two summaries of one article (switching articles: the target_logprobs test above)
     graded = [replace(e, references=(datasets.Reference(e.context[0]),)) for e in examples]
-    rubric = make_judge("rubric", uncached_lm, train=[], pool=[], label_range=(0.0, 1.0))
-    likelihood = make_judge("likelihood", uncached_lm, train=[], pool=[], label_range=(0.0, 1.0),
+    rubric = make_judge("rubric", uncached_lm, train=[], label_range=(0.0, 1.0))
+    likelihood = make_judge("likelihood", uncached_lm, train=[], label_range=(0.0, 1.0),
                             params={"direction": "both", "instruction": "summary"})
     before = model.evaluated_tokens
     shared = rubric.judge_all(graded)

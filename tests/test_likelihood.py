@@ -78,7 +78,7 @@ def test_batched_prefix_scoring_equals_from_scratch(uncached_lm):
 def test_judge_agrees_with_human_paraphrase_scores(uncached_lm, msrpar):
     train, test, _ = msrpar
     items = test[:40]
-    judge = make_judge("likelihood", uncached_lm, train=train, pool=[], label_range=(0.0, 5.0))  # the untuned defaults
+    judge = make_judge("likelihood", uncached_lm, train=train, label_range=(0.0, 5.0))  # the untuned defaults
     assert judge.params["source"] == "reference" and not judge.demos  # MSRpar has no question or context
     verdicts = judge.judge_all(items)
     assert all(v.parsed for v in verdicts)
@@ -91,7 +91,7 @@ def test_judge_agrees_with_human_paraphrase_scores(uncached_lm, msrpar):
 @pytest.mark.slow
 def test_frozen_judge_scores_identically(uncached_lm, msrpar, tmp_path):
     train, test, label_range = msrpar
-    judge = make_judge("likelihood", uncached_lm, train=train, pool=[], label_range=label_range, seed=3,
+    judge = make_judge("likelihood", uncached_lm, train=train, label_range=label_range, seed=3,
                        params={"k": 2, "direction": "both", "instruction": "respond", "normalization": "prob"})
     assert len(judge.demos) == 2 and all(d.label >= 4.0 for d in judge.demos)  # highly rated ones
     items = test[40:44]

@@ -136,7 +136,7 @@ def test_judge_all_scores_several_items_per_decode_with_the_same_verdicts(lm, da
     examples = datasets.load("sts2012-msrpar", root=data_root)
     train = [e for e in examples if e.meta["split"] == "train"]
     test = [e for e in examples if e.meta["split"] == "test"][:9]
-    judge = make_judge("rubric", lm, train=train, pool=train, label_range=(0, 5), params={"k": 2})
+    judge = make_judge("rubric", lm, train=train, label_range=(0, 5), params={"k": 2})
     one_by_one = [judge(e) for e in test]
     batches = len(lm._batcher.batches)
     together = judge.judge_all(test)

@@ -93,11 +93,11 @@ def test_sampled_and_parsed_agree_with_the_in_process_judge(llama_server, no_log
     so 4 items fail by chance about once in 500 runs). Measured on 6 items with n=8: |z| <= 1.25.
     Greedy parsing must give the in-process argmax wherever it leads by more than 0.05."""
     train, test = msrpar
-    exact = make_judge("rubric", embedded_lm, train=train, pool=test, label_range=(0, 5), params={"k": 2})
+    exact = make_judge("rubric", embedded_lm, train=train, label_range=(0, 5), params={"k": 2})
     lm = remote(llama_server, no_logprobs.base_url)
-    sampled = make_judge("rubric", lm, train=train, pool=test, label_range=(0, 5),
+    sampled = make_judge("rubric", lm, train=train, label_range=(0, 5),
                          params={"k": 2, "n_samples": 4, "temperature": 0.5})
-    parsed = make_judge("rubric", lm, train=train, pool=test, label_range=(0, 5),
+    parsed = make_judge("rubric", lm, train=train, label_range=(0, 5),
                         params={"k": 2, "scoring_mode": "parsed"})
     assert sampled.params["scoring_mode"] == "sampled"  # probed
     for example in test:
@@ -124,14 +124,14 @@ def test_sampled_and_parsed_agree_with_the_in_process_judge(llama_server, no_log
 def test_faults_lose_nothing_and_score_nothing_in_the_new_modes(llama_server, msrpar):
     train, test = msrpar
     with FaultServer(upstream=llama_server.base_url, logprobs=False, overrides=PLAIN_SAMPLING) as clean:
-        judge = make_judge("rubric", remote(llama_server, clean.base_url), train=train, pool=test, label_range=(0, 5),
+        judge = make_judge("rubric", remote(llama_server, clean.base_url), train=train, label_range=(0, 5),
                            params={"k": 2, "scoring_mode": "parsed"})
         reference = [v.score for v in judge.judge_all(test)]
     with FaultServer(upstream=llama_server.base_url, logprobs=False, overrides=PLAIN_SAMPLING, fault_rate=0.4, hang=4,
                      seed=5) as faulty:
         lm = remote(llama_server, faulty.base_url, max_retries=1, timeout=3)
         for mode, params in (("parsed", {}), ("sampled", {"n_samples": 2, "temperature": 0.5})):
-            judge = make_judge("rubric", lm, train=train, pool=test, label_range=(0, 5),
+            judge = make_judge("rubric", lm, train=train, label_range=(0, 5),
                                params={"k": 2, "scoring_mode": mode, **params})
             verdicts = judge.judge_all(test)
             assert len(verdicts) == len(test)  # nothing lost

@@ -302,7 +302,7 @@ def test_rubric_judge_reads_the_same_score_through_the_server(remote, uncached_l
     train = [e for e in examples if e.meta["split"] == "train"]
     test = [e for e in examples if e.meta["split"] == "test"][:3]
     for k in (2, 0):
-        served, local = (make_judge("rubric", lm, train=train, pool=test, label_range=(0, 5), params={"k": k})
+        served, local = (make_judge("rubric", lm, train=train, label_range=(0, 5), params={"k": k})
                          for lm in (remote, uncached_lm))
         for ex in test:
             a, b = served(ex), local(ex)

@@ -267,7 +267,7 @@ def test_a_frozen_judge_on_the_embedded_model_ranks_with_its_calibrated_score(tm
     expected 1-5 value mapped linearly onto the human 0-2 range."""
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
     params = {"k": 0, "reasoning": False}
-    judge = make_judge("rubric", uncached_lm, train=[], pool=[], label_range=(0, 2), params=params)
+    judge = make_judge("rubric", uncached_lm, train=[], label_range=(0, 2), params=params)
     config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=(0, 2))
     path = config.save(tmp_path / "judge.json")
     (tmp_path / "data").mkdir()

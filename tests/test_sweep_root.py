@@ -51,7 +51,7 @@ def test_rouge_l_refuses_a_pair_whose_table_would_not_fit(tmp_path):
     data = [r for r in read_examples(jsonl(tmp_path / "d.jsonl", rows(4)))]
     long = data[0].__class__(**{**data[0].__dict__, "answer": "alpha " * 6000, "references": (
         data[0].references[0].__class__("beta " * 6000),)})
-    judge = make_judge("rougeL", None, train=data, pool=data, label_range=(1.0, 5.0), params={}, seed=0)
+    judge = make_judge("rougeL", None, train=data, label_range=(1.0, 5.0), params={}, seed=0)
     verdicts = judge.judge_all([long, data[1]])
     assert not verdicts[0].parsed and "too long for rougeL" in verdicts[0].raw
     assert verdicts[1].parsed  # the other item is scored
@@ -292,7 +292,7 @@ def test_rubric_over_a_server_reads_labels_at_the_label_position_as_in_process(l
     served = load_lm("openai/smollm2", api_base=llama_server.base_url, cache=ResponseCache(tmp_path / "cache"))
 
     def verdicts(lm):
-        judge = judges.make_judge("rubric", lm, train=splits["train"], pool=splits["test"], label_range=(0.0, 5.0),
+        judge = judges.make_judge("rubric", lm, train=splits["train"], label_range=(0.0, 5.0),
                                   params={}, seed=0)
         return judge.judge_all(test)
 

@@ -20,7 +20,7 @@ UNIT_WIDTHS = {PAIRWISE_UNIT: 2.0, LISTWISE_UNIT: 1.0}  # other units: the human
 
 
 def audit(config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, probes: Sequence[str] | None = None,
-          pool: Sequence[Example] | None = None, bounds: Mapping[str, float] | None = None, n_resamples: int = 1000,
+          bounds: Mapping[str, float] | None = None, n_resamples: int = 1000,
           seed: int = 0, progress: bool = False) -> dict[str, Any]:
     """Audit a frozen judge on ``examples``: every probe that applies to its kind.
 
@@ -30,8 +30,6 @@ def audit(config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, p
             demo redraw of self-consistency).
         lm: the judge's LM (``judgetune.config.load_config_lm(config)``; None for judges without one).
         probes: names from ``PROBES`` (default all).
-        pool: the items references are drawn from (default ``examples``; a listwise judge audited on a
-            few answers per question needs every answer of those questions here).
         bounds: the effect size that matters per probe (``--audit-max``); a probe without one takes a
             tenth of its unit's range (``RELEVANT_SHARE``). It decides each row's ``reading``.
 
@@ -49,7 +47,7 @@ def audit(config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, p
         raise JudgetuneError(f"unknown audit probe(s) {unknown}; known: {', '.join(PROBES)}")
     if not examples:
         raise JudgetuneError("no items to audit")
-    scorer = Scorer(config, examples, lm, pool=pool, progress=progress)
+    scorer = Scorer(config, examples, lm, progress=progress)
     rows, skipped = [], []
     for name in names:
         paired = PROBES[name](scorer)
@@ -87,7 +85,7 @@ def check_bounds(config: JudgeConfig, examples: Sequence[Example], lm: Any, boun
                  seed: int = 0) -> tuple[list[str], dict[str, Any]]:
     """Audit a candidate on the bounded probes only: (why it breaks ``bounds``, empty when it does not;
     the audit). The tuner rejects a candidate with reasons (``--audit-max``)."""
-    result = audit(config, audit_sample(examples, seed=seed), lm, probes=list(bounds), pool=examples, bounds=bounds,
+    result = audit(config, audit_sample(examples, seed=seed), lm, probes=list(bounds), bounds=bounds,
                    seed=seed)
     return beyond_bounds(result, bounds), result
 

@@ -48,16 +48,15 @@ class Paired:
 class Scorer:
     """A frozen judge ready to score the audit's items and changed copies of them.
 
-    Every variant is built like the frozen judge (``config.spec()``), references drawn from ``pool``
-    (default: the audited items), scores calibrated by the frozen calibrator. The original items' verdicts
+    Every variant is built like the frozen judge (``config.spec()``), scores calibrated by the frozen
+    calibrator. The original items' verdicts
     are computed once and shared by the probes.
     """
 
     def __init__(self, config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *,
-                 pool: Sequence[Example] | None = None, progress: bool = False):
+                 progress: bool = False):
         self.config, self.examples, self.lm, self.progress = config, list(examples), lm, progress
-        self.pool = list(pool) if pool is not None else self.examples
-        self._judge = config.build_judge(lm, pool=self.pool)
+        self._judge = config.build_judge(lm)
         self._base: tuple[list[Verdict], list[float | None]] | None = None
 
     @property
@@ -65,7 +64,7 @@ class Scorer:
         return self.config.judge
 
     def build(self, spec: JudgeSpec, train: Sequence[Example] = ()):
-        return build(spec, BuildContext(lm=self.lm, train=train, pool=self.pool,
+        return build(spec, BuildContext(lm=self.lm, train=train,
                                         label_range=tuple(self.config.label_range)))
 
     def score(self, examples: Sequence[Example], judge=None) -> tuple[list[Verdict], list[float | None]]:

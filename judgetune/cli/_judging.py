@@ -265,7 +265,7 @@ def _audit(args: argparse.Namespace) -> None:
     pool = [e for e in examples if e.id not in demos]
     examples = datasets.limit_by_group(pool, args.limit, seed=args.seed)
     lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=str(args.config))
-    result = audit.audit(config, examples, lm, pool=pool, probes=args.probe, n_resamples=args.resamples,
+    result = audit.audit(config, examples, lm, probes=args.probe, n_resamples=args.resamples,
                          seed=args.seed, progress=not args.json)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -158,8 +158,8 @@ def build_judge(kind: str, lm=None, **params: Any) -> Judge:
 
 
 def make_judge(kind: str, lm=None, *, train: Sequence[Example], label_range: tuple[float, float],
-               params: dict[str, Any] | None = None, seed: int = 0, pool: Any = None) -> Judge:
+               params: dict[str, Any] | None = None, seed: int = 0) -> Judge:
     """Shorthand of ``build`` with training data: demos drawn from ``train``, settings = data defaults
-    overridden by ``params``; a kind that fits comes back fitted on ``train``. ``pool`` is ignored
-    (kept for older callers: a judge never draws on the items it scores)."""
+    overridden by ``params``; a kind that fits comes back fitted on ``train`` (a judge never draws on the items
+    it scores)."""
     return build(JudgeSpec(kind, params or {}, seed=seed), BuildContext(lm=lm, train=train, label_range=label_range))

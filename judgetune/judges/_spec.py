@@ -38,15 +38,13 @@ class BuildContext:
     a fitting judge fits on them, data defaults are read from them) and the human label range.
 
     Nothing here comes from the items the judge will score: a built judge scores an item from its own
-    state and that item alone. ``pool`` is accepted for older callers and ignored (references a judge
-    scores against are the ones an item carries; a protocol such as LINKAGE's draws them beforehand,
-    see ``judges.apply_protocol``).
+    state and that item alone (references a judge scores against are the ones an item carries; a protocol
+    such as LINKAGE's draws them beforehand, see ``judges.apply_protocol``).
     """
 
     lm: Any = None
     train: Sequence[Example] = ()
     label_range: tuple[float, float] | None = None
-    pool: Any = None  # ignored (see above)
 
     def examples(self) -> list[Example]:
         """The training examples, for data defaults."""

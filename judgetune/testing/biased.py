@@ -182,7 +182,7 @@ def audit_testbeds(biases: Biases = PLANTED, *, n: int = 60, seed: int = 0) -> l
                                                  ("pairwise", True, (-1.0, 1.0), {"swap": False, "mode": "answers"})):
         items = biased_examples(n + 6, pairwise=pairwise, seed=seed)
         demos, audited = items[:6], items[6:]  # demos come from items that are not audited
-        judge = make_judge(kind, lm, train=demos, pool=audited, label_range=label_range, params=params, seed=seed)
+        judge = make_judge(kind, lm, train=demos, label_range=label_range, params=params, seed=seed)
         config = JudgeConfig.from_judge(judge, lm={"spec": "biased"}, calibrator=None, label_range=label_range)
         out.append(Testbed(kind, config, audited, lm, pairwise))
     return out

@@ -35,7 +35,7 @@ def audit_reject(spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
 
     def check(row: dict[str, Any]) -> str | None:
         full = {**row["params"], **splits.data_fixed, **settled_params(spec, lm)}
-        judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, pool=splits.dev, label_range=splits.label_range,
+        judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, label_range=splits.label_range,
                           instructions=instructions)
         config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=search_calibrator(judge, splits, seed=spec.seed),
                                         label_range=splits.label_range, seed=spec.seed)
@@ -63,7 +63,7 @@ def audit_shipped(config: JudgeConfig, spec: RunSpec, splits: Splits, lm) -> dic
     (``{"error": why}`` when it could not run, e.g. every test item failed: the run still ships)."""
     items = audit.audit_sample(splits.test, seed=spec.seed)
     try:
-        return audit.audit(config, items, lm, pool=splits.test, bounds=spec.audit_max, seed=spec.seed)
+        return audit.audit(config, items, lm, bounds=spec.audit_max, seed=spec.seed)
     except JudgetuneError as err:
         log.warning("%s: the audit of the shipped judge could not run: %s", spec.name, err)
         return {"error": str(err)}

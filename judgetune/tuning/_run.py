@@ -86,14 +86,14 @@ def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructio
     """The frozen config of a trial's parameters, its calibrator fitted on every labeled non-test item
     (search and dev, group-wise CV choosing the form), and the calibrator's CV figures."""
     full = {**params, **splits.data_fixed, **settled_params(spec, lm)}
-    judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, pool=splits.train, label_range=splits.label_range,
+    judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, label_range=splits.label_range,
                       instructions=instructions)
     lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if lm is not None else None
     protocol = {} if spec.protocol is None else {"protocol": spec.protocol}
     staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed,
                                     **protocol)
     items = splits.selection
-    fit_judge = staged.build_judge(lm, pool=items)
+    fit_judge = staged.build_judge(lm)
     verdicts, _ = timed_verdicts(fit_judge, items, progress=progress)
     pairs = [(v.score, e.judgment, e.group_key) for v, e in zip(verdicts, items) if v.parsed]
     if not pairs:
@@ -256,7 +256,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     scale = (min(splits.label_range[0], *test_labels), max(splits.label_range[1], *test_labels))
     test_scores: list[float | None] = []
     for name, examples in (("train", splits.search), ("dev", splits.dev), ("test", splits.test)):
-        scoring_judge = config.build_judge(lm, pool=examples if name != "train" else splits.train)
+        scoring_judge = config.build_judge(lm)
         verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
         scores = config.calibrated(verdicts, scoring_judge, examples)
         metrics[name] = agreement(scores, examples, scale, n_resamples=n_resamples, seed=spec.seed)
@@ -274,7 +274,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
         default_scores, default_raw = test_scores, test_raw
     else:  # the default, frozen and calibrated the same way, scored once on the same test items
         default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress)
-        default_judge = default_config.build_judge(lm, pool=splits.test)
+        default_judge = default_config.build_judge(lm)
         verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
         default_scores = default_config.calibrated(verdicts, default_judge, splits.test)
         default_raw = [v.score if v.parsed else None for v in verdicts]

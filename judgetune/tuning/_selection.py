@@ -91,7 +91,7 @@ def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, i
                     items: list[Example]) -> Scored:
     """Raw scores of the judge of ``params`` on ``items`` and their out-of-fold calibrated predictions."""
     full = {**params, **splits.data_fixed, **settled_params(spec, lm)}
-    judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, pool=items, label_range=splits.label_range,
+    judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, label_range=splits.label_range,
                       instructions=instructions)
     verdicts = judge.judge_all(items)
     raw = np.asarray([v.score if v.parsed else np.nan for v in verdicts], dtype=float)
@@ -331,7 +331,7 @@ def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm) -> tup
     calls0, rows = lm_calls(lm), []
     for trial in candidate_trials(study, spec, front_only=True):
         params = {**trial.params, **splits.data_fixed, **settled_params(spec, lm)}
-        judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, pool=splits.dev,
+        judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool,
                           label_range=splits.label_range, instructions=instructions)
         mae, rho, info = objectives(judge.judge_all(splits.dev), splits.dev, label_range=splits.label_range,
                                     seed=spec.seed)

@@ -52,7 +52,7 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, data_fixed: dict[str, 
 
 
 def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo_pool: list[Example],
-              pool: list[Example], label_range: tuple[float, float], instructions: Sequence[str] = ()):
+              label_range: tuple[float, float], instructions: Sequence[str] = ()):
     """The judge of a trial's parameters (the same builder serves the search and the final choice):
     an integer ``instruction`` is an id into ``instructions`` (the pool), ``demo_seed`` draws the demos."""
     params, text, demos = dict(params), None, None
@@ -63,7 +63,7 @@ def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo
     if "demo_seed" in params:
         demos = tuple(pick_demos(demo_pool, params.get("k", 0), seed=params.pop("demo_seed")))
     return build(JudgeSpec(spec.judge, params, instruction=text, demos=demos, seed=spec.seed),
-                 BuildContext(lm=lm, train=demo_pool, pool=pool, label_range=label_range))
+                 BuildContext(lm=lm, train=demo_pool, label_range=label_range))
 
 
 def prompted(kind: str) -> bool:
