@@ -18,14 +18,8 @@ from judgetune._files import (
 from judgetune.errors import JudgetuneError, NothingJudgedError
 
 EXIT_USER_ERROR = 2  # bad input or options: nothing was run
-
-
 EXIT_NOTHING_JUDGED = 3  # the command ran, but not one item could be judged
-
-
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
-
-
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -33,23 +27,11 @@ _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # or `--help` answers in well under a second. tests/test_cli_imports.py checks them against the registries.
 JUDGE_KINDS = ("factcheck", "rubric", "correctness", "pairwise", "linkage", "likelihood", "embedding", "rouge1",
                "rouge2", "rougeL", "bleu", "bm25", "overlap", "length", "refsim", "hybrid", "checklist")
-
-
 PROTOCOLS = ("group", "linkage")
-
-
 SAMPLERS = ("tpe", "nsga2", "random")
-
-
 GATES = ("on", "off")
-
-
 PICK_RULES = ("spearman", "mae")
-
-
 TABLES = ("nrp-paper", "ragchecker")
-
-
 PROBES = ("position", "verbosity", "distraction", "stability", "self_consistency", "rewrite")
 
 
@@ -64,14 +46,8 @@ class _OnFirstUse:
 
 
 evaluation = _OnFirstUse("judgetune.evaluation")
-
-
 judges = _OnFirstUse("judgetune.judges")
-
-
 reproduce = _OnFirstUse("judgetune.reproduce")
-
-
 tuning = _OnFirstUse("judgetune.tuning")
 
 
@@ -92,17 +68,9 @@ def _number(cast: type, what: str, ok) -> callable:
 
 
 _count = _number(int, "a whole number >= 1", lambda v: v >= 1)  # a count of items, trials, resamples...
-
-
 _seed = _number(int, "a whole number >= 0", lambda v: v >= 0)
-
-
 _seconds = _number(float, "seconds > 0", lambda v: 0 < v < float("inf"))
-
-
 _positive = _number(float, "a number > 0", lambda v: 0 < v < float("inf"))
-
-
 _price = _number(float, "a price >= 0", lambda v: 0 <= v < float("inf"))
 
 
