@@ -467,10 +467,10 @@ def test_a_table_in_another_delimiter_is_said_to_be_one(tmp_path, suffix, delimi
 # --- the sweep: new cases of the same classes (docs/reliability.md lists them) ------------------------------------
 
 def test_sweep_a_criterion_longer_than_a_file_name_is_text(tmp_path, run_cli, monkeypatch):
-    from judgetune import cli
+    from judgetune.cli._options import _text_or_file
 
-    assert cli._text_or_file("a" * 300) == "a" * 300  # Path.exists raised "File name too long" (exit 1)
-    assert cli._text_or_file("x\x00y") == "x\x00y"
+    assert _text_or_file("a" * 300) == "a" * 300  # Path.exists raised "File name too long" (exit 1)
+    assert _text_or_file("x\x00y") == "x\x00y"
 
 
 @pytest.mark.parametrize("where", ["device", "file"])

@@ -16,9 +16,8 @@ from judgetune.cli._options import (
     PROTOCOLS,
     SAMPLERS,
     TABLES,
-    _text_or_file,
 )
 from judgetune.cli._parser import build_parser
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_NOTHING_JUDGED", "EXIT_USER_ERROR", "GATES", "JUDGE_KINDS", "PICK_RULES", "PROBES",
-           "PROTOCOLS", "SAMPLERS", "TABLES", "_text_or_file", "build_parser", "main"]
+           "PROTOCOLS", "SAMPLERS", "TABLES", "build_parser", "main"]

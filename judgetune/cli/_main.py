@@ -5,14 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import stat
 import sys
 import traceback
 from pathlib import Path
 
-from judgetune._files import (
-    open_regular,
-)
+from judgetune._files import open_regular
 from judgetune.cli._options import EXIT_INTERRUPTED, EXIT_NOTHING_JUDGED, EXIT_USER_ERROR
 from judgetune.cli._parser import build_parser
 from judgetune.errors import JudgetuneError, NothingJudgedError, printable, redact
@@ -58,9 +55,8 @@ def _refuse_special_inputs(args: argparse.Namespace) -> None:
     for name, what in _INPUTS.items():
         values = getattr(args, name, None)
         for value in values if isinstance(values, list) else [values]:
-            if isinstance(value, (str, Path)) and os.path.exists(value) and not os.path.isdir(value) \
-                    and not stat.S_ISREG(os.stat(value).st_mode):
-                open_regular(value, what).close()  # raises FileKindError naming what the path is
+            if isinstance(value, (str, Path)) and os.path.exists(value) and not os.path.isdir(value):
+                open_regular(value, what).close()  # a device, FIFO or socket: FileKindError naming what it is
 
 
 def _error(err: BaseException, args: argparse.Namespace) -> None:

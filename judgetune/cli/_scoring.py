@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 
 from judgetune import datasets
-from judgetune._files import (
-    clashes,
-)
+from judgetune._files import clashes
 from judgetune.cli._options import _mapping, _some_judged, _tuned_mapping, judges
 from judgetune.errors import JudgetuneError, printable
 
