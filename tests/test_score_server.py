@@ -75,8 +75,11 @@ def test_requests_per_second_are_capped_across_threads():
         start = time.monotonic()
         run_items(lambda item: ask(c, item), [f"q{i}" for i in range(12)], concurrency=6)
         took = time.monotonic() - start
-    gaps = [b - a for a, b in zip(sorted(server.arrivals), sorted(server.arrivals)[1:])]
-    assert took >= 11 / 20 - 0.02 and min(gaps) >= 1 / 20 - 0.01
+    # a request is never sent before its slot but may be sent late (a loaded machine), so any 5 arrivals
+    # span at least 4 slots less one lateness (allowed 0.1 s); uncapped, 6 threads send 5 in a few ms
+    arrivals = sorted(server.arrivals)
+    spans = [b - a for a, b in zip(arrivals, arrivals[4:])]
+    assert took >= 11 / 20 - 0.02 and min(spans) >= 4 / 20 - 0.1
 
 
 def test_retry_after_reads_seconds_and_http_dates():
