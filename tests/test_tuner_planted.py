@@ -232,3 +232,21 @@ def test_a_rejected_candidate_never_ships(tmp_path):
     assert "planted instruction refused" in reasons
     assert all(r["params"].get("instruction") != 2 or r["rejected"] for r in selection["rows"])
     assert selection["gated"] or next(r for r in selection["rows"] if r["chosen"])["params"]["instruction"] != 2
+
+
+@pytest.mark.parametrize("fixed", [{}, {"k": 2}, {"demo_seed": 1}])
+def test_the_incumbent_is_every_searched_knob_at_its_declared_default(fixed):
+    from judgetune.judges import judge_class, registered_kinds
+
+    for kind in registered_kinds():
+        spec = RunSpec(name="d", judge=kind, data="d.jsonl", fixed=fixed)
+        declared = judge_class(kind).space_for(fixed)
+        space = {p.name: p for p in declared if p.searched and p.name not in fixed}
+        for instructions in ((), ("mine", "theirs")):
+            params = default_params(spec, instructions=instructions)
+            expected = {name: p.default for name, p in space.items()}
+            if instructions and "instruction" in expected:
+                expected["instruction"] = 0  # neither text is the kind's default: the pool's first
+            if any(p.name == "k" for p in declared) and {**expected, **fixed}.get("k") and "demo_seed" not in fixed:
+                expected["demo_seed"] = 0
+            assert params == expected, kind

@@ -82,22 +82,16 @@ def pool_seeds(spec: RunSpec) -> list[tuple[str, str]]:
 
 def default_params(spec: RunSpec, data_fixed: dict[str, Any] | None = None, *, lm: JudgeLM | None = None,
                    instructions: Sequence[str] = ()) -> dict[str, Any]:
-    """The incumbent's trial parameters: every searched knob at the kind's default (``suggest``'s names and
-    encodings). Its instruction is the kind's default one, found in the pool by text; with a criterion,
-    whose wording replaces the generic ones, the criterion alone (the pool's first). Its demos, if the
-    default shows any, are draw 0."""
+    """The incumbent's trial parameters: ``suggest`` answered by an Optuna ``FixedTrial`` holding every
+    knob's declared default, so the names and encodings are the search's own. Its instruction is the
+    kind's default one, found in the pool by text; with a criterion, whose wording replaces the generic
+    ones, the criterion alone (the pool's first). Its demos, if the default shows any, are draw 0."""
     settled = {**(data_fixed or {}), **settled_params(spec, lm)}
     cls = judge_class(spec.judge)
-    space = cls.space_for(settled)
-    params: dict[str, Any] = {}
-    for p in space:
-        if p.name in settled or not p.searched:
-            continue
-        if p.name == "instruction" and instructions:
-            text = cls.INSTRUCTIONS.get(p.default)
-            params[p.name] = instructions.index(text) if text in instructions else 0
-        else:
-            params[p.name] = p.default
-    if "k" in {p.name for p in space} and "demo_seed" not in spec.fixed and {**params, **settled}.get("k"):
-        params["demo_seed"] = 0
-    return params
+    defaults: dict[str, Any] = {p.name: p.default for p in cls.space_for(settled)}
+    if instructions and "instruction" in defaults:
+        text = cls.INSTRUCTIONS.get(defaults["instruction"])
+        defaults["instruction"] = instructions.index(text) if text in instructions else 0
+    chosen = suggest(optuna.trial.FixedTrial({**defaults, "demo_seed": 0}), spec, data_fixed, lm=lm,
+                     instructions=instructions)
+    return {name: value for name, value in chosen.items() if name not in settled}
