@@ -164,11 +164,26 @@ def test_cross_validation_holds_out_whole_groups():
 
 
 @pytest.mark.parametrize("data, message", [
-    ({"kind": "linear", "label_range": [0, 5], "slope": float("nan"), "intercept": 0.0}, "slope: expected a finite"),
+    ({"kind": "linear", "label_range": [0, 5], "slope": float("nan"), "intercept": 0.0}, "slope: .*finite number"),
     ({"kind": "linear", "label_range": [5, 0], "slope": 1.0, "intercept": 0.0}, "low below high"),
-    ({"kind": "linear", "label_range": [0, 5], "slope": 1.0}, "expected exactly the fields"),
+    ({"kind": "linear", "label_range": [0, 5], "slope": 1.0}, "intercept: Field required"),
+    ({"kind": "linear", "label_range": [0, 5], "slope": 1.0, "intercept": 0.0, "url": "x"}, "url: Extra inputs"),
+    ({"kind": "constant", "label_range": [0, 5], "value": True}, "value: .*valid number"),
+    ({"kind": "constant", "label_range": [0, 5, 9], "value": 1.0}, "label_range: .*at most 2"),
     ({"kind": "isotonic", "label_range": [0, 5], "x": [1.0, 0.0], "y": [1.0, 2.0]}, "non-decreasing"),
+    ({"kind": "isotonic", "label_range": [0, 5], "x": [0.0], "y": [1.0, 2.0]}, "one length"),
+    ({"kind": "isotonic", "label_range": [0, 5], "x": [], "y": []}, "x: .*at least 1"),
+    (["linear"], "valid dictionary"),
 ])
 def test_a_broken_calibrator_is_refused(data, message):
     with pytest.raises(ValueError, match=message):
         calibrator_from_dict(data)
+
+
+def test_the_constant_calibrator_is_the_labels_median_clipped_to_the_scale():
+    # the median now comes from scikit-learn's DummyRegressor; the figure is numpy's median, as before
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 5, 40):
+        gold = rng.integers(0, 11, n) / 2.0
+        assert ConstantCalibrator((0, 5)).fit(np.zeros(n), gold).value_ == float(np.median(gold))
+    assert ConstantCalibrator((1, 5)).fit([0.0, 0.0], [0.0, 0.5]).value_ == 1.0

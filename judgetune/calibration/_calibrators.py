@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any, Literal, Union
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter, ValidationError, model_validator
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.dummy import DummyRegressor
 from sklearn.linear_model import QuantileRegressor
 from sklearn.model_selection import GroupKFold, cross_val_predict
 
@@ -100,6 +102,7 @@ def isotonic_l1(x: np.ndarray, y: np.ndarray) -> tuple[list[float], list[float]]
     median of the union) until none does. PAVA solves any separable convex loss this way; for the
     absolute error the block minimizer is the median. Each block gives a knot at its lowest and its
     highest ``x``; between blocks the map is linear (as scikit-learn's IsotonicRegression predicts).
+    Hand-written because scikit-learn's IsotonicRegression fits the squared error only.
     """
     order = np.argsort(x, kind="stable")
     xs, ys = x[order], y[order]
@@ -148,7 +151,8 @@ class ConstantCalibrator(Calibrator):
     def fit(self, raw: Any, gold: Sequence[float]) -> ConstantCalibrator:
         low, high = self._range()
         _column(raw)
-        self.value_ = float(min(max(float(np.median(np.asarray(gold, dtype=float))), low), high))
+        median = DummyRegressor(strategy="median").fit(np.zeros((len(gold), 1)), np.asarray(gold, dtype=float))
+        self.value_ = float(min(max(float(median.constant_[0][0]), low), high))
         return self
 
     def _map(self, raw: np.ndarray) -> np.ndarray:
@@ -164,41 +168,67 @@ CALIBRATOR_KINDS = ("isotonic", "linear", "constant")  # the forms a run chooses
 _FIELDS = {"linear": ("slope", "intercept"), "isotonic": ("x", "y"), "constant": ("value",)}
 
 
+class _State(BaseModel):
+    """A fitted calibrator's JSON, as ``to_dict`` writes it: exactly these fields, finite numbers."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    label_range: list[FiniteFloat] = Field(min_length=2, max_length=2)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _State:
+        if not self.label_range[0] < self.label_range[1]:
+            raise ValueError(f"label_range must be finite with low below high, got {self.label_range}")
+        return self
+
+
+class _LinearState(_State):
+    kind: Literal["linear"]
+    slope: FiniteFloat
+    intercept: FiniteFloat
+
+
+class _IsotonicState(_State):
+    kind: Literal["isotonic"]
+    x: list[FiniteFloat] = Field(min_length=1)
+    y: list[FiniteFloat] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _knots(self) -> _IsotonicState:
+        if len(self.x) != len(self.y):
+            raise ValueError("x and y must be of one length")
+        if any(b < a for a, b in zip(self.x, self.x[1:])):
+            raise ValueError("x must be non-decreasing")
+        return self
+
+
+class _ConstantState(_State):
+    kind: Literal["constant"]
+    value: FiniteFloat
+
+
+_STATE = TypeAdapter(Annotated[Union[_LinearState, _IsotonicState, _ConstantState], Field(discriminator="kind")])
+
+
 def calibrator_from_dict(data: dict[str, Any]) -> Calibrator:
-    """Rebuild a fitted calibrator from its ``to_dict``.
+    """Rebuild a fitted calibrator from its ``to_dict`` (checked by the pydantic models above).
 
     Raises:
-        ValueError: an unknown kind, a missing or extra field, a non-finite number, a reversed range.
+        ValueError: an unknown kind, a missing or extra field, a non-finite number, a reversed range,
+            naming the field.
     """
-    if not isinstance(data, dict):
-        raise ValueError(f"expected an object, got {type(data).__name__}")
-    kind = data.get("kind")
-    if kind not in CALIBRATORS:
-        raise ValueError(f"calibrator kind must be one of {sorted(CALIBRATORS)}, got {kind!r}")
-    fields = {"kind", "label_range", *_FIELDS[kind]}
-    if set(data) != fields:
-        raise ValueError(f"{kind} calibrator: expected exactly the fields {sorted(fields)}, got {sorted(data)}")
-
-    def finite(value: Any, name: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{name}: expected a finite number, got {value!r}")
-        return float(value)
-
-    if not isinstance(data["label_range"], list) or len(data["label_range"]) != 2:
-        raise ValueError(f"label_range: expected [low, high], got {data['label_range']!r}")
-    calibrator = CALIBRATORS[kind](tuple(finite(v, "label_range") for v in data["label_range"]))
-    calibrator._range()
-    if kind == "constant":
-        calibrator.value_ = finite(data["value"], "value")
-    elif kind == "linear":
-        calibrator.slope_, calibrator.intercept_ = finite(data["slope"], "slope"), finite(data["intercept"], "intercept")
-    else:
-        x, y = data["x"], data["y"]
-        if not isinstance(x, list) or not isinstance(y, list) or len(x) != len(y) or not x:
-            raise ValueError("isotonic calibrator: x and y must be non-empty and of one length")
-        calibrator.x_, calibrator.y_ = [finite(v, "x") for v in x], [finite(v, "y") for v in y]
-        if any(b < a for a, b in zip(calibrator.x_, calibrator.x_[1:])):
-            raise ValueError("isotonic calibrator: x must be non-decreasing")
+    try:
+        state = _STATE.validate_python(data)
+    except ValidationError as err:
+        problems = []
+        for e in err.errors():
+            where = ".".join(str(part) for part in e["loc"][1:])  # loc[0] is the kind's tag
+            message = e["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {message}" if where else message)
+        kind = data.get("kind") if isinstance(data, dict) else None
+        raise ValueError(f"{kind + ' ' if kind in CALIBRATORS else ''}calibrator: {'; '.join(problems)}") from None
+    calibrator = CALIBRATORS[state.kind](tuple(state.label_range))
+    for name in _FIELDS[state.kind]:
+        setattr(calibrator, f"{name}_", getattr(state, name))
     return calibrator
 
 
