@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter, ValidationError, model_validator
@@ -206,7 +206,7 @@ class _ConstantState(_State):
     value: FiniteFloat
 
 
-_STATE = TypeAdapter(Annotated[Union[_LinearState, _IsotonicState, _ConstantState], Field(discriminator="kind")])
+_STATE = TypeAdapter(Annotated[_LinearState | _IsotonicState | _ConstantState, Field(discriminator="kind")])
 
 
 def calibrator_from_dict(data: dict[str, Any]) -> Calibrator:
