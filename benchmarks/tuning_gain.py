@@ -57,7 +57,7 @@ from scipy.stats import t as student_t  # noqa: E402
 from judgetune.stats import correlation  # noqa: E402
 from judgetune.testing.planted import TESTBEDS, gate_testbed  # noqa: E402
 from judgetune.tuning import RunSpec, tune  # noqa: E402
-from judgetune.tuning._selection import Scored, pseudo_values  # noqa: E402
+from judgetune.tuning._selection import CandidateScores, pseudo_values  # noqa: E402
 
 # the sets of the issue, each with the judges that apply (embedding: the cheap control)
 GRADED = ("hybrid", "rubric", "embedding")
@@ -83,7 +83,7 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
     spearman = gain.get("spearman_per_group" if grouped else "spearman") or {}
     mae = gain.get("mae") or {}
     default = m.get("default_test", m["test"])
-    test = m["selection"].get("test") or {}
+    test = m["selection"].get("gate_result") or {}
     return {"dataset": dataset, "judge": judge, "rule": rule, "trials": trials, "n_test": gain["n"],
             "spearman_kind": "per group" if grouped else "global",
             "default_spearman": figure(default, grouped), "tuned_spearman": figure(m["test"], grouped),
@@ -91,7 +91,7 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
             "mae_gain": mae.get("value"), "mae_gain_low": mae.get("low"), "mae_gain_high": mae.get("high"),
             "tuned_mae": m["test"].get("mae"), "constant_mae": m["baselines"]["constant"].get("mae"),
             "mae_vs_constant": m["vs_constant"].get("mae"), "worse_than_constant": m["vs_constant"]["worse"],
-            "gated": gain["gated"], "calibrator": config.calibrator["kind"] if config.calibrator else None,
+            "gated": gain["default_shipped"], "calibrator": config.calibrator["kind"] if config.calibrator else None,
             "shipped_trial": m["selection"].get("chosen_trial"), "gate_winner_trial": _winner_trial(m["selection"]),
             "gate_advantage": test.get("winner_advantage"),
             "gate_low": test.get("lower_bound"), "gate_level": test.get("level"), "gate_refused": test.get("refused"),
@@ -103,14 +103,14 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
 
 def _winner_trial(selection: dict[str, Any]) -> int | None:
     """The trial the gate tested (chosen on the search items), or None."""
-    winner = (selection.get("test") or {}).get("winner")
+    winner = (selection.get("gate_result") or {}).get("winner")
     return None if winner is None else selection["rows"][winner]["number"]
 
 
 def _winner_interval(selection: dict[str, Any]) -> list[float | None] | None:
     """The gate's interval of the tested challenger's dev advantage (both ends: the test at another level can
     be read off them, the t interval being symmetric), or None."""
-    winner = (selection.get("test") or {}).get("winner")
+    winner = (selection.get("gate_result") or {}).get("winner")
     return None if winner is None else selection["rows"][winner].get("advantage_dev_ci")
 
 
@@ -147,12 +147,12 @@ def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None) 
     start = time.perf_counter()
     for seed in range(runs):
         metrics = run_testbed(name, seed, folder)
-        gain, test = metrics["gain"], metrics["selection"]["test"]
+        gain, test = metrics["gain"], metrics["selection"]["gate_result"]
         out["runs"] += 1
-        out["default_shipped"] += gain["gated"]
-        out["gain_detected"] += (not gain["gated"]) and (gain["spearman"] or {}).get("low", 0) > 0
+        out["default_shipped"] += gain["default_shipped"]
+        out["gain_detected"] += (not gain["default_shipped"]) and (gain["spearman"] or {}).get("low", 0) > 0
         out["refused"] += test.get("refused") is not None
-        out["details"].append({"seed": seed, "gated": gain["gated"], "dev_items": test.get("items"),
+        out["details"].append({"seed": seed, "gated": gain["default_shipped"], "dev_items": test.get("items"),
                                "dev_groups": test.get("groups"), "winner_advantage": test.get("winner_advantage"),
                                "lower_bound": test.get("lower_bound"), "level": test.get("level"),
                                "winner_interval": _winner_interval(metrics["selection"]),
@@ -193,8 +193,8 @@ def _sim_draw(signal: tuple[float, ...], rng: np.random.Generator, n_search: int
         return best if rho[best] > rho[0] else None
 
     def advantage(j: int, idx: np.ndarray) -> tuple[float, np.ndarray]:
-        whole, pseudo = pseudo_values("spearman", [Scored({}, r[idx], r[idx], None, 0.0) for r in (raws[0], raws[j])],
-                                      gold[idx])
+        pair = [CandidateScores({}, r[idx], r[idx], None, 0.0) for r in (raws[0], raws[j])]
+        whole, pseudo = pseudo_values("spearman", pair, gold[idx])
         return float(whole[1] - whole[0]), pseudo[:, 1] - pseudo[:, 0]
 
     search, dev = np.arange(n_search), np.arange(n_search, n)

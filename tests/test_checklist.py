@@ -48,7 +48,7 @@ def msrpar(data_root):
 def fitted(embedded_lm, msrpar):
     train, _ = msrpar
     spec = JudgeSpec("checklist", {"combiner": "monotone", "alpha": 0.1}, instruction=TWO)
-    return build(spec, BuildContext(lm=embedded_lm, train=train, label_range=(0.0, 5.0)))
+    return build(spec, BuildContext(lm=embedded_lm, demo_pool=train, label_range=(0.0, 5.0)))
 
 
 def test_answers_are_probabilities_and_the_monotone_combiner_never_weighs_a_yes_down(fitted, msrpar):

@@ -64,7 +64,7 @@ def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
     train, items, label_range = data[name]
     needs_lm = judge_class(kind).needs_lm
     items = items[:2] if needs_lm else items
-    context = BuildContext(lm=lm if needs_lm else None, train=train, label_range=label_range)
+    context = BuildContext(lm=lm if needs_lm else None, demo_pool=train, label_range=label_range)
     judge = build(JudgeSpec(kind, params, seed=3), context)
     verdicts = judge.judge_all(items)
     assert any(v.parsed for v in verdicts), [v.raw for v in verdicts]
@@ -85,7 +85,7 @@ def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
         assert prompt["demos"] == config.demos and len(config.demos) == params.get("k", 0)
         no_demos = {"k": 0} if "k" in {p.name for p in judge_class(kind).space()} else {}
         blank = build(JudgeSpec(kind, {**params, **no_demos, "instruction": list(type(judge).INSTRUCTIONS)[-1]}, seed=3),
-                      BuildContext(lm=lm, train=train, label_range=label_range))
+                      BuildContext(lm=lm, demo_pool=train, label_range=label_range))
         assert blank.instruction != judge.instruction and not blank.demos
         blank.load_state(json.loads(json.dumps(state)))
         assert blank.instruction == judge.instruction and blank.demos == judge.demos

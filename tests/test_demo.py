@@ -39,7 +39,7 @@ def test_the_demo_chooses_on_dev_and_reports_every_family_beside_the_baselines(s
     assert set(summary["gain"]) == {"embedding", "rougeL"} and summary["seconds"] > 0  # each family vs its default
     for gain in summary["gain"].values():  # shipped minus default on the same test items, with a paired interval
         mae = gain["mae"]
-        assert isinstance(gain["gated"], bool) and mae["low"] <= mae["value"] <= mae["high"]
+        assert isinstance(gain["default_shipped"], bool) and mae["low"] <= mae["value"] <= mae["high"]
     assert set(summary["versus"]) == {"embedding", "rougeL"} - {summary["chosen"]}
     for diff in summary["versus"].values():  # the chosen judge against each other family on the same items
         assert diff["n"] == 40

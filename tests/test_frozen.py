@@ -136,3 +136,16 @@ def test_a_kind_registered_later_loads_from_judge_json(monkeypatch):
     data = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 5.0)).to_dict()
     frozen = FrozenJudge(JudgeConfig.from_dict(json.loads(json.dumps(data))))
     assert frozen.judge.kind == "words" and frozen.score(answer="three short words") is not None
+
+
+def test_a_judge_json_written_under_the_old_metric_names_reads_under_the_new_ones():
+    judge = make_judge("overlap", train=[], label_range=(0.0, 5.0))
+    data = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 5.0)).to_dict()
+    gate = {"winner": 1, "passed": False}
+    old = {**data, "metrics": {"train": {"n": 6}, "gain": {"n": 6, "gated": True},
+                               "selection": {"gate": "on", "gated": True, "test": gate}}}
+    metrics = JudgeConfig.from_dict(json.loads(json.dumps(old))).metrics
+    assert metrics == {"search_items": {"n": 6}, "gain": {"n": 6, "default_shipped": True},
+                       "selection": {"gate": "on", "default_shipped": True, "gate_result": gate}}
+    new = {**data, "metrics": metrics}
+    assert JudgeConfig.from_dict(json.loads(json.dumps(new))).metrics == metrics

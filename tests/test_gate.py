@@ -23,14 +23,14 @@ from judgetune.errors import JudgetuneError
 from judgetune.tuning import RunSpec, gain, gain_line, gate, prepare_splits
 from judgetune.tuning._objective import clearly_dominated
 from judgetune.tuning._run import gate_line, harmful_gain
-from judgetune.tuning._selection import Scored, filled
+from judgetune.tuning._selection import CandidateScores, filled
 
 REF = {"target": "reference"}
 
 
-def scored(raw, pred=None) -> Scored:
+def scored(raw, pred=None) -> CandidateScores:
     raw = np.asarray(raw, dtype=float)
-    return Scored({}, raw, raw if pred is None else np.asarray(pred, dtype=float), None, 0.0)
+    return CandidateScores({}, raw, raw if pred is None else np.asarray(pred, dtype=float), None, 0.0)
 
 
 # 1. evaluate() and compare() of a frozen judge use the split it was tuned on
@@ -152,7 +152,7 @@ def test_a_failure_is_charged_the_median_in_gain_as_in_selection():
     shipped = [float(g) for g in gold]
     shipped[3] = None
     default = [float(g) + (1 if i % 2 else -1) for i, g in enumerate(gold)]
-    g = gain(shipped, default, examples, gated=False, fallback=2.5, n_resamples=50)
+    g = gain(shipped, default, examples, default_shipped=False, fallback=2.5, n_resamples=50)
     assert g["n"] == 30 and g["failed"] == {"shipped": 1, "default": 0}
     a = filled(np.asarray([np.nan if x is None else x for x in shipped]), 2.5)
     assert a[3] == 2.5 and g["mae"]["value"] == pytest.approx(np.abs(a - gold).mean() - 1.0)
@@ -173,7 +173,7 @@ def test_a_challenger_that_ranks_better_but_errs_more_does_not_ship():
 
 
 def test_a_gain_interval_wholly_below_zero_is_a_warning_line():
-    g = {"n": 50, "gated": False, "spearman": {"value": -0.2, "low": -0.3, "high": -0.1},
+    g = {"n": 50, "default_shipped": False, "spearman": {"value": -0.2, "low": -0.3, "high": -0.1},
          "mae": {"value": 0.01, "low": -0.05, "high": 0.07}}
     warning = harmful_gain(g)
     assert warning and "Spearman -0.200 [-0.300, -0.100]" in warning and "MAE" not in warning
@@ -211,14 +211,15 @@ def test_the_gain_line_says_what_the_gate_saw():
     rows = [{"number": 0, "search_figure": 0.619, "rejected": None},
             {"number": 1, "search_figure": 0.661, "rejected": None, "advantage_dev_ci": [-0.102, 0.187]}]
     selection = {"gate": "on", "rule": "spearman", "rows": rows,
-                 "test": {"winner": 1, "winner_advantage": 0.041, "items": 40, "method": "jackknife t over items",
-                          "passed": False, "refused": None, "guard": {"objective": "mae", "worse": False}}}
+                 "gate_result": {"winner": 1, "winner_advantage": 0.041, "items": 40,
+                                 "method": "jackknife t over items", "passed": False, "refused": None,
+                                 "guard": {"objective": "mae", "worse": False}}}
     line = gate_line(selection)
     assert "trial 1, best on the search items (0.661 vs the default's 0.619)" in line
     assert "+0.041 [-0.102, +0.187]" in line and line.endswith("not above zero; the default shipped")
-    g = {"n": 80, "gated": True, **{k: {"value": 0.0, "low": 0.0, "high": 0.0} for k in ("spearman", "mae")}}
+    g = {"n": 80, "default_shipped": True, **{k: {"value": 0.0, "low": 0.0, "high": 0.0} for k in ("spearman", "mae")}}
     assert gain_line({"gain": g, "selection": selection}).split("\n")[1] == line
-    refused = {**selection, "test": {**selection["test"], "refused": "the dev split holds 2 questions"}}
+    refused = {**selection, "gate_result": {**selection["gate_result"], "refused": "the dev split holds 2 questions"}}
     assert gate_line(refused) == "gate: no test (the dev split holds 2 questions)"
     assert gate_line({**selection, "gate": "off"}) is None
 
@@ -280,7 +281,7 @@ def test_the_gate_is_a_one_sided_test_at_five_percent():
     assert test["lower_bound"] == pytest.approx(0.5 - student_t.ppf(0.95, n - 1) * se) and test["lower_bound"] > 0
     assert test["alpha"] == 0.05 and test["confidence"] == pytest.approx(0.90)
     rows = [{"number": 0, "search_figure": 0.5}, {"number": 3, "search_figure": 0.6, "advantage_dev_ci": [0.01, 0.99]}]
-    line = gate_line({"gate": "on", "rule": "mae", "rows": rows, "test": {**test, "winner": 1}})
+    line = gate_line({"gate": "on", "rule": "mae", "rows": rows, "gate_result": {**test, "winner": 1}})
     assert "(jackknife t over items, 90% interval, one-sided 95% lower bound); it shipped" in line
 
 

@@ -275,7 +275,7 @@ def test_the_dspy_prompt_saved_with_dspy_loads_into_a_plain_dspy_module(run_cli,
     from judgetune.judges import BuildContext, JudgeSpec, build
 
     demos = [example_from_record(r, where="t", default_id=r["id"], problems=[]) for r in rows(4)]
-    judge = build(JudgeSpec("rubric", {"k": 2}), BuildContext(lm=embedded_lm, train=demos, label_range=(0.0, 5.0)))
+    judge = build(JudgeSpec("rubric", {"k": 2}), BuildContext(lm=embedded_lm, demo_pool=demos, label_range=(0.0, 5.0)))
     config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=(0.0, 5.0))
     path = config.save(tmp_path / "judge.json")
     out = tmp_path / "rubric.json"

@@ -96,7 +96,8 @@ def test_the_tuner_finds_the_planted_instruction_demos_and_k(data, tmp_path):
     chosen = next(r for r in selection["rows"] if r["chosen"])
     assert study.trials[chosen["number"]].values[1] == pytest.approx(1.0)
     assert chosen["spearman"] == pytest.approx(1.0) and chosen["mae"] == pytest.approx(0.0, abs=1e-9)
-    assert not selection["gated"] and selection["test"]["passed"] and selection["test"]["lower_bound"] > 0
+    gate_result = selection["gate_result"]
+    assert not selection["default_shipped"] and gate_result["passed"] and gate_result["lower_bound"] > 0
     # the old rule (--gate off) re-scores on dev alone and finds it too
     old_params, old = select_on_dev(study, spec, splits, lm)
     assert old_params == params and old["gate"] == "off"
@@ -193,7 +194,7 @@ def run_testbed(name: str, seed: int, folder, *, reject=None) -> dict:
 def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
     metrics = run_testbed("null", seed, tmp_path)
     gain, selection = metrics["gain"], metrics["selection"]
-    assert selection["gated"] and gain["gated"] and selection["chosen_trial"] == 0
+    assert selection["default_shipped"] and gain["default_shipped"] and selection["chosen_trial"] == 0
     assert len(selection["rows"]) >= 2  # a challenger was compared and turned away
     assert gain["spearman"] == {"value": 0.0, "low": 0.0, "high": 0.0} and gain["n"] == metrics["test"]["n"]
 
@@ -201,8 +202,8 @@ def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
 def test_on_the_grouped_null_testbed_the_default_ships_after_a_test_over_the_dev_questions(tmp_path):
     metrics = run_testbed("null-grouped", 1, tmp_path)
     selection = metrics["selection"]
-    test = selection["test"]
-    assert selection["gated"] and 3 <= test["groups"] <= 5 and test["method"] == "t over questions"
+    test = selection["gate_result"]
+    assert selection["default_shipped"] and 3 <= test["groups"] <= 5 and test["method"] == "t over questions"
     assert test["refused"] is None and (test["winner"] is None or test["lower_bound"] <= 0)
 
 
@@ -212,11 +213,11 @@ def test_on_the_planted_testbed_the_gate_passes_and_the_gain_shows_on_test(tmp_p
     gain, selection = metrics["gain"], metrics["selection"]
     chosen = next(r for r in selection["rows"] if r["chosen"])
     texts = GATE_SPEC["instructions"]
-    assert not gain["gated"] and selection["test"]["passed"] and texts[0] == GATE_INSTRUCTION
+    assert not gain["default_shipped"] and selection["gate_result"]["passed"] and texts[0] == GATE_INSTRUCTION
     assert chosen["params"]["instruction"] == 2  # the criterion, the criterion with the task, then GATE_INSTRUCTION
     assert gain["spearman"]["low"] > 0 and gain["mae"]["high"] < 0  # better ranks, smaller errors, on test
     assert metrics["default_test"]["spearman"] < metrics["test"]["spearman"]
-    assert set(gain) >= {"spearman", "mae", "gated", "n", "spearman_raw"} and gain["spearman_raw"]["low"] > 0
+    assert set(gain) >= {"spearman", "mae", "default_shipped", "n", "spearman_raw"} and gain["spearman_raw"]["low"] > 0
 
 
 def test_a_rejected_candidate_never_ships(tmp_path):
@@ -231,7 +232,7 @@ def test_a_rejected_candidate_never_ships(tmp_path):
     selection = metrics["selection"]
     assert "planted instruction refused" in reasons
     assert all(r["params"].get("instruction") != 2 or r["rejected"] for r in selection["rows"])
-    assert selection["gated"] or next(r for r in selection["rows"] if r["chosen"])["params"]["instruction"] != 2
+    assert selection["default_shipped"] or next(r for r in selection["rows"] if r["chosen"])["params"]["instruction"] != 2
 
 
 @pytest.mark.parametrize("fixed", [{}, {"k": 2}, {"demo_seed": 1}])

@@ -48,7 +48,7 @@ def test_tune_writes_a_frozen_judge_config(run):
     assert data["judge"] == "rubric" and data["lm"]["spec"] == "local:smollm2"
     assert data["reproduce"]["engine"] == "llamacpp"
     assert data["reproduce"]["threads"] == int(os.environ["JUDGETUNE_THREADS"])  # conftest's setting reached the model
-    assert {"train", "dev", "test"} <= set(data["metrics"]) and data["metrics"]["test"]["n"] >= 2
+    assert {"search_items", "dev", "test"} <= set(data["metrics"]) and data["metrics"]["test"]["n"] >= 2
     assert data["metrics"]["test"]["mae_ci"][0] <= data["metrics"]["test"]["mae"] <= data["metrics"]["test"]["mae_ci"][1]
     assert len(data["demos"]) == data["params"]["k"] and all("label" in d for d in data["demos"])
     assert data["calibrator"]["kind"] in ("isotonic", "linear", "constant")
@@ -68,11 +68,11 @@ def test_tune_writes_a_frozen_judge_config(run):
             assert 0 < trial.user_attrs["lm_calls"] <= trial.user_attrs["items_scored"]
     assert sum(t.user_attrs["lm_calls"] for t in trials) == search["lm_calls"]
     gain = data["metrics"]["gain"]
-    assert {"spearman", "mae", "gated", "n"} <= set(gain) and gain["n"] == data["metrics"]["test"]["n"]
+    assert {"spearman", "mae", "default_shipped", "n"} <= set(gain) and gain["n"] == data["metrics"]["test"]["n"]
     for key in ("spearman", "mae"):
         g = gain[key]
         assert g["value"] is None or g["low"] <= g["high"]
-    assert gain["gated"] == data["metrics"]["selection"]["gated"]
+    assert gain["default_shipped"] == data["metrics"]["selection"]["default_shipped"]
 
 
 def test_score_reproduces_the_test_predictions_exactly(run, tmp_path, monkeypatch):

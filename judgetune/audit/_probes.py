@@ -64,7 +64,7 @@ class Scorer:
         return self.config.judge
 
     def build(self, spec: JudgeSpec, train: Sequence[Example] = ()):
-        return build(spec, BuildContext(lm=self.lm, train=train,
+        return build(spec, BuildContext(lm=self.lm, demo_pool=train,
                                         label_range=tuple(self.config.label_range)))
 
     def score(self, examples: Sequence[Example], judge=None) -> tuple[list[Verdict], list[float | None]]:

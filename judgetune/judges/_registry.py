@@ -103,7 +103,7 @@ def build(spec: JudgeSpec, context: BuildContext | None = None) -> Judge:
 
     Settings are the kind's data defaults for the training data (when the context holds examples or a
     label range), overridden by ``spec.params``. A kind that fits and has no ``spec.fitted`` comes
-    back fitted on ``context.train``.
+    back fitted on ``context.demo_pool``.
 
     Raises:
         ValueError: an unknown kind or setting, or an LM kind without an LM.
@@ -118,17 +118,17 @@ def build(spec: JudgeSpec, context: BuildContext | None = None) -> Judge:
     defaults = cls.data_defaults(examples, context.label_range) if has_data else {}
     kwargs: dict[str, Any] = {**_REGISTRY[spec.kind].fixed, **defaults, **spec.params}
     if cls.uses_references:  # references of the demos, from the training examples
-        kwargs.update(pool=ReferencePool(context.train), seed=spec.seed)
+        kwargs.update(pool=ReferencePool(context.demo_pool), seed=spec.seed)
     elif cls.seeded:
         kwargs["seed"] = spec.seed
     if cls.uses_prompt:
-        kwargs.update(demo_pool=list(context.train), demo_seed=spec.seed, label_range=context.label_range,
+        kwargs.update(demo_pool=list(context.demo_pool), demo_seed=spec.seed, label_range=context.label_range,
                       instruction_text=spec.instruction, demos=None if spec.demos is None else list(spec.demos))
     if spec.fitted is not None:
         kwargs["fitted"] = dict(spec.fitted)
     judge = cls(context.lm if cls.needs_lm_with(kwargs) else None, **kwargs)
     if cls.fits and spec.fitted is None:
-        judge.fit(context.train)
+        judge.fit(context.demo_pool)
     return judge
 
 
@@ -162,4 +162,4 @@ def make_judge(kind: str, lm=None, *, train: Sequence[Example], label_range: tup
     """Shorthand of ``build`` with training data: demos drawn from ``train``, settings = data defaults
     overridden by ``params``; a kind that fits comes back fitted on ``train`` (a judge never draws on the items
     it scores)."""
-    return build(JudgeSpec(kind, params or {}, seed=seed), BuildContext(lm=lm, train=train, label_range=label_range))
+    return build(JudgeSpec(kind, params or {}, seed=seed), BuildContext(lm=lm, demo_pool=train, label_range=label_range))

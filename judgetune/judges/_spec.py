@@ -34,8 +34,9 @@ class JudgeSpec:
 
 @dataclass(frozen=True)
 class BuildContext:
-    """What a judge may draw on when built: the LM, the training examples (demos are picked from them,
-    a fitting judge fits on them, data defaults are read from them) and the human label range.
+    """What a judge may draw on when built: the LM, the demo pool (labeled training examples: demos are
+    picked from them, a fitting judge fits on them, data defaults are read from them; a run's
+    ``Splits.demo_pool``, not the whole train split) and the human label range.
 
     Nothing here comes from the items the judge will score: a built judge scores an item from its own
     state and that item alone (references a judge scores against are the ones an item carries; a protocol
@@ -43,9 +44,9 @@ class BuildContext:
     """
 
     lm: Any = None
-    train: Sequence[Example] = ()
+    demo_pool: Sequence[Example] = ()
     label_range: tuple[float, float] | None = None
 
     def examples(self) -> list[Example]:
-        """The training examples, for data defaults."""
-        return list(self.train)
+        """The demo pool's examples, for data defaults."""
+        return list(self.demo_pool)

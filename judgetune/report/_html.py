@@ -68,7 +68,7 @@ def selection_section(selection: dict[str, Any] | None) -> str:
         f"<td>{_f((r.get('search') or {}).get('spearman'))}</td><td>{_f(r['spearman'])}</td>"
         f"<td>{_f((r.get('search') or {}).get('mae'))}</td><td>{_f(r['mae'])}</td>"
         f"<td>{_f(r.get('advantage_dev'))}</td></tr>" for r in selection["rows"])
-    test = selection.get("test") or {}
+    test = selection.get("gate_result") or {}
     if selection.get("gate") == "on":
         if test.get("refused"):
             verdict = f"The gate made no test: {html.escape(test['refused'])}. "
@@ -82,7 +82,7 @@ def selection_section(selection: dict[str, Any] | None) -> str:
                        f"{_f(test.get('lower_bound'))} ({html.escape(str(test.get('method')))})"
                        + (f"; its {guard.get('objective')} was worse than the default's beyond noise"
                           if guard.get("worse") else "") + ". ")
-        verdict += "The default judge shipped." if selection.get("gated") else "The challenger shipped."
+        verdict += "The default judge shipped." if selection.get("default_shipped") else "The challenger shipped."
         intro = (f"Candidates scored on {selection.get('items')} non-test items ({selection.get('lm_calls', 0)} LM "
                  f"calls), MAE out of fold; chosen by {html.escape(selection['rule'])}. {verdict}")
     else:
@@ -100,7 +100,7 @@ def gain_paragraph(metrics: dict[str, Any]) -> str:
     if not g or not g.get("spearman"):
         return ""
     parts = gain_parts(g)
-    verdict = "the default judge shipped (no reliable gain found)" if g["gated"] else "a tuned judge shipped"
+    verdict = "the default judge shipped (no reliable gain found)" if g["default_shipped"] else "a tuned judge shipped"
     return (f"<h2>Gain over the default judge</h2><p>Shipped minus default on the same {g['n']} test items (paired "
             f"95% interval; MAE: negative is better): {html.escape(', '.join(parts))}; {verdict}.</p>")
 
@@ -163,7 +163,7 @@ def build_report(*, study: optuna.Study, config: JudgeConfig, predictions: list[
     label_range = tuple(config.label_range)
     kept = [p for p in predictions if p["score"] is not None]
     raw, calibrated, human = ([p["raw_score"] for p in kept], [p["score"] for p in kept], [p["human"] for p in kept])
-    rows = [(f"judge ({split})", metrics[split]) for split in ("train", "dev", "test") if split in metrics]
+    rows = [(f"judge ({split})", metrics[split]) for split in ("search_items", "dev", "test") if split in metrics]
     rows += [(f"{name} (test)", row) for name, row in metrics.get("baselines", {}).items()]
     search = metrics.get("search", {})
     figures = [

@@ -115,7 +115,7 @@ def _mae(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def gain(shipped: Sequence[float | None], default: Sequence[float | None], examples: Sequence[Example], *,
-         gated: bool, fallback: float | None = None, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+         default_shipped: bool, fallback: float | None = None, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Shipped minus default on every test item: Spearman, MAE (lower is better, so a negative MAE gain is
     an improvement) and, where the data has groups, the per-group Spearman, each as ``{"value", "low",
     "high"}`` with a paired 95% interval (the same whole groups drawn for both). A failed judgment is
@@ -126,7 +126,7 @@ def gain(shipped: Sequence[float | None], default: Sequence[float | None], examp
     gold = [e.judgment for e in examples]
     groups = groups_of(list(examples))
     common = {"n_resamples": n_resamples, "seed": seed}
-    out: dict[str, Any] = {"n": len(gold), "gated": gated,
+    out: dict[str, Any] = {"n": len(gold), "default_shipped": default_shipped,
                            "failed": {"shipped": sum(x is None for x in shipped),
                                       "default": sum(x is None for x in default)}}
     if len(gold) < 2:
@@ -191,7 +191,7 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
     its interval, and why the default shipped when it did (None for a run without the gate)."""
     if not selection or selection.get("gate") != "on":
         return None
-    test, rows = selection.get("test") or {}, selection["rows"]
+    test, rows = selection.get("gate_result") or {}, selection["rows"]
     name, fmt = selection["rule"], (lambda x: "-" if x is None else f"{x:+.3f}")  # noqa: E731
     name = "Spearman" if name == "spearman" else "MAE (default's minus its own)"
     if test.get("refused"):
@@ -224,7 +224,7 @@ def gain_line(metrics: dict[str, Any]) -> str:
     if not g or g.get("spearman") is None:
         return "gain over the default judge: not measured"
     parts = gain_parts(g)
-    verdict = "the default shipped" if g["gated"] else "a tuned judge shipped"
+    verdict = "the default shipped" if g["default_shipped"] else "a tuned judge shipped"
     line = f"gain over the default judge on {g['n']} test items (paired 95%): {', '.join(parts)}; {verdict}"
     gate = gate_line(metrics.get("selection"))
     if gate:
@@ -255,19 +255,19 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     test_labels = [e.judgment for e in splits.test]
     scale = (min(splits.label_range[0], *test_labels), max(splits.label_range[1], *test_labels))
     test_scores: list[float | None] = []
-    for name, examples in (("train", splits.search), ("dev", splits.dev), ("test", splits.test)):
+    for name, examples in (("search_items", splits.search), ("dev", splits.dev), ("test", splits.test)):
         scoring_judge = config.build_judge(lm)
         verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
         scores = config.calibrated(verdicts, scoring_judge, examples)
         metrics[name] = agreement(scores, examples, scale, n_resamples=n_resamples, seed=spec.seed)
         metrics[name]["degraded"] = sum(bool(v.degraded) for v in verdicts)  # scored without some of its signals
-        if name != "train":  # cost apart from the figures: timings differ from run to run, agreement must not
+        if name != "search_items":  # cost apart from the figures: timings differ from run to run, agreement must not
             metrics.setdefault("cost", {})[name] = cost_per_item(verdicts, seconds)
         if name == "test":
             test_scores, test_raw = scores, [v.score if v.parsed else None for v in verdicts]
             write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
             datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
-    for name in ("train", "dev"):
+    for name in ("search_items", "dev"):
         metrics[name]["note"] = "in-sample for the calibrator (fitted on the search and dev items)"
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
     if params == default:
@@ -281,10 +281,10 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
         metrics["default_test"] = agreement(default_scores, splits.test, scale,
                                             n_resamples=n_resamples, seed=spec.seed)
     median = float(np.median([e.judgment for e in splits.selection]))  # what a failure is charged (``filled``)
-    metrics["gain"] = gain(test_scores, default_scores, splits.test, gated=params == default, fallback=median,
+    metrics["gain"] = gain(test_scores, default_scores, splits.test, default_shipped=params == default, fallback=median,
                            n_resamples=n_resamples, seed=spec.seed)
     # the ranking before calibration: defined even where a constant calibrator ships (it ranks nothing)
-    raw_gain = gain(test_raw, default_raw, splits.test, gated=params == default, n_resamples=n_resamples,
+    raw_gain = gain(test_raw, default_raw, splits.test, default_shipped=params == default, n_resamples=n_resamples,
                     seed=spec.seed)["spearman"]
     metrics["gain"]["spearman_raw"] = raw_gain
     _against_baselines(metrics, test_scores, spec, splits, scale, n_resamples)

@@ -57,7 +57,7 @@ MIN_GATE_ITEMS = 20  # dev items without questions: fewer, and the gate refuses
 
 
 @dataclass
-class Scored:
+class CandidateScores:
     """One candidate on the selection items: raw scores (NaN where it failed), out-of-fold calibrated
     predictions (a failure gets the labels' median: failing costs what guessing costs)."""
 
@@ -88,7 +88,7 @@ def candidate_trials(study: optuna.Study, spec: RunSpec, *, exclude: Sequence[di
 
 
 def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
-                    items: list[Example]) -> Scored:
+                    items: list[Example]) -> CandidateScores:
     """Raw scores of the judge of ``params`` on ``items`` and their out-of-fold calibrated predictions."""
     full = {**params, **splits.data_fixed, **settled_params(spec, lm)}
     judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, label_range=splits.label_range,
@@ -101,7 +101,7 @@ def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, i
     if ok.sum() >= 4:
         pred[ok], kind, _ = cross_fitted(raw[ok], gold[ok], label_range=splits.label_range,
                                          groups=[e.group_key for e, k in zip(items, ok) if k], seed=spec.seed)
-    return Scored(params, raw, pred, kind, float(1 - ok.mean()))
+    return CandidateScores(params, raw, pred, kind, float(1 - ok.mean()))
 
 
 def filled(values: np.ndarray, fallback: float | None = None) -> np.ndarray:
@@ -124,7 +124,7 @@ def spearman_figure(raw: np.ndarray, gold: np.ndarray, groups: Sequence[str] | N
     return float(np.mean(values)) if values else None
 
 
-def search_figure(rule: str, scored: Scored, gold: np.ndarray, groups: Sequence[str] | None, *,
+def search_figure(rule: str, scored: CandidateScores, gold: np.ndarray, groups: Sequence[str] | None, *,
                   label_range: tuple[float, float], seed: int) -> float:
     """A candidate's figure on the search items alone (higher is better): the Spearman of its raw scores,
     or minus the MAE of its scores calibrated out of fold on these items only (dev stays out of the choice)."""
@@ -154,7 +154,7 @@ def _units(groups: Sequence[str] | None, n: int) -> list[np.ndarray]:
     return [np.flatnonzero(keys == k) for k in dict.fromkeys(keys.tolist())]
 
 
-def unit_values(rule: str, scored: Scored, gold: np.ndarray, units: Sequence[np.ndarray]) -> np.ndarray:
+def unit_values(rule: str, scored: CandidateScores, gold: np.ndarray, units: Sequence[np.ndarray]) -> np.ndarray:
     """The rule's objective (higher is better) of one candidate on each unit (question); NaN where undefined."""
     if rule == "mae":
         return np.array([-np.mean(np.abs(scored.pred[u] - gold[u])) for u in units])
@@ -170,7 +170,7 @@ def _rank_correlations(gold: np.ndarray, scores: np.ndarray) -> np.ndarray:
         scores.shape[:-1])
 
 
-def pseudo_values(rule: str, scored: Sequence[Scored], gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pseudo_values(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Ungrouped items: each candidate's objective (higher is better) on all items, shape (C,), and its
     jackknife pseudo-values, shape (n, C): ``n * whole - (n - 1) * without item i`` (for MAE, minus each
     item's own error). Their mean and spread give a t interval over the items."""
@@ -195,7 +195,7 @@ def _t_interval(estimate: float, values: np.ndarray) -> list[float | None]:
     return [float(estimate - half), float(estimate + half)]
 
 
-def paired_advantages(rule: str, scored: Sequence[Scored], gold: np.ndarray,
+def paired_advantages(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray,
                       groups: Sequence[str] | None) -> list[dict[str, Any]]:
     """Each candidate's advantage over candidate 0 (the default) on these items, higher is better (for MAE,
     the default's MAE minus the candidate's), with its paired Student t interval (``CONFIDENCE``, 90%).
@@ -223,8 +223,8 @@ def paired_advantages(rule: str, scored: Sequence[Scored], gold: np.ndarray,
     return out
 
 
-def gate(rule: str, scored: Sequence[Scored], gold: np.ndarray, groups: Sequence[str] | None, challengers: list[int],
-         winner: int | None) -> dict[str, Any]:
+def gate(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray, groups: Sequence[str] | None,
+         challengers: list[int], winner: int | None) -> dict[str, Any]:
     """The paired test of ``winner`` (an index into ``scored``, chosen on other items; 0 is the default) on
     these items: it passes when the lower end of its advantage's 90% interval (a one-sided 95% bound) is
     above 0 and its other objective's interval is not wholly below 0. Returns the figures, ``passed``,
@@ -275,7 +275,8 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
     trials += [(t.number, dict(t.params)) for t in candidate_trials(study, spec, exclude=[default])]
     calls0, front, every = lm_calls(lm), {t.number for t in study.best_trials}, study.get_trials(deepcopy=False)
     scored = [score_candidate(p, spec, splits, lm, instructions, items) for _, p in trials]
-    on_search = [Scored(s.params, s.raw[:n_search], s.pred[:n_search], s.calibrator, s.failure_rate) for s in scored]
+    on_search = [CandidateScores(s.params, s.raw[:n_search], s.pred[:n_search], s.calibrator, s.failure_rate)
+                 for s in scored]
     rows = []
     for i, ((number, params), s) in enumerate(zip(trials, scored)):
         search = every[number].values if number is not None else None
@@ -294,7 +295,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
     figure = [-np.inf if r["search_figure"] is None else r["search_figure"] for r in rows]
     best = max(challengers, key=lambda i: (figure[i], -i), default=None)
     winner = best if best is not None and figure[best] > figure[0] else None  # chosen on the search items alone
-    on_dev = [Scored(s.params, s.raw[dev], s.pred[dev], s.calibrator, s.failure_rate) for s in scored]
+    on_dev = [CandidateScores(s.params, s.raw[dev], s.pred[dev], s.calibrator, s.failure_rate) for s in scored]
     test = gate(spec.pick, on_dev, gold[dev], groups_of(splits.dev), challengers, winner)
     chosen = winner if winner is not None and test["passed"] else 0
     if test["refused"]:
@@ -308,7 +309,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
     test = {k: v for k, v in test.items() if k not in ("advantage", "interval")}
     record = {"rule": spec.pick, "gate": "on", "items": len(items), "dev_items": len(splits.dev),
               "groups": len(set(groups)) if groups else None, "rows": rows, "best_candidate": winner,
-              "test": test, "gated": chosen == 0, "chosen_trial": rows[chosen]["number"],
+              "gate_result": test, "default_shipped": chosen == 0, "chosen_trial": rows[chosen]["number"],
               "lm_calls": lm_calls(lm) - calls0}
     return trials[chosen][1], record
 
@@ -344,4 +345,4 @@ def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm) -> tup
     for row in rows:
         row["chosen"] = row is chosen
     return chosen["params"], {"rule": spec.pick, "gate": "off", "items": len(splits.dev), "rows": rows,
-                              "gated": False, "chosen_trial": chosen["number"], "lm_calls": lm_calls(lm) - calls0}
+                              "default_shipped": False, "chosen_trial": chosen["number"], "lm_calls": lm_calls(lm) - calls0}

@@ -63,7 +63,7 @@ def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo
     if "demo_seed" in params:
         demos = tuple(pick_demos(demo_pool, params.get("k", 0), seed=params.pop("demo_seed")))
     return build(JudgeSpec(spec.judge, params, instruction=text, demos=demos, seed=spec.seed),
-                 BuildContext(lm=lm, train=demo_pool, label_range=label_range))
+                 BuildContext(lm=lm, demo_pool=demo_pool, label_range=label_range))
 
 
 def prompted(kind: str) -> bool:
