@@ -9,11 +9,11 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judgetune.config import JudgeConfig, load_config_lm, score_protocol
+from judgetune.config import JudgeConfig
 from judgetune.datasets import Example, Reference, example_from_record, unwritable
 from judgetune.errors import DataValidationError, JudgetuneError, SettingsError
 from judgetune.judges import Verdict
-from judgetune.scoring import ScoreRun, file_source, score_stream, write_scored
+from judgetune.scoring import ScoreRun, file_source, load_config_lm, score_protocol, score_stream, write_scored
 
 if TYPE_CHECKING:
     import optuna

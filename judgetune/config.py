@@ -13,8 +13,6 @@ import hashlib
 import json
 import logging
 import math
-import platform
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,18 +26,16 @@ from judgetune.datasets import Example, describe, example_from_record, problems_
 from judgetune.errors import API_KEY_ENVS, DataValidationError, JudgetuneError
 from judgetune.judges import (
     KINDS,
-    PROTOCOLS,
     BuildContext,
     Judge,
     JudgeSpec,
     Verdict,
-    apply_protocol,
     build,
     check_params,
     check_settings,
     judge_class,
 )
-from judgetune.lm import EndpointError, check_endpoint
+from judgetune.lm import EndpointError, check_endpoint, run_record
 
 SCHEMA_VERSION = 1
 PACKAGES = ("judgetune", "dspy", "optuna", "scikit-learn", "numpy", "llama_cpp_python", "sentence-transformers")
@@ -76,31 +72,6 @@ class LMModel(BaseModel):
     api_base: str | None = None
     reasoning: bool | None = Field(default=None, description="a reasoning model (no temperature or logprobs sent); "
                                    "null: decided from the model name")
-
-
-def reproduction(judge: Judge) -> dict[str, Any]:
-    """What reproducing a judge's figures needs besides its settings: the engine and how it ran
-    (threads, items decoded side by side), package versions and the machine."""
-    lm = getattr(judge, "lm", None)
-    out: dict[str, Any] = {"machine": platform.machine(), "python": platform.python_version()}
-    if lm is None:
-        return {"engine": None, **out}
-    model = getattr(lm, "model", None)
-    engine = getattr(model, "backend", None) if model is not None else "server"
-    try:
-        llama = metadata.version("llama_cpp_python")
-    except metadata.PackageNotFoundError:
-        llama = None
-    record = {"engine": engine, "model_id": getattr(lm, "model_id", None), "threads": getattr(model, "n_threads", None),
-              "batch_size": getattr(lm, "batch_size", None), "llama_cpp_python": llama, **out}
-    if engine == "llamacpp":  # the CPU code paths llama.cpp was built with (its results differ between them)
-        try:
-            import llama_cpp
-
-            record["cpu_features"] = llama_cpp.llama_print_system_info().decode().strip(" |")
-        except (ImportError, AttributeError):
-            record["cpu_features"] = None
-    return record
 
 
 _KEY_FIELDS = {"api_key", "apikey", "key", "authorization", "token"}
@@ -199,7 +170,7 @@ class JudgeConfig(BaseModel):
     def from_judge(cls, judge: Judge, *, lm: dict | None, calibrator: Calibrator | None,
                    label_range: tuple[float, float], **extra: Any) -> JudgeConfig:
         spec = judge.spec()
-        extra.setdefault("reproduce", reproduction(judge))
+        extra.setdefault("reproduce", run_record(getattr(judge, "lm", None)))
         if judge.needs_groups:
             extra.setdefault("protocol", "group")  # the only way such a judge could have been scored
         return cls(judge=spec.kind, params=dict(spec.params), lm=lm, instruction=spec.instruction,
@@ -374,73 +345,3 @@ def read_config_json(path: Path) -> Any:
 
 
 JudgeConfigModel = JudgeConfig  # the one schema, under its former name
-
-
-@dataclass(frozen=True)
-class Scoring:
-    """A frozen judge's scores under a protocol: the scored ``items`` (under ``linkage`` the candidates,
-    carrying their drawn references; the drawn answers are no candidates), their verdicts and calibrated
-    scores, and the protocol record every figure made from them carries."""
-
-    items: list[Example]
-    verdicts: list[Verdict]
-    scores: list[float | None]
-    protocol: dict[str, Any]
-
-
-def score_protocol(config: JudgeConfig, examples: list[Example], lm=None, *, protocol: str | None = None,
-                   per_grade: int = 1, seed: int = 0, grades: list[float] | None = None, judge: Judge | None = None,
-                   progress: bool = False) -> Scoring:
-    """Score ``examples`` with a frozen judge under ``protocol`` (None: each item from the judge's state and
-    the item alone). ``judge``: the config's judge, already built (built here otherwise).
-
-    Raises:
-        JudgetuneError: a judge that compares an item with its group scored without a protocol, an unknown
-            protocol, or items without a group under one.
-    """
-    judge = judge if judge is not None else config.build_judge(lm)
-    if protocol is None and judge.needs_groups:
-        raise JudgetuneError(f"judge {config.judge} with {judge.group_reason()} compares an item with the other "
-                             "answers of its question; score it under a protocol (--protocol group, or "
-                             "protocol='group' and a group on every item)")
-    if protocol is not None and protocol not in PROTOCOLS:
-        raise JudgetuneError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)} (or none)")
-    draw = apply_protocol(examples, protocol, per_grade=per_grade, seed=seed, grades=grades)
-    verdicts = judge.judge_all(draw.candidates, progress=progress)
-    record = {"protocol": protocol} if protocol != "linkage" else {
-        **draw.summary(), "qualified": draw.qualified, "skipped": draw.skipped}
-    return Scoring(draw.candidates, verdicts, config.calibrated(verdicts, judge, draw.candidates), record)
-
-
-def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *, protocol: str | None = None,
-                   judge: Judge | None = None, progress: bool = False) -> tuple[list[Verdict], list[float | None]]:
-    """Verdicts and calibrated scores of a frozen judge on ``examples``, in order: each item from the judge's
-    state and the item alone (``protocol`` None), or its group's items' texts (``group``). LINKAGE's protocol
-    changes which items are candidates: use :func:`score_protocol`.
-
-    Raises:
-        JudgetuneError: see :func:`score_protocol`.
-    """
-    if protocol == "linkage":
-        raise JudgetuneError("the linkage protocol removes the drawn references from the candidates: "
-                             "use score_protocol, whose result names the scored items")
-    scoring = score_protocol(config, examples, lm, protocol=protocol, judge=judge, progress=progress)
-    return scoring.verdicts, scoring.scores
-
-
-def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0, api_base: str | None = None,
-                   where: str = "the judge config", **server: Any):
-    """The LM a config names (None for judges without one); ``timeout`` is per attempt of a server call;
-    ``server``: ``concurrency``, ``rps``, ``rate_limit_wait`` (see ``load_lm``).
-
-    ``api_base`` (the user's ``--api-base``) replaces the config's endpoint. A server's key comes from the
-    environment, and goes to the config's own endpoint only when the user trusts it (``where`` names the
-    config in the warning; see ``judgetune.lm._endpoints``): a judge.json is untrusted input.
-    """
-    if not judge_class(config.judge).needs_lm_with(config.params):
-        return None
-    from judgetune.lm import load_lm
-
-    named = api_base is not None
-    return load_lm(config.lm["spec"], api_base=api_base if named else config.lm.get("api_base"), timeout=timeout,
-                   reasoning=config.lm.get("reasoning"), trust_endpoint=named, endpoint_source=where, **server)

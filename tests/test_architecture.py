@@ -23,7 +23,7 @@ ALLOWED = {
     "tuning": {"audit", "evaluation", "config", "calibration", "judges", "lm"},
     "audit": {"config", "calibration", "judges", "lm"},
     "evaluation": {"config", "calibration", "judges", "lm"},
-    "nrp": {"config", "judges", "lm"},
+    "nrp": {"config", "judges", "lm", "scoring"},
     "ragcheck": {"config", "judges", "lm"},
     "report": {"config", "calibration"},
     "reproduce": {"nrp", "ragcheck"},

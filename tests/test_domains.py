@@ -13,9 +13,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from judgetune.config import JudgeConfig, score_examples
+from judgetune.config import JudgeConfig
 from judgetune.datasets import read_examples
 from judgetune.errors import DataValidationError
+from judgetune.scoring import score_examples
 from judgetune.tuning import RunSpec, fit_space, tune
 
 

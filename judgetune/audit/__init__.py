@@ -8,7 +8,7 @@ read differently. See docs/audit.md.
 
     >>> from judgetune import audit, config  # doctest: +SKIP
     >>> judge = config.JudgeConfig.load("runs/demo/judge.json")  # doctest: +SKIP
-    >>> result = audit.audit(judge, examples, config.load_config_lm(judge))  # doctest: +SKIP
+    >>> result = audit.audit(judge, examples, scoring.load_config_lm(judge))  # doctest: +SKIP
 """
 
 from judgetune.audit._audit import (

@@ -28,7 +28,7 @@ def audit(config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, p
         config: the frozen judge (``judgetune.load(path).config`` or ``JudgeConfig.load(path)``).
         examples: the items to probe (labels are needed only by the listwise position probe and the
             demo redraw of self-consistency).
-        lm: the judge's LM (``judgetune.config.load_config_lm(config)``; None for judges without one).
+        lm: the judge's LM (``judgetune.scoring.load_config_lm(config)``; None for judges without one).
         probes: names from ``PROBES`` (default all).
         bounds: the effect size that matters per probe (``--audit-max``); a probe without one takes a
             tenth of its unit's range (``RELEVANT_SHARE``). It decides each row's ``reading``.

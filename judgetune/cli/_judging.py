@@ -251,7 +251,8 @@ def _worker(args: argparse.Namespace) -> None:
 
 def _audit(args: argparse.Namespace) -> None:
     from judgetune import audit
-    from judgetune.config import JudgeConfig, load_config_lm
+    from judgetune.config import JudgeConfig
+    from judgetune.scoring import load_config_lm
 
     config = JudgeConfig.load(args.config)
     mapping = _mapping(args, stored=_tuned_mapping(config, args.config))
@@ -276,8 +277,9 @@ def _audit(args: argparse.Namespace) -> None:
 
 
 def _compare(args: argparse.Namespace) -> None:
-    from judgetune.config import JudgeConfig, load_config_lm, score_examples
+    from judgetune.config import JudgeConfig
     from judgetune.evaluation import compare_scores
+    from judgetune.scoring import load_config_lm, score_examples
 
     if args.regrade:
         return _regrade(args)
@@ -325,8 +327,9 @@ def _regrade_items(args: argparse.Namespace) -> list:
 
 def _regrade(args: argparse.Namespace) -> None:
     """``compare --regrade OLD.json NEW.json``: regrading the same items with a new judge version."""
-    from judgetune.config import JudgeConfig, load_config_lm, score_examples
+    from judgetune.config import JudgeConfig
     from judgetune.evaluation import regrade_scores
+    from judgetune.scoring import load_config_lm, score_examples
 
     if len(args.configs) != 2:
         raise JudgetuneError(f"--regrade: expected two judge.json files, OLD NEW (found {len(args.configs)})")

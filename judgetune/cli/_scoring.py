@@ -15,7 +15,8 @@ from judgetune.errors import JudgetuneError, printable
 
 def _score(args: argparse.Namespace) -> None:
     from judgetune import scoring
-    from judgetune.config import JudgeConfig, load_config_lm
+    from judgetune.config import JudgeConfig
+    from judgetune.scoring import load_config_lm
 
     out = args.out.resolve()
     catalog = args.data in datasets.CATALOG
@@ -59,7 +60,7 @@ def _score(args: argparse.Namespace) -> None:
 
 def _score_in_memory(args: argparse.Namespace, config, mapping: dict, out: Path, server: dict):
     from judgetune import scoring
-    from judgetune.config import load_config_lm, score_protocol
+    from judgetune.scoring import load_config_lm, score_protocol
 
     if args.data in datasets.CATALOG:
         examples, _ = datasets.load_data(args.data, mirror=args.mirror, **mapping)

@@ -9,6 +9,7 @@ from judgetune.lm._endpoints import TRUST_ENV, EndpointError, check_endpoint, is
 from judgetune.lm._labels import LabelDistribution
 from judgetune.lm._lm import Generation, JudgeLM, load_lm
 from judgetune.lm._modes import SCORING_MODES, LogprobsUnavailableError, logprobs_unavailable, resolve_scoring_mode
+from judgetune.lm._record import run_record
 from judgetune.lm._remote import (
                                   Completion,
                                   LMCallError,
@@ -26,6 +27,6 @@ __all__ = ["ASSEMBLED_MODELS", "AssembledModel", "assemble", "assembled_path", "
            "Generation", "JudgeLM", "LMCallError", "LMSpec", "LMSpecError",
            "LabelDistribution", "LogprobsUnavailableError", "OpenAICompatibleClient", "Outcome", "PrefillChatAdapter",
            "ResponseCache", "TargetLogprobs", "default_cache_dir", "embedded_threads", "load_lm",
-           "logprobs_unavailable", "parse_lm_spec", "resolve_scoring_mode", "run_items", "ServerAuthError",
+           "logprobs_unavailable", "parse_lm_spec", "resolve_scoring_mode", "run_items", "run_record", "ServerAuthError",
            "ServerError", "ServerUnreachableError", "check_endpoint", "classify", "is_trusted",
            "same_endpoint"]

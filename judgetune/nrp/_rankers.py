@@ -78,7 +78,8 @@ class JudgeRanker(Ranker):
     @classmethod
     def from_config(cls, path: str | Path, *, name: str | None = None) -> JudgeRanker:
         """A frozen judge config's calibrated score (``judgetune tune`` writes one as runs/NAME/judge.json)."""
-        from judgetune.config import JudgeConfig, load_config_lm, score_examples
+        from judgetune.config import JudgeConfig
+        from judgetune.scoring import load_config_lm, score_examples
 
         config = JudgeConfig.load(path)
         lm = load_config_lm(config)

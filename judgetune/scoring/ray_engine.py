@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from judgetune import datasets
-from judgetune.config import JudgeConfig, load_config_lm
+from judgetune.config import JudgeConfig
 from judgetune.datasets import Example, example_from_record, parse_json
 from judgetune.errors import JudgetuneError
 from judgetune.scoring._output import encode_row, output_row
+from judgetune.scoring._protocol import load_config_lm
 from judgetune.scoring._run import ScoreRun, _Meter, file_source, open_part, validate_file
 
 __all__ = ["ChunkScorer", "chunk_plan", "score_on_ray"]
