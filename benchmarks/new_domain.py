@@ -53,8 +53,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_result  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
-from judgetune.calibration import fit_calibrator, group_folds  # noqa: E402
-from judgetune.datasets import Example, limit_by_group, split_examples  # noqa: E402
+from judgetune.calibration import fit_calibrator  # noqa: E402
+from judgetune.datasets import (  # noqa: E402
+    Example,
+    group_folds,  # noqa: E402
+    limit_by_group,
+    split_examples,
+)
 from judgetune.judges import SIGNALS, judge_class, make_judge  # noqa: E402
 from judgetune.picking import pick_examples  # noqa: E402
 from judgetune.stats import correlation  # noqa: E402

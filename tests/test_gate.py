@@ -20,10 +20,11 @@ from _kits import overlap_rows as rows
 import judgetune
 from judgetune import datasets
 from judgetune.errors import JudgetuneError
-from judgetune.tuning import RunSpec, gain, gain_line, gate, prepare_splits
+from judgetune.stats import filled, gain, harmful_gain
+from judgetune.tuning import RunSpec, gain_line, gate, prepare_splits
 from judgetune.tuning._objective import clearly_dominated
-from judgetune.tuning._run import gate_line, harmful_gain
-from judgetune.tuning._selection import CandidateScores, filled
+from judgetune.tuning._run import gate_line
+from judgetune.tuning._selection import CandidateScores
 
 REF = {"target": "reference"}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from judgetune.calibration import cross_fitted, fit_calibrator, group_folds
-from judgetune.datasets import Example, Reference
+from judgetune.calibration import cross_fitted, fit_calibrator
+from judgetune.datasets import Example, Reference, group_folds
 from judgetune.judges import Verdict
 from judgetune.tuning import (
     Candidate,

@@ -12,10 +12,9 @@ from judgetune.calibration._calibrators import (
     cross_fitted,
     cross_validated_mae,
     fit_calibrator,
-    group_folds,
     isotonic_l1,
 )
 
 __all__ = ["CALIBRATORS", "CALIBRATOR_KINDS", "Calibrator", "ConstantCalibrator", "IsotonicCalibrator",
            "LinearCalibrator", "calibrator_from_dict", "cross_fitted", "cross_validated_mae", "fit_calibrator",
-           "group_folds", "isotonic_l1"]
+           "isotonic_l1"]

@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter, Val
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.dummy import DummyRegressor
 from sklearn.linear_model import QuantileRegressor
-from sklearn.model_selection import GroupKFold, cross_val_predict
+from sklearn.model_selection import cross_val_predict
+
+from judgetune.datasets import group_folds
 
 log = logging.getLogger(__name__)
 
@@ -230,18 +232,6 @@ def calibrator_from_dict(data: dict[str, Any]) -> Calibrator:
     for name in _FIELDS[state.kind]:
         setattr(calibrator, f"{name}_", getattr(state, name))
     return calibrator
-
-
-def group_folds(n_items: int, groups: Sequence[str] | None = None, *, folds: int = 5,
-                seed: int = 0) -> tuple[GroupKFold, np.ndarray]:
-    """The one fold scheme of calibration, search and selection: ``GroupKFold`` (shuffled, seeded), a
-    question's answers always on one side; each item its own group when ``groups`` is None (or names
-    a single group). Returns the splitter and the group array to pass with it."""
-    if groups is not None and len(groups) != n_items:
-        raise ValueError(f"groups has {len(groups)} entries for {n_items} pairs")
-    keys = np.arange(n_items) if groups is None or len(set(groups)) < 2 else np.asarray([str(g) for g in groups])
-    n_splits = max(2, min(folds, len(set(keys.tolist()))))
-    return GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed), keys
 
 
 def cross_fitted(raw: Sequence[float], gold: Sequence[float], *, label_range: tuple[float, float],

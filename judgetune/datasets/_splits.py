@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -92,3 +93,17 @@ def groups_of(examples: Sequence[Example]) -> list[str] | None:
     """Per-example group keys when some group holds several examples, else None (nothing to group)."""
     keys = [ex.group_key for ex in examples]
     return keys if len(set(keys)) < len(keys) else None
+
+
+def group_folds(n_items: int, groups: Sequence[str] | None = None, *, folds: int = 5,
+                seed: int = 0) -> tuple[Any, np.ndarray]:
+    """The one fold scheme of calibration, search and selection: ``GroupKFold`` (shuffled, seeded), a
+    question's answers always on one side; each item its own group when ``groups`` is None (or names
+    a single group). Returns the splitter and the group array to pass with it."""
+    if groups is not None and len(groups) != n_items:
+        raise ValueError(f"groups has {len(groups)} entries for {n_items} pairs")
+    keys = np.arange(n_items) if groups is None or len(set(groups)) < 2 else np.asarray([str(g) for g in groups])
+    n_splits = max(2, min(folds, len(set(keys.tolist()))))
+    from sklearn.model_selection import GroupKFold  # here: reading data never loads scikit-learn
+
+    return GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed), keys

@@ -1,6 +1,7 @@
 """Statistics every report uses: agreement metrics, correlations (global and per group), bootstrap
 intervals and the trivial baselines' predictions."""
 
+from judgetune.stats._gain import filled, gain, harmful_gain, versus_constant
 from judgetune.stats._gain_text import gain_parts
 from judgetune.stats._metrics import (
     CORRELATIONS,
@@ -33,9 +34,9 @@ from judgetune.stats._metrics import (
     spearman_rows,
 )
 
-__all__ = ["CORRELATIONS", "DEFAULT_BRACKETS", "GroupedValue", "Interval", "best_accuracy", "bootstrap_interval",
-           "bootstrap_mean_interval", "bracket_accuracy", "bracket_of", "cohen_kappa", "constant_baseline",
-           "correlation", "default_bracket_edges", "evaluate_predictions", "gain_parts", "evaluate_with_baselines",
-           "grouped_correlation", "interval_of", "mae", "ndcg", "paired_difference", "per_group_values", "random_baseline",
-           "random_baseline_spread", "rbo", "resample_indices", "rescale", "snap_to_labels",
-           "spearman_rows"]
+__all__ = ["best_accuracy", "bootstrap_interval", "bootstrap_mean_interval", "bracket_accuracy", "bracket_of",
+           "cohen_kappa", "constant_baseline", "correlation", "CORRELATIONS", "default_bracket_edges",
+           "DEFAULT_BRACKETS", "evaluate_predictions", "evaluate_with_baselines", "filled", "gain", "gain_parts",
+           "grouped_correlation", "GroupedValue", "harmful_gain", "Interval", "interval_of", "mae", "ndcg",
+           "paired_difference", "per_group_values", "random_baseline", "random_baseline_spread", "rbo",
+           "resample_indices", "rescale", "snap_to_labels", "spearman_rows", "versus_constant"]

@@ -40,7 +40,7 @@ from scipy.stats import t as student_t
 
 from judgetune.calibration import cross_fitted
 from judgetune.datasets import Example, groups_of
-from judgetune.stats import correlation, spearman_rows
+from judgetune.stats import correlation, filled, spearman_rows
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import default_params, judge_for, settled_params
@@ -102,16 +102,6 @@ def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, i
         pred[ok], kind, _ = cross_fitted(raw[ok], gold[ok], label_range=splits.label_range,
                                          groups=[e.group_key for e, k in zip(items, ok) if k], seed=spec.seed)
     return CandidateScores(params, raw, pred, kind, float(1 - ok.mean()))
-
-
-def filled(values: np.ndarray, fallback: float | None = None) -> np.ndarray:
-    """The one failure rule: a failed judgment (NaN) is scored as a guess of the median, ``fallback``
-    where given (the labels' median, for calibrated scores), else the median of the parsed values
-    (a raw score that ranks in the middle); 0 when nothing parsed."""
-    values = np.asarray(values, dtype=float)
-    ok = ~np.isnan(values)
-    fill = fallback if fallback is not None else float(np.median(values[ok])) if ok.any() else 0.0
-    return np.where(ok, values, fill)
 
 
 def spearman_figure(raw: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None) -> float | None:

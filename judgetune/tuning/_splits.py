@@ -1,6 +1,6 @@
 """Stage 2, splits and folds: train / dev / test by group (seeded), the search items, the demo pool,
 and the settings the data decides before the first trial. Folds inside these splits come from one
-helper, ``judgetune.calibration.group_folds`` (scikit-learn's ``GroupKFold``), shared by the search
+helper, ``judgetune.datasets.group_folds`` (scikit-learn's ``GroupKFold``), shared by the search
 objective, the calibrator and selection."""
 
 from __future__ import annotations
