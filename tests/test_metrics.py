@@ -595,3 +595,17 @@ def test_spearman_rows_equals_correlation_row_by_row_with_ties_and_constant_rows
     assert np.isnan(rows[5]) and np.isnan(rows[7])
     interval = m.interval_of(rows)
     assert interval.resamples == 298 and interval.low < interval.high
+
+
+def test_the_mean_interval_from_scipy_is_the_hand_written_one():
+    # the interval before scipy.stats.bootstrap replaced it: the same seeded draws, numpy percentiles
+    def by_hand(v, n_resamples, seed):
+        draws = v[np.random.default_rng(seed).integers(0, v.size, (n_resamples, v.size))].mean(axis=1)
+        return np.percentile(draws, [2.5, 97.5])
+
+    rng = np.random.default_rng(11)
+    for seed in range(20):
+        v = rng.normal(size=int(rng.integers(2, 40)))
+        got = m.bootstrap_mean_interval(v.tolist(), n_resamples=300, seed=seed)
+        assert [got.low, got.high] == approx(by_hand(v, 300, seed).tolist(), abs=1e-12)
+    assert m.bootstrap_mean_interval([0.4], n_resamples=30) == m.Interval(0.4, 0.4, 30)

@@ -298,7 +298,8 @@ def spearman_rows(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
 
 def resample_indices(n_items: int, groups: Sequence | None = None, *, n_resamples: int = 1000,
                      seed: int = 0) -> list[np.ndarray]:
-    """Item indices of ``n_resamples`` bootstrap samples that draw whole groups with replacement."""
+    """Item indices of ``n_resamples`` bootstrap samples that draw whole groups with replacement.
+    Hand-written, as are the intervals built on it: ``scipy.stats.bootstrap`` resamples observations, not groups."""
     rng = np.random.default_rng(seed)
     if groups is None:
         return list(rng.integers(0, n_items, (n_resamples, n_items)))
@@ -352,13 +353,16 @@ def paired_difference(fn: Callable[[np.ndarray, np.ndarray], float | None], pred
 
 def bootstrap_mean_interval(values: Sequence[float], *, n_resamples: int = 1000, confidence: float = 0.95,
                             seed: int = 0) -> Interval:
-    """Confidence interval of the mean of per-group values, resampling the groups."""
+    """Confidence interval of the mean of per-group values, resampling the groups: scipy's percentile
+    bootstrap (with ``seed``'s generator it draws the resamples the hand-written version drew)."""
     v = np.asarray(values, dtype=float)
     if v.size == 0:
         return Interval(None, None, 0)
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, v.size, (n_resamples, v.size))].mean(axis=1)
-    return _percentiles(means.tolist(), confidence, n_resamples)
+    if v.size == 1:  # scipy needs two observations; every resample of one is that one
+        return Interval(float(v[0]), float(v[0]), n_resamples)
+    result = stats.bootstrap((v,), np.mean, n_resamples=n_resamples, confidence_level=confidence,
+                             method="percentile", rng=np.random.default_rng(seed), vectorized=True)
+    return Interval(float(result.confidence_interval.low), float(result.confidence_interval.high), n_resamples)
 
 
 def constant_baseline(train_labels: Sequence[float], n: int) -> np.ndarray:
