@@ -263,3 +263,20 @@ def test_linkage_prompts_of_different_list_lengths_share_instruction_and_demos()
     long_list, short_list = lm.calls[-2], lm.calls[-1]
     assert len(long_list["labels"]) == 5 and len(short_list["labels"]) == 3  # 4 and 2 references
     assert long_list["messages"][:-1] == short_list["messages"][:-1]
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"n_documents": -1}, "n_documents"), ({"n_documents": True}, "n_documents"),
+    ({"average_length": float("nan")}, "average_length"), ({"document_frequency": {"cat": 0}}, "document_frequency.cat"),
+    ({"url": "http://example.invalid"}, "url"),
+])
+def test_a_broken_bm25_state_is_refused_by_field(change, field):
+    from judgetune.judges import make_judge
+    from judgetune.judges._signals import BM25Judge
+
+    judge = make_judge("bm25", train=[Example(id="a", question="cats", answer="cats purr", label=1.0),
+                                      Example(id="b", question="dogs", answer="dogs bark", label=0.0)],
+                       label_range=(0.0, 1.0))
+    BM25Judge.check_fitted(judge.fitted_)  # the state a fit writes passes
+    with pytest.raises(ValueError, match=rf"fitted: expected BM25 corpus statistics .*\({field}: "):
+        BM25Judge.check_fitted({**judge.fitted_, **change})

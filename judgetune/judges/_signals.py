@@ -12,8 +12,10 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Annotated
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError
 
 from judgetune.datasets import Example, Reference
 from judgetune.judges._base import Judge
@@ -117,6 +119,15 @@ class _BatchSignal(Judge):
         return self.score_range
 
 
+class BM25Stats(BaseModel):
+    """A fitted BM25 judge's corpus statistics, as ``BM25Scorer.stats`` writes them (judge.json's ``fitted``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    n_documents: NonNegativeInt
+    average_length: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    document_frequency: dict[str, PositiveInt]
+
+
 class BM25Judge(_BatchSignal):
     """BM25 (bm25s's Lucene variant, k1=1.5, b=0.75) of the answer for its question (or reference) as the query.
 
@@ -142,13 +153,12 @@ class BM25Judge(_BatchSignal):
 
     @classmethod
     def check_fitted(cls, fitted: dict) -> None:
-        ok = (isinstance(fitted, dict) and isinstance(fitted.get("n_documents"), int) and fitted["n_documents"] >= 0
-              and isinstance(fitted.get("average_length"), (int, float)) and fitted["average_length"] >= 0
-              and isinstance(fitted.get("document_frequency"), dict)
-              and all(isinstance(k, str) and isinstance(v, int) and v > 0 for k, v in fitted["document_frequency"].items()))
-        if not ok:
+        try:
+            BM25Stats.model_validate(fitted)
+        except ValidationError as err:
+            detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in err.errors())
             raise ValueError("fitted: expected BM25 corpus statistics {n_documents: integer, average_length: number, "
-                             "document_frequency: {term: positive integer}}")
+                             f"document_frequency: {{term: positive integer}}}} ({detail})") from None
 
     def fit(self, examples: Sequence[Example]) -> BM25Judge:
         """Freeze the corpus statistics of the training examples' answers."""
