@@ -173,7 +173,9 @@ def test_hybrid_beats_chance_on_held_out_questions(trec):
     ("scale", None, "scale"),
     ("normalization", "cube", "normalization must be one of"),
     ("classes", [0.0, 1.0], "classes: required exactly for the logistic model"),
-    ("interactions", "yes", "fitted: interactions must be true or false"),
+    ("interactions", "yes", "fitted: interactions: Input should be a valid boolean"),
+    ("scale", [0.0] * 6, "fitted: scale.0: Input should be greater than 0"),
+    ("url", "http://example.invalid", "fitted: url: Extra inputs are not permitted"),
     ("interactions", True, "coef: expected 54 coefficients per row"),
 ])
 def test_a_broken_fitted_model_is_refused_naming_the_field(trec, tmp_path, field, value, message):

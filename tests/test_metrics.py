@@ -609,3 +609,4 @@ def test_the_mean_interval_from_scipy_is_the_hand_written_one():
         got = m.bootstrap_mean_interval(v.tolist(), n_resamples=300, seed=seed)
         assert [got.low, got.high] == approx(by_hand(v, 300, seed).tolist(), abs=1e-12)
     assert m.bootstrap_mean_interval([0.4], n_resamples=30) == m.Interval(0.4, 0.4, 30)
+    assert m.bootstrap_mean_interval([0.4, 0.5], n_resamples=0) == m.Interval(None, None, 0)

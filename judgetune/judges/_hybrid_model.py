@@ -6,9 +6,10 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 from scipy import stats
 
 from judgetune.errors import JudgetuneError
@@ -85,6 +86,29 @@ def training_pairs(x: np.ndarray, y: np.ndarray, groups: Sequence[str], *, seed:
     if not diffs or len(set(signs)) < 2:
         raise JudgetuneError("the pairwise model needs training answers of different labels within a group")
     return np.asarray(diffs), np.asarray(signs)
+
+
+class HybridState(BaseModel):
+    """A fitted hybrid judge's state (judge.json's ``fitted``): the model as ``HybridModel.to_dict`` writes it,
+    the signals dropped at fit time and BM25's corpus statistics (checked by ``BM25Judge.check_fitted``). The
+    types are checked here; what depends on the number of features, by ``HybridModel.from_dict``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    features: list[str]
+    normalization: str
+    model: str
+    alpha: FiniteFloat
+    interactions: bool = False
+    seed: int = 0
+    monotone: bool = False
+    center: list[FiniteFloat]
+    scale: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]
+    coef: list[FiniteFloat] | list[list[FiniteFloat]]
+    intercept: FiniteFloat | list[FiniteFloat]
+    classes: list[FiniteFloat] | None = None
+    score_range: list[FiniteFloat] = Field(min_length=2, max_length=2)
+    dropped: list[str] = []
+    bm25: dict[str, Any] | None = None
 
 
 class HybridModel:
@@ -170,26 +194,25 @@ class HybridModel:
         Raises:
             ValueError: naming the missing or malformed field.
         """
-        for key in ("features", "normalization", "model", "alpha", "center", "scale", "coef", "intercept",
-                    "score_range"):
-            if key not in data:
-                raise ValueError(f"fitted: {key}: missing")
         try:
-            model = cls(data["features"], normalization=data["normalization"], model=data["model"],
-                        alpha=data["alpha"], interactions=data.get("interactions", False), seed=int(data.get("seed", 0)),
-                        monotone=data.get("monotone", False))
+            state = HybridState.model_validate(data)
+        except ValidationError as err:
+            raise ValueError("fitted: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                                    for e in err.errors())) from None
+        try:
+            model = cls(state.features, normalization=state.normalization, model=state.model, alpha=state.alpha,
+                        interactions=state.interactions, seed=state.seed, monotone=state.monotone)
         except ValueError as err:
             raise ValueError(f"fitted: {err}") from None
         n = len(model.features)
         width = n + n * (n + 1) // 2 if model.interactions else n
-        model.center_, model.scale_ = np.asarray(data["center"], dtype=float), np.asarray(data["scale"], dtype=float)
-        model.coef_ = np.asarray(data["coef"], dtype=float)
-        model.intercept_ = np.asarray(data["intercept"], dtype=float) if isinstance(data["intercept"], list) \
-            else float(data["intercept"])
-        model.classes_ = [float(c) for c in data["classes"]] if data.get("classes") is not None else None
-        model.score_range_ = tuple(float(v) for v in data["score_range"])
-        if model.center_.shape != (n,) or model.scale_.shape != (n,) or np.any(model.scale_ <= 0):
-            raise ValueError(f"fitted: center and scale must be {n} numbers (scale positive), one per feature")
+        model.center_, model.scale_ = np.asarray(state.center, dtype=float), np.asarray(state.scale, dtype=float)
+        model.coef_ = np.asarray(state.coef, dtype=float)
+        model.intercept_ = np.asarray(state.intercept) if isinstance(state.intercept, list) else state.intercept
+        model.classes_ = state.classes
+        model.score_range_ = tuple(state.score_range)
+        if model.center_.shape != (n,) or model.scale_.shape != (n,):
+            raise ValueError(f"fitted: center and scale must be {n} numbers, one per feature")
         if model.coef_.shape[-1] != width:
             raise ValueError(f"fitted: coef: expected {width} coefficients per row (one per "
                              f"{'feature and pair of features' if model.interactions else 'feature'}), "
@@ -198,6 +221,6 @@ class HybridModel:
             raise ValueError("fitted: classes: required exactly for the logistic model")
         if model.classes_ is not None and model.coef_.ndim != 2:
             raise ValueError("fitted: coef: the logistic model needs a matrix (a row per class, or one row for two)")
-        if len(model.score_range_) != 2 or not model.score_range_[0] < model.score_range_[1]:
-            raise ValueError(f"fitted: score_range: expected [low, high] with low < high, found {data['score_range']}")
+        if not model.score_range_[0] < model.score_range_[1]:
+            raise ValueError(f"fitted: score_range: expected [low, high] with low < high, found {state.score_range}")
         return model

@@ -356,7 +356,7 @@ def bootstrap_mean_interval(values: Sequence[float], *, n_resamples: int = 1000,
     """Confidence interval of the mean of per-group values, resampling the groups: scipy's percentile
     bootstrap (with ``seed``'s generator it draws the resamples the hand-written version drew)."""
     v = np.asarray(values, dtype=float)
-    if v.size == 0:
+    if v.size == 0 or n_resamples < 1:  # no resample, no interval (as every interval here)
         return Interval(None, None, 0)
     if v.size == 1:  # scipy needs two observations; every resample of one is that one
         return Interval(float(v[0]), float(v[0]), n_resamples)
