@@ -1,5 +1,5 @@
-"""Calibrators: maps from a judge's raw score onto the human scale (fitted for absolute error), the
-one group-wise fold scheme they are cross-validated with, serialized as JSON."""
+"""Calibrators: maps from a judge's raw score onto the human scale (fitted for absolute error),
+cross-validated over the project's group-wise folds (``judgetune.datasets.group_folds``), serialized as JSON."""
 
 from judgetune.calibration._calibrators import (
     CALIBRATOR_KINDS,
