@@ -12,7 +12,7 @@ import rbo as rbo_pypi
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score, ndcg_score
 
-from judgetune.stats import _metrics as m
+from judgetune import stats as m
 
 approx = pytest.approx
 

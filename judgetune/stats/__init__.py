@@ -1,6 +1,13 @@
 """Statistics every report uses: agreement metrics, correlations (global and per group), bootstrap
 intervals and the trivial baselines' predictions."""
 
+from judgetune.stats._evaluate import (
+    constant_baseline,
+    evaluate_predictions,
+    evaluate_with_baselines,
+    random_baseline,
+    random_baseline_spread,
+)
 from judgetune.stats._gain import filled, gain, harmful_gain, versus_constant
 from judgetune.stats._gain_text import gain_parts
 from judgetune.stats._metrics import (
@@ -14,19 +21,14 @@ from judgetune.stats._metrics import (
     bracket_accuracy,
     bracket_of,
     cohen_kappa,
-    constant_baseline,
     correlation,
     default_bracket_edges,
-    evaluate_predictions,
-    evaluate_with_baselines,
     grouped_correlation,
     interval_of,
     mae,
     ndcg,
     paired_difference,
     per_group_values,
-    random_baseline,
-    random_baseline_spread,
     rbo,
     resample_indices,
     rescale,

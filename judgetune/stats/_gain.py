@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from judgetune.datasets import Example, groups_of
+from judgetune.stats._evaluate import constant_baseline
 from judgetune.stats._metrics import (
     bootstrap_mean_interval,
-    constant_baseline,
     correlation,
     paired_difference,
     per_group_values,
