@@ -297,3 +297,28 @@ def test_a_null_challenger_passes_at_most_about_five_percent_of_the_time():
         a, b = (scored(base + rng.normal(0, 1.5, 60)) for _ in range(2))
         passed += gate("spearman", [a, b], gold, None, [1], 1)["passed"]
     assert passed / 400 <= 0.075
+
+
+def test_a_blocked_advantage_says_how_many_dev_items_would_pass_it():
+    """``units_to_pass``: with the same advantage and spread (the items repeated), that many items pass; a
+    fifth fewer do not."""
+    rng = np.random.default_rng(5)
+    n = 40
+    gold = (np.arange(n) % 6).astype(float)
+    z = rng.normal(size=n)
+    edge = 0.05 + 0.5 * (z - z.mean()) / z.std(ddof=1)  # the default's extra error per item: mean 0.05, sd 0.5
+    challenger, default = gold + 10.0, gold + 10.0 + edge
+
+    def test_on(copies: float):
+        k = int(np.ceil(copies))
+        return gate("mae", [scored(np.tile(default, k)), scored(np.tile(challenger, k))], np.tile(gold, k), None,
+                    [1], 1)
+
+    first = test_on(1)
+    assert not first["passed"] and first["winner_advantage"] > 0 and first["units_to_pass"] > n
+    copies = first["units_to_pass"] / n
+    assert test_on(copies * 1.05)["passed"] and not test_on(copies * 0.8)["passed"]
+    rows = [{"number": 0, "search_figure": 0.5}, {"number": 3, "search_figure": 0.6, "advantage_dev_ci": [-0.1, 0.2]}]
+    line = gate_line({"gate": "on", "rule": "mae", "rows": rows, "gate_result": {**first, "winner": 1}})
+    assert line.endswith(f"the default shipped (were the advantage and its spread to hold, about "
+                         f"{first['units_to_pass']} dev items would pass it)")

@@ -133,7 +133,10 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
         return line + "; it shipped"
     if guard.get("worse"):
         return line + f", but its {guard['objective']} was worse than the default's beyond noise; the default shipped"
-    return line + ": not above zero; the default shipped"
+    needed = test.get("units_to_pass")
+    more = (f" (were the advantage and its spread to hold, about {needed} dev "
+            f"{'questions' if test.get('groups') else 'items'} would pass it)") if needed else ""
+    return line + f": not above zero; the default shipped{more}"
 
 
 def gain_line(metrics: dict[str, Any]) -> str:

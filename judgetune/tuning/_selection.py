@@ -243,7 +243,17 @@ def gate(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray, groups:
     guard = {"objective": other, "advantage": guard["advantage"], "interval": guard["interval"], "worse": worse}
     lower = win["interval"][0]
     passed = lower is not None and lower > 0 and not worse
-    return {**out, "winner_advantage": win["advantage"], "lower_bound": lower, "guard": guard, "passed": passed}
+    return {**out, "winner_advantage": win["advantage"], "lower_bound": lower, "guard": guard, "passed": passed,
+            "units_to_pass": None if passed or worse else units_to_pass(win["advantage"], lower, units)}
+
+
+def units_to_pass(advantage: float | None, lower: float | None, units: int) -> int | None:
+    """How many dev units (items, or questions) the gate's test would need to pass this advantage, were the
+    advantage and its spread to stay as measured: the interval's half-width shrinks as one over the square
+    root of the units. None when the advantage is not above 0 (no number of units would pass it)."""
+    if advantage is None or lower is None or advantage <= 0:
+        return None
+    return int(np.ceil(units * ((advantage - lower) / advantage) ** 2))
 
 
 def _num(value: float) -> float | None:
