@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from judgetune import audit, datasets
-from judgetune.config import JudgeConfig  # noqa: E402
+from judgetune.config import JudgeConfig
 from judgetune.scoring import load_config_lm
 from judgetune.testing.biased import PLANTED, audit_testbeds, unbiased_twin
 

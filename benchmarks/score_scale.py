@@ -35,7 +35,7 @@ from _results import write_result  # noqa: E402
 IN_MEMORY = """
 import sys
 from judgetune import datasets
-from judgetune.config import JudgeConfig  # noqa: E402
+from judgetune.config import JudgeConfig
 from judgetune.scoring import load_config_lm, score_protocol
 from judgetune.tuning import write_predictions
 config = JudgeConfig.load(sys.argv[1])
