@@ -11,11 +11,14 @@ carriage returns.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import IO, TypeVar
 
-__all__ = ["progress"]
+__all__ = ["HEARTBEAT_SECONDS", "progress", "stage"]
+HEARTBEAT_SECONDS = 30.0  # a long stage says it is still running at least this often
 T = TypeVar("T")
 
 
@@ -56,3 +59,29 @@ def _lines(iterable: Iterable[T], total: int | None, desc: str, stream: IO[str])
             share = f" ({100 * done // total}%)" if total else ""
             print(f"{desc}: {done}{of}{share}, {time.monotonic() - start:.0f} s", file=stream, flush=True)
     print(f"{desc}: {done}{of} done, {time.monotonic() - start:.0f} s", file=stream, flush=True)
+
+
+@contextmanager
+def stage(desc: str, *, enabled: bool = True, every: float = HEARTBEAT_SECONDS,
+          stream: IO[str] | None = None) -> Iterator[None]:
+    """A long step that prints no lines of its own: ``desc ...`` when it starts, ``desc: still running, N s``
+    every ``every`` seconds (from a background thread) and ``desc: done in N s`` at the end, on standard error."""
+    stream = stream if stream is not None else sys.stderr
+    if not enabled:
+        yield
+        return
+    start, stop = time.monotonic(), threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            print(f"{desc}: still running, {time.monotonic() - start:.0f} s", file=stream, flush=True)
+
+    print(f"{desc} ...", file=stream, flush=True)
+    thread = threading.Thread(target=beat, name="judgetune-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+    print(f"{desc}: done in {time.monotonic() - start:.0f} s", file=stream, flush=True)

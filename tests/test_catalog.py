@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -81,12 +82,46 @@ def test_fetch_verifies_checksums_and_reports_missing_files(tmp_path, mirror):
     assert placed == [tmp_path / "data/linkage/WEBGLM_50.json"]
 
 
-def test_load_without_data_says_how_to_fetch(tmp_path, monkeypatch):
+def test_load_without_data_says_how_to_fetch(tmp_path, monkeypatch, offline_catalog):
+    """No mirror and no network: one error that names both ways to get the data, nothing half-written."""
     monkeypatch.delenv("JUDGETUNE_DATA_MIRROR", raising=False)
-    with pytest.raises(DataNotFoundError, match="run `judgetune data fetch stsb`"):
+    with pytest.raises(DataNotFoundError, match=r"download failed \(127.0.0.1: .*\); connect to the network and "
+                       r"re-run .*judgetune data fetch stsb.*JUDGETUNE_DATA_MIRROR"):
         datasets.load("stsb", root=tmp_path)
+    assert not list(tmp_path.rglob("*.csv")) and not list(tmp_path.rglob("*.part"))
     with pytest.raises(JudgetuneError, match="unknown data source 'nope'"):
         datasets.load("nope", root=tmp_path)
+
+
+def test_load_downloads_missing_files_from_their_recorded_urls(tmp_path, monkeypatch, mirror, caplog):
+    """No mirror: the missing files are downloaded from their recorded URLs (here a real HTTP server on
+    127.0.0.1 serving a copy), a line per file, each checked by SHA-256; a file served wrong is refused."""
+    import functools
+    import http.server
+    import threading
+    from dataclasses import replace
+
+    from judgetune.datasets import _fetch
+
+    served = tmp_path / "served"
+    shutil.copytree(mirror / "llmbar", served / "llmbar")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        entries = tuple(replace(e, url=base + e.path) for e in _fetch._manifest())
+        monkeypatch.setattr(_fetch, "_manifest", lambda: entries)
+        monkeypatch.delenv("JUDGETUNE_DATA_MIRROR", raising=False)
+        with caplog.at_level("WARNING"):
+            assert len(datasets.load("llmbar-natural", root=tmp_path / "data")) == 100
+        assert "downloading llmbar/llmbar_natural.json (128 kB) from " + base in caplog.text
+        (served / "llmbar/llmbar_adversarial.json").write_text("[]")
+        with pytest.raises(DataNotFoundError, match="expected SHA-256"):
+            datasets.load("llmbar-adversarial", root=tmp_path / "data")
+        assert not (tmp_path / "data/llmbar/llmbar_adversarial.json").exists()
+    finally:
+        server.shutdown()
 
 
 def test_load_fetches_from_the_mirror_in_the_environment(tmp_path, monkeypatch, mirror):

@@ -304,7 +304,7 @@ def test_cli_ragcheck(tmp_path, lm, monkeypatch, capsys):
         cli.main(["ragcheck", "--data", str(path), "--threshold", "1.5"])
 
 
-def test_catalog_examples_are_fetched_for_the_cli_name(tmp_path, mirror, monkeypatch):
+def test_catalog_examples_are_fetched_for_the_cli_name(tmp_path, mirror, monkeypatch, offline_catalog):
     """``ragchecker-examples`` names RAGChecker's example inputs: missing without a mirror (a named error,
     nothing half-written), copied byte for byte and checksummed from one, then read as its two items."""
     monkeypatch.delenv("JUDGETUNE_DATA_MIRROR", raising=False)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from judgetune.datasets import _sources as src
-from judgetune.datasets._fetch import fetch_files, manifest_entries, missing_files
+from judgetune.datasets._fetch import FetchError, fetch_files, manifest_entries, missing_files
 from judgetune.datasets._schema import Example, Scale, format_number
 from judgetune.errors import DataNotFoundError, JudgetuneError
 
@@ -114,20 +114,29 @@ def fetch(name: str, *, root: str | Path | None = None, mirror: str | Path | Non
 
 
 def ensure_fetched(name: str, *, root: str | Path | None = None, mirror: str | Path | None = None) -> Path:
-    """The data folder holding a source's files, fetching them from a mirror when they are missing
-    and one is configured.
+    """The data folder holding a source's files, fetching the missing ones: copied from a mirror when one
+    is configured, else downloaded from their recorded URLs (a line per file; each checked by SHA-256).
 
     Raises:
-        DataNotFoundError: the files are missing and no mirror is configured.
+        DataNotFoundError: files are missing, no mirror is configured and the download failed (no network).
     """
     root = Path(root) if root else data_dir()
     missing = missing_files(manifest_entries(get_source(name).files), root)
-    if missing:
-        if _mirror(mirror) is None:
-            raise DataNotFoundError(f"{name}: {len(missing)} file(s) missing under {root} (first: {missing[0]}); "
-                                    f"run `judgetune data fetch {name}` (add --mirror DIR for a local copy)")
+    if not missing:
+        return root
+    if _mirror(mirror) is not None:
         log.info("fetching %s from mirror %s", name, _mirror(mirror))
         fetch(name, root=root, mirror=mirror)
+        return root
+    source = get_source(name)
+    log.warning("%s: %d file(s) missing under %s; downloading them from their recorded URLs (license: %s)",
+                name, len(missing), root, source.license)
+    try:
+        fetch(name, root=root)
+    except FetchError as err:
+        raise DataNotFoundError(f"{name}: {len(missing)} file(s) missing under {root} and the download failed "
+                                f"({err.cause}); connect to the network and re-run (or `judgetune data fetch "
+                                f"{name}`), or point JUDGETUNE_DATA_MIRROR (or --mirror DIR) at a copy") from None
     return root
 
 

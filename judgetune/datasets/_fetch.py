@@ -6,6 +6,7 @@ import json
 import logging
 import shutil
 import tempfile
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from functools import cache
@@ -27,7 +28,11 @@ class ManifestEntry:
 
 
 class FetchError(JudgetuneError):
-    """A file could not be fetched or did not match its checksum."""
+    """A file could not be fetched or did not match its checksum; ``cause`` says why in a few words."""
+
+    def __init__(self, message: str, cause: str | None = None):
+        super().__init__(message)
+        self.cause = cause or message
 
 
 @cache
@@ -71,13 +76,15 @@ def fetch_files(entries: list[ManifestEntry], root: Path, mirror: Path | None) -
                 raise FetchError(f"{entry.path}: no public URL is recorded for this file; "
                                  "fetch it with --mirror DIR from a copy you have")
             else:
-                log.info("downloading %s", entry.url)
+                log.warning("downloading %s (%d kB) from %s", entry.path, max(1, entry.size // 1000), entry.url)
                 try:
-                    with urllib.request.urlopen(entry.url, timeout=60) as response, partial.open("wb") as out:
+                    with urllib.request.urlopen(entry.url, timeout=30) as response, partial.open("wb") as out:
                         shutil.copyfileobj(response, out)
                 except OSError as err:
-                    raise FetchError(f"{entry.path}: download from {entry.url} failed ({err}); "
-                                     "use --mirror DIR or JUDGETUNE_DATA_MIRROR for a local copy") from err
+                    reason = getattr(err, "reason", None) or err
+                    raise FetchError(f"{entry.path}: download from {entry.url} failed ({reason}); "
+                                     "use --mirror DIR or JUDGETUNE_DATA_MIRROR for a local copy",
+                                     cause=f"{urllib.parse.urlsplit(entry.url).hostname}: {reason}") from err
             found = sha256_of(partial)
             if found != entry.sha256:
                 raise FetchError(f"{entry.path}: expected SHA-256 {entry.sha256}, found {found} "

@@ -61,6 +61,10 @@ class LlamaCppModel:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as err:  # pragma: no cover - depends on the install
             raise ImportError("the embedded engine needs llama-cpp-python: pip install llama-cpp-python") from err
+        from judgetune.lm.llama_build import amx_problem
+
+        if (problem := amx_problem()) is not None:  # it would die with SIGILL in the first decode
+            raise LMSpecError(problem)
         self.path = Path(path)
         self.n_ctx = n_ctx
         self._llm = Llama(str(self.path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,

@@ -35,8 +35,18 @@ from judgetune.stats._metrics import (
     snap_to_labels,
     spearman_rows,
 )
+from judgetune.stats._selection_tests import (
+    FOLDS,
+    best_candidate_index,
+    figures,
+    nested_gate,
+    one_sided_lower,
+    paired_unit_differences,
+    units_of,
+)
 
-__all__ = ["best_accuracy", "bootstrap_interval", "bootstrap_mean_interval", "bracket_accuracy", "bracket_of",
+__all__ = ["FOLDS", "best_candidate_index", "figures", "nested_gate", "one_sided_lower", "paired_unit_differences",
+           "units_of", "best_accuracy", "bootstrap_interval", "bootstrap_mean_interval", "bracket_accuracy", "bracket_of",
            "cohen_kappa", "constant_baseline", "correlation", "CORRELATIONS", "default_bracket_edges",
            "DEFAULT_BRACKETS", "evaluate_predictions", "evaluate_with_baselines", "filled", "gain", "gain_parts",
            "grouped_correlation", "GroupedValue", "harmful_gain", "Interval", "interval_of", "mae", "ndcg",

@@ -19,6 +19,7 @@ import optuna
 
 from judgetune import datasets
 from judgetune._files import atomic_write, exclusive, make_folder
+from judgetune._progress import stage
 from judgetune.calibration import fit_calibrator
 from judgetune.config import JudgeConfig, examples_fingerprint
 from judgetune.datasets import Example, groups_of
@@ -165,13 +166,16 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     """Choose (``select`` and its gate, or the old dev pick with ``spec.gate == "off"``), freeze and
     calibrate on every labeled non-test item, evaluate once on test beside the default and the
     trivial baselines, and write judge.json."""
-    if spec.gate == "on":
-        reject = audit_reject(spec, splits, lm, InstructionPool(study).texts(), reject)  # --audit-max
-        params, selection = select(study, spec, splits, lm, reject=reject)
-    else:
-        params, selection = select_on_dev(study, spec, splits, lm)
+    with stage(f"{spec.name}: choosing among the candidates on {len(splits.selection)} search and dev items",
+               enabled=progress):
+        if spec.gate == "on":
+            reject = audit_reject(spec, splits, lm, InstructionPool(study).texts(), reject)  # --audit-max
+            params, selection = select(study, spec, splits, lm, reject=reject)
+        else:
+            params, selection = select_on_dev(study, spec, splits, lm)
     instructions = InstructionPool(study).texts()
-    config, cv = freeze(params, spec, splits, lm, instructions, progress=progress)
+    with stage(f"{spec.name}: calibrating the chosen judge", enabled=progress):
+        config, cv = freeze(params, spec, splits, lm, instructions, progress=progress)
     metrics: dict[str, Any] = {}
     # the figures' scale: the judge's label range, widened to a test label beyond it (read without the test rows)
     test_labels = [e.judgment for e in splits.test]
@@ -179,7 +183,9 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     test_scores: list[float | None] = []
     for name, examples in (("search_items", splits.search), ("dev", splits.dev), ("test", splits.test)):
         scoring_judge = config.build_judge(lm)
-        verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
+        with stage(f"{spec.name}: scoring the frozen judge on {len(examples)} {name.replace('_', ' ')}",
+                   enabled=progress):
+            verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
         scores = config.calibrated(verdicts, scoring_judge, examples)
         metrics[name] = agreement(scores, examples, scale, n_resamples=n_resamples, seed=spec.seed)
         metrics[name]["degraded"] = sum(bool(v.degraded) for v in verdicts)  # scored without some of its signals
@@ -195,9 +201,10 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     if params == default:
         default_scores, default_raw = test_scores, test_raw
     else:  # the default, frozen and calibrated the same way, scored once on the same test items
-        default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress)
-        default_judge = default_config.build_judge(lm)
-        verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
+        with stage(f"{spec.name}: the untuned default, calibrated and scored on the test items", enabled=progress):
+            default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress)
+            default_judge = default_config.build_judge(lm)
+            verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
         default_scores = default_config.calibrated(verdicts, default_judge, splits.test)
         default_raw = [v.score if v.parsed else None for v in verdicts]
         metrics["default_test"] = agreement(default_scores, splits.test, scale,
@@ -216,7 +223,8 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     metrics["proposals"] = proposals_summary(study, selection)
     config.metrics = metrics
     config.data = _data_record(spec, splits)
-    config.metrics["audit"] = audit_shipped(config, spec, splits, lm)
+    with stage(f"{spec.name}: auditing the shipped judge", enabled=progress):
+        config.metrics["audit"] = audit_shipped(config, spec, splits, lm)
     config.save(run_dir / "judge.json")
     return config
 

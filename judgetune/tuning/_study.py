@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import optuna
 
 from judgetune import datasets
+from judgetune._progress import stage
 from judgetune.judges import judge_class
 from judgetune.lm import JudgeLM, load_lm
 from judgetune.tuning._objective import Objective
@@ -217,7 +218,8 @@ def run_trials(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None, splits: S
         if finished_trials(study) >= target:
             continue
         callbacks = [optuna.study.MaxTrialsCallback(target, states=states), CallBudget(spec.max_calls)]
-        with TrialProgress(spec.n_trials, enabled=progress) as report:
+        search = f"{spec.name}: searching (trials to {target} of {spec.n_trials})"
+        with stage(search, enabled=progress), TrialProgress(spec.n_trials, enabled=progress) as report:
             study.optimize(Objective(spec, lm, splits), callbacks=[*callbacks, report], gc_after_trial=False)
 
 class TrialProgress:

@@ -1,0 +1,158 @@
+"""Score matrices (issue 47): a fixed set of candidate judges scored once on every item of a set.
+
+The candidates are the kind's default (candidate 0) and settings drawn from its search space by Optuna's
+random sampler (seeded; duplicates drawn again). Every candidate judges every matrix item once; the raw
+scores (``null`` where the judge failed, with the reason beside it) are saved after each chunk of items,
+so a killed run resumes where it stopped and a partial file is already usable: ``scored`` items (a prefix
+of ``items``) are done for every candidate. Demos (``k > 0``) come from a seeded pool of training items
+that is kept out of the matrix. Selection rules are then evaluated from the file in seconds
+(``benchmarks/rules.py``), with no LM time.
+
+    python benchmarks/score_matrix.py --lm local:smollm2 --judge likelihood --set sts2012-msrpar \\
+        [--items 900] [--candidates 8] [--chunk 50] [--demo-pool 40] [--seed 0] [--fix KEY=VALUE ...] [--out PATH]
+
+Writes ``benchmarks/results/matrix-<lm>-<judge>-<set>.json``: ``meta`` (``lm``, ``judge``, ``dataset``,
+``commit``, ``command``, ``complete``, ...), ``candidates`` (each with ``params``; the first is the default),
+``items`` (``ids``, ``labels``, ``groups``), ``scored`` (items done), ``scores`` and ``failures`` (one list per
+candidate, in item order), ``seconds`` (LM wall time per candidate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import optuna  # noqa: E402
+
+from judgetune import datasets  # noqa: E402
+from judgetune.lm import load_lm  # noqa: E402
+from judgetune.tuning import RunSpec  # noqa: E402
+from judgetune.tuning._pool import InstructionPool  # noqa: E402,F401  (keeps the tuner's import order)
+from judgetune.tuning._space import default_params, judge_for, pool_seeds, settled_params, suggest  # noqa: E402
+from judgetune.tuning._splits import fit_space  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def lm_name(spec: str) -> str:
+    """``local:qwen1.5b`` -> ``qwen1.5b``: the model's name as the result files spell it."""
+    return spec.split(":", 1)[-1].replace("/", "-")
+
+
+def matrix_items(examples: list[datasets.Example], n: int | None, pool_size: int, seed: int):
+    """The demo pool (whole groups, seeded) and the matrix items (whole groups, seeded, none in the pool)."""
+    labeled = [e for e in examples if e.judgment is not None]
+    keys = sorted({e.group_key for e in labeled})
+    random.Random(seed).shuffle(keys)
+    by_group: dict[str, list[datasets.Example]] = {}
+    for e in labeled:
+        by_group.setdefault(e.group_key, []).append(e)
+    pool: list[datasets.Example] = []
+    items: list[datasets.Example] = []
+    for key in keys:
+        target = pool if len(pool) < pool_size else items
+        if target is items and n is not None and len(items) >= n:
+            break
+        target.extend(by_group[key])
+    return pool, items
+
+
+def draw_candidates(spec: RunSpec, data_fixed: dict[str, Any], lm, texts: list[str], count: int,
+                    seed: int) -> list[dict[str, Any]]:
+    """The default, then up to ``count - 1`` distinct settings drawn at random from the kind's search space."""
+    settled = {**data_fixed, **settled_params(spec, lm)}
+    chosen = [default_params(spec, data_fixed, lm=lm, instructions=texts)]
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    for _ in range(50 * count):
+        if len(chosen) >= count:
+            break
+        trial = study.ask()
+        params = {k: v for k, v in suggest(trial, spec, data_fixed, lm=lm, instructions=texts).items()
+                  if k not in settled}
+        study.tell(trial, 0.0)
+        if params not in chosen:
+            chosen.append(params)
+    return chosen
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lm", default="local:smollm2")
+    parser.add_argument("--judge", default="likelihood")
+    parser.add_argument("--set", dest="dataset", default="sts2012-msrpar")
+    parser.add_argument("--items", type=int, default=900, help="matrix items (whole groups; default 900)")
+    parser.add_argument("--candidates", type=int, default=8)
+    parser.add_argument("--chunk", type=int, default=50, help="items per saved chunk")
+    parser.add_argument("--demo-pool", type=int, default=40, help="training items kept out for demos")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fix", action="append", default=[], metavar="KEY=VALUE", help="a setting never searched")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    out = args.out or RESULTS / f"matrix-{lm_name(args.lm)}-{args.judge}-{args.dataset}.json"
+    fixed = {k: json.loads(v) for k, v in (f.split("=", 1) for f in args.fix)}
+
+    examples, label_range = datasets.load_data(args.dataset)
+    pool, items = matrix_items(examples, args.items, args.demo_pool, args.seed)
+    spec = RunSpec(name="matrix", judge=args.judge, data=args.dataset, lm=args.lm, seed=args.seed, fixed=fixed)
+    lm = load_lm(args.lm)
+    data_fixed = fit_space(spec, pool)
+    texts = [text for _, text in pool_seeds(spec)]
+    candidates = draw_candidates(spec, data_fixed, lm, texts, args.candidates, args.seed)
+    state: dict[str, Any]
+    if out.exists():
+        state = json.loads(out.read_text())
+        if [c["params"] for c in state["candidates"]] != candidates or state["items"]["ids"] != [e.id for e in items]:
+            sys.exit(f"{out}: made with other candidates or items; remove it or pass --out")
+    else:
+        state = {"meta": {"lm": args.lm, "judge": args.judge, "dataset": args.dataset, "commit": commit(),
+                          "command": "python " + " ".join(sys.argv), "complete": False, "seed": args.seed,
+                          "label_range": list(label_range), "demo_pool": [e.id for e in pool], "texts": texts,
+                          "data_fixed": data_fixed},
+                 "candidates": [{"name": "default" if i == 0 else f"c{i}", "params": p} for i, p in enumerate(candidates)],
+                 "items": {"ids": [e.id for e in items], "labels": [e.judgment for e in items],
+                           "groups": [e.group_key for e in items]},
+                 "scored": 0, "scores": [[] for _ in candidates], "failures": [[] for _ in candidates],
+                 "seconds": [0.0 for _ in candidates]}
+    judges = [judge_for({**p, **data_fixed, **settled_params(spec, lm)}, spec, lm, demo_pool=pool,
+                        label_range=label_range, instructions=texts) for p in candidates]
+    started = time.time()
+    while state["scored"] < len(items):
+        chunk = items[state["scored"]:state["scored"] + args.chunk]
+        for j, judge in enumerate(judges):
+            t0 = time.time()
+            verdicts = judge.judge_all(chunk)
+            state["seconds"][j] += time.time() - t0
+            state["scores"][j] += [v.score if v.parsed else None for v in verdicts]
+            state["failures"][j] += [None if v.parsed else (v.raw or "failed")[:200] for v in verdicts]
+        state["scored"] += len(chunk)
+        state["meta"]["complete"] = state["scored"] >= len(items)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, separators=(",", ":")))
+        tmp.replace(out)
+        done = state["scored"]
+        print(f"{out.name}: {done}/{len(items)} items x {len(judges)} candidates "
+              f"({time.time() - started:.0f} s this run)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

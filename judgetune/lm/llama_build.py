@@ -1,0 +1,121 @@
+"""Which CPU code paths the installed llama.cpp was built with, and whether they can run on this CPU.
+
+llama-cpp-python has no Linux wheel on PyPI: pip compiles llama.cpp on the user's machine, for that
+machine's CPU (``-march=native``). On an Intel CPU with AMX (Sapphire Rapids and later) that native build
+compiles llama.cpp's AMX matrix kernels, whose worker threads run tile instructions without the
+per-thread permission Linux requires, and the process dies with an illegal instruction (SIGILL) in its
+first LM call. judgetune's install builds without AMX (``install.sh``; docs/lms.md); this module checks the
+build that is there: ``amx_problem`` before the embedded model loads, and ``python -m
+judgetune.lm.llama_build`` (CI and ``install.sh``) on the library's own instructions, on any CPU.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["AMX_MNEMONICS", "INSTALL_FLAGS", "amx_instructions", "amx_problem", "built_features", "cpu_flags",
+           "library_files", "rebuild_command"]
+
+# every AMX instruction (tile configuration, loads and stores, and the dot products of AMX-INT8/BF16/FP16)
+AMX_MNEMONICS = ("ldtilecfg", "sttilecfg", "tilerelease", "tilezero", "tileloadd", "tileloaddt1", "tilestored",
+                 "tdpbssd", "tdpbsud", "tdpbusd", "tdpbuud", "tdpbf16ps", "tdpfp16ps")
+# the compiler flags that keep a native build from using AMX (GCC and Clang; -march=native may not re-enable them)
+INSTALL_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+_AMX_RE = re.compile(r"\s(" + "|".join(AMX_MNEMONICS) + r")\b")
+
+
+def built_features() -> dict[str, str]:
+    """llama.cpp's own list of the code paths it was compiled with (``llama_print_system_info``), e.g.
+    ``{"AVX2": "1", "AMX_INT8": "1", ...}``; empty without llama-cpp-python."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return {}
+    text = llama_cpp.llama_print_system_info().decode(errors="replace")
+    return {k.strip(): v.strip() for k, v in re.findall(r"([A-Za-z0-9_]+)\s*=\s*([^|]+)", text)}
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
+    """This CPU's feature flags as Linux lists them (empty elsewhere)."""
+    try:
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def library_files() -> list[Path]:
+    """The installed llama.cpp CPU back-end libraries (``libggml-cpu*.so``, or ``libggml.so`` in old builds)."""
+    try:
+        files = metadata.files("llama_cpp_python") or []
+    except metadata.PackageNotFoundError:
+        return []
+    paths = [Path(str(f.locate())) for f in files if re.search(r"libggml(-cpu[^/]*)?\.(so|dylib|dll)$", str(f))]
+    return sorted(p for p in paths if p.is_file())
+
+
+def amx_instructions(path: Path) -> int | None:
+    """How many AMX instructions the machine code of ``path`` holds (by ``objdump -d``); None without objdump."""
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        return None
+    run = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(path)], capture_output=True, text=True,
+                         errors="replace", check=True)
+    return len(_AMX_RE.findall(run.stdout))
+
+
+def rebuild_command() -> str:
+    """The command that rebuilds the installed llama-cpp-python without AMX (bypassing pip's wheel cache,
+    which is keyed by version, not by build flags)."""
+    try:
+        pin = f"=={metadata.version('llama_cpp_python')}"
+    except metadata.PackageNotFoundError:
+        pin = ""
+    return (f"CMAKE_ARGS=\"-DLLAVA_BUILD=OFF '-DCMAKE_C_FLAGS={INSTALL_FLAGS}' '-DCMAKE_CXX_FLAGS={INSTALL_FLAGS}'\" "
+            f"pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python{pin}")
+
+
+def amx_problem(*, any_cpu: bool = False) -> str | None:
+    """Why the installed llama.cpp would die here (built with AMX kernels on a CPU that has AMX), or None.
+    ``any_cpu``: report an AMX build whatever this CPU is (the install check: the build must run on any)."""
+    if built_features().get("AMX_INT8") != "1":
+        return None
+    if not any_cpu and "amx_tile" not in cpu_flags():
+        return None  # the AMX kernels are never entered on a CPU without AMX
+    return ("the installed llama-cpp-python was built with llama.cpp's AMX kernels, which die with an illegal "
+            "instruction on CPUs with AMX (pip builds it natively; see docs/lms.md); rebuild it without them: "
+            + rebuild_command())
+
+
+def main() -> int:
+    """Print the build's CPU paths and AMX instruction counts; exit 1 if AMX is built in (on any CPU)."""
+    features = built_features()
+    if not features:
+        print("llama-cpp-python is not installed", file=sys.stderr)
+        return 1
+    print("llama.cpp built with: " + " ".join(f"{k}={v}" for k, v in features.items()))
+    bad = amx_problem(any_cpu=True)
+    files = library_files()
+    if not files:
+        print("no libggml-cpu library found in llama-cpp-python's files", file=sys.stderr)
+        return 1
+    for path in files:
+        count = amx_instructions(path)
+        print(f"{path}: {'objdump not found' if count is None else f'{count} AMX instructions'}")
+        if count:
+            bad = bad or f"{path.name} holds {count} AMX instructions; rebuild it: {rebuild_command()}"
+    if bad:
+        print(bad, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The statistics of choosing a judge among candidates: each candidate's Spearman figure, paired
+per-unit differences against the default (candidate 0), a one-sided t test of them on scipy, and the
+nested cross-fitted gate that uses every label.
+
+Everything takes a score matrix: ``scores`` of shape ``(C, n)`` (candidate 0 is the default; a failed
+judgment NaN, filled by the one failure rule) and the ``n`` labels, with the items' questions
+(``groups``) where the data has them: then a figure is the per-question Spearman averaged, and a
+paired difference is taken per question; without them, per item through jackknife pseudo-values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from judgetune.stats._gain import filled
+from judgetune.stats._metrics import spearman_rows
+
+__all__ = ["FOLDS", "best_candidate_index", "figures", "nested_gate", "one_sided_lower", "paired_unit_differences",
+           "units_of"]
+
+FOLDS = 5  # the nested gate's folds of the labeled items
+
+
+def units_of(groups: Sequence[str] | None, n: int) -> list[np.ndarray]:
+    """Item indices of each resampling unit: a question, or one item when there are no questions."""
+    if groups is None:
+        return [np.array([i]) for i in range(n)]
+    keys = np.asarray([str(g) for g in groups])
+    return [np.flatnonzero(keys == k) for k in dict.fromkeys(keys.tolist())]
+
+
+def _filled(scores: np.ndarray) -> np.ndarray:
+    return np.stack([filled(row) for row in np.atleast_2d(np.asarray(scores, dtype=float))])
+
+
+def figures(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None = None) -> np.ndarray:
+    """Each candidate's Spearman with the labels, shape ``(C,)``: per question and averaged over the
+    questions where it is defined, where there are questions. NaN where undefined."""
+    full, gold = _filled(scores), np.asarray(gold, dtype=float)
+    if groups is None:
+        return spearman_rows(full, np.broadcast_to(gold, full.shape))
+    values = np.stack([spearman_rows(full[:, u], np.broadcast_to(gold[u], (len(full), len(u))))
+                       for u in units_of(groups, len(gold)) if len(u) >= 2], axis=1) if len(gold) else np.empty((0, 0))
+    with np.errstate(invalid="ignore"):
+        return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in values])
+
+
+def best_candidate_index(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None = None,
+                         allowed: Sequence[int] | None = None) -> int:
+    """The candidate with the highest figure (ties and undefined figures go to the lower index; the
+    default, 0, unless a challenger is strictly ahead of it)."""
+    fig = np.nan_to_num(figures(scores, gold, groups), nan=-np.inf)
+    allowed = range(len(fig)) if allowed is None else allowed
+    best = 0
+    for j in allowed:
+        if fig[j] > fig[best]:
+            best = j
+    return best
+
+
+def paired_unit_differences(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None,
+                            challenger: int) -> np.ndarray:
+    """Per-unit Spearman differences, challenger minus default (candidate 0): per question where there are
+    questions (undefined questions dropped), else the items' jackknife pseudo-values of the difference
+    (``n * whole - (n - 1) * without item i``), whose mean is the whole-sample difference."""
+    full, gold = _filled(scores[[0, challenger]]), np.asarray(gold, dtype=float)
+    if challenger == 0:
+        return np.zeros(len(units_of(groups, len(gold))))
+    if groups is not None:
+        diffs = []
+        for u in units_of(groups, len(gold)):
+            if len(u) < 2:
+                continue
+            rho = spearman_rows(full[:, u], np.broadcast_to(gold[u], (2, len(u))))
+            diffs.append(rho[1] - rho[0])
+        diffs = np.asarray(diffs, dtype=float)
+        return diffs[np.isfinite(diffs)]
+    n = len(gold)
+    keep = ~np.eye(n, dtype=bool)
+    left_gold = np.stack([gold[k] for k in keep])  # (n, n - 1)
+    left = np.stack([spearman_rows(np.stack([full[c][k] for k in keep]), left_gold) for c in (0, 1)])  # (2, n)
+    whole = spearman_rows(full, np.broadcast_to(gold, full.shape))
+    pseudo = n * whole[:, None] - (n - 1) * left
+    diff = pseudo[1] - pseudo[0]
+    return diff[np.isfinite(diff)]
+
+
+def one_sided_lower(differences: np.ndarray, alpha: float = 0.05) -> dict[str, Any]:
+    """Student's one-sided t test that the mean difference is above 0 (scipy's ``ttest_1samp``, ``greater``):
+    the mean, the one-sided ``1 - alpha`` lower bound, the p-value and the number of units. Fewer than 2
+    units, or no spread: no bound (the test cannot pass)."""
+    d = np.asarray(differences, dtype=float)
+    d = d[np.isfinite(d)]
+    out = {"mean": float(d.mean()) if d.size else None, "lower": None, "p": None, "units": int(d.size)}
+    if d.size < 2 or np.ptp(d) == 0:
+        return out
+    result = sps.ttest_1samp(d, 0.0, alternative="greater")
+    low = result.confidence_interval(confidence_level=1 - alpha).low
+    return {**out, "lower": float(low), "p": float(result.pvalue)}
+
+
+def _folds(n: int, groups: Sequence[str] | None, folds: int, seed: int) -> list[np.ndarray]:
+    """Item indices of each fold, whole questions together (seeded)."""
+    units = units_of(groups, n)
+    order = np.random.default_rng(seed).permutation(len(units))
+    out: list[list[int]] = [[] for _ in range(folds)]
+    for rank, u in enumerate(order):
+        out[rank % folds].extend(units[u].tolist())
+    return [np.asarray(sorted(f), dtype=int) for f in out if f]
+
+
+def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None = None, *,
+                allowed: Sequence[int] | None = None, folds: int = FOLDS, alpha: float = 0.05,
+                seed: int = 0) -> dict[str, Any]:
+    """The gate that uses every label: in each of ``folds`` folds the best candidate is chosen on the other
+    folds and scored against the default on the held-out fold (per-unit paired differences, zero where
+    the default was chosen); the pooled out-of-fold differences are tested once, one-sided at ``alpha``.
+    The candidate chosen on all items ships when the test passes; else the default.
+
+    Returns ``passed``, ``chosen`` (the index chosen on all items), ``shipped`` (``chosen`` if passed, else 0),
+    the test's ``mean``, ``lower``, ``p`` and ``units``, and each fold's choice."""
+    scores, gold = np.asarray(scores, dtype=float), np.asarray(gold, dtype=float)
+    n = len(gold)
+    grp = None if groups is None else [str(g) for g in groups]
+    pooled, choices = [], []
+    for held in _folds(n, grp, folds, seed):
+        rest = np.setdiff1d(np.arange(n), held)
+        pick = best_candidate_index(scores[:, rest], gold[rest], None if grp is None else [grp[i] for i in rest],
+                                    allowed)
+        choices.append(pick)
+        held_groups = None if grp is None else [grp[i] for i in held]
+        pooled.append(paired_unit_differences(scores[:, held], gold[held], held_groups, pick))
+    test = one_sided_lower(np.concatenate(pooled) if pooled else np.array([]), alpha)
+    chosen = best_candidate_index(scores, gold, grp, allowed)
+    passed = chosen != 0 and test["lower"] is not None and test["lower"] > 0
+    return {**test, "passed": bool(passed), "chosen": int(chosen), "shipped": int(chosen) if passed else 0,
+            "fold_choices": choices, "folds": len(choices), "alpha": alpha}
