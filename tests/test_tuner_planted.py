@@ -33,6 +33,7 @@ from judgetune.tuning import (
     InstructionPool,
     RunSpec,
     default_params,
+    gain_line,
     open_study,
     prepare_splits,
     run_trials,
@@ -182,10 +183,10 @@ def test_sample_efficiency_against_exhaustive_search(data, tmp_path):
         assert best_search_spearman(study) >= best - 0.02, (seed, best_search_spearman(study), best, total_calls(study))
 
 
-def run_testbed(name: str, seed: int, folder, *, reject=None) -> dict:
+def run_testbed(name: str, seed: int, folder, *, reject=None, **override) -> dict:
     """One seeded run of the gate testbed ``name`` (``TESTBEDS``), its study in memory: judge.json's metrics."""
     spec, lm = gate_testbed(name, seed, folder)
-    config, _, _ = tune(RunSpec(**spec), runs_dir=folder, storage=optuna.storages.InMemoryStorage(), lm=lm,
+    config, _, _ = tune(RunSpec(**{**spec, **override}), runs_dir=folder, storage=optuna.storages.InMemoryStorage(), lm=lm,
                         progress=False, reject=reject, n_resamples=200)
     return config.metrics
 
@@ -218,6 +219,26 @@ def test_on_the_planted_testbed_the_gate_passes_and_the_gain_shows_on_test(tmp_p
     assert gain["spearman"]["low"] > 0 and gain["mae"]["high"] < 0  # better ranks, smaller errors, on test
     assert metrics["default_test"]["spearman"] < metrics["test"]["spearman"]
     assert set(gain) >= {"spearman", "mae", "default_shipped", "n", "spearman_raw"} and gain["spearman_raw"]["low"] > 0
+
+
+@pytest.mark.parametrize("name", ["null", "null-grouped"])
+def test_the_nested_gate_ships_the_default_on_the_null_testbeds(tmp_path, name):
+    metrics = run_testbed(name, 0, tmp_path, gate="nested")
+    selection = metrics["selection"]
+    test = selection["gate_result"]
+    assert selection["gate"] == "nested" and selection["default_shipped"] and test["refused"] is None
+    assert test["method"].startswith("nested 5-fold") and test["units"] == 15 and len(test["fold_choices"]) == 15
+    assert test["items"] == selection["items"]  # every search and dev item took part
+    assert "gate (nested)" in gain_line(metrics)
+
+
+def test_the_nested_gate_ships_the_planted_instruction(tmp_path):
+    metrics = run_testbed("planted", 0, tmp_path, gate="nested")
+    selection, gain = metrics["selection"], metrics["gain"]
+    chosen = next(r for r in selection["rows"] if r["chosen"])
+    assert selection["gate_result"]["passed"] and selection["gate_result"]["lower_bound"] > 0
+    assert chosen["params"]["instruction"] == 2 and not gain["default_shipped"] and gain["spearman"]["low"] > 0
+    assert "; it shipped" in gain_line(metrics)
 
 
 def test_a_rejected_candidate_never_ships(tmp_path):

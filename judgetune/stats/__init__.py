@@ -37,7 +37,9 @@ from judgetune.stats._metrics import (
 )
 from judgetune.stats._selection_tests import (
     FOLDS,
+    REPEATS,
     best_candidate_index,
+    corrected_lower,
     figures,
     nested_gate,
     one_sided_lower,
@@ -45,7 +47,8 @@ from judgetune.stats._selection_tests import (
     units_of,
 )
 
-__all__ = ["FOLDS", "best_candidate_index", "figures", "nested_gate", "one_sided_lower", "paired_unit_differences",
+__all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
+           "figures", "nested_gate", "one_sided_lower", "paired_unit_differences",
            "units_of", "best_accuracy", "bootstrap_interval", "bootstrap_mean_interval", "bracket_accuracy", "bracket_of",
            "cohen_kappa", "constant_baseline", "correlation", "CORRELATIONS", "default_bracket_edges",
            "DEFAULT_BRACKETS", "evaluate_predictions", "evaluate_with_baselines", "filled", "gain", "gain_parts",

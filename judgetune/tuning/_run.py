@@ -109,10 +109,12 @@ def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructio
 def gate_line(selection: dict[str, Any] | None) -> str | None:
     """What the gate saw, in one line: the challenger chosen on the search items, its dev advantage with
     its interval, and why the default shipped when it did (None for a run without the gate)."""
-    if not selection or selection.get("gate") != "on":
+    if not selection or selection.get("gate") not in ("on", "nested"):
         return None
     test, rows = selection.get("gate_result") or {}, selection["rows"]
     name, fmt = selection["rule"], (lambda x: "-" if x is None else f"{x:+.3f}")  # noqa: E731
+    if selection["gate"] == "nested":
+        return _nested_line(test, rows, fmt)
     name = "Spearman" if name == "spearman" else "MAE (default's minus its own)"
     if test.get("refused"):
         return f"gate: no test ({test['refused']})"
@@ -138,6 +140,19 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
     more = (f" (were the advantage and its spread to hold, about {needed} dev "
             f"{'questions' if test.get('groups') else 'items'} would pass it)") if needed else ""
     return line + f": not above zero; the default shipped{more}"
+
+
+def _nested_line(test: dict[str, Any], rows: list[dict[str, Any]], fmt) -> str:
+    if test.get("refused"):
+        return f"gate (nested): no test ({test['refused']})"
+    if test.get("winner") is None:
+        return (f"gate (nested): no challenger beat the default on the {test.get('items')} search and dev items; "
+                "the default shipped")
+    win = rows[test["winner"]]
+    line = (f"gate (nested): trial {win['number']}, best on all {test.get('items')} search and dev items; the choice "
+            f"cross-validated gained {fmt(test.get('winner_advantage'))} Spearman over the default on held-out folds "
+            f"(one-sided 95% lower bound {fmt(test.get('lower_bound'))}, {test.get('method')})")
+    return line + ("; it shipped" if test.get("passed") else ": not above zero; the default shipped")
 
 
 def gain_line(metrics: dict[str, Any]) -> str:
@@ -168,7 +183,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     trivial baselines, and write judge.json."""
     with stage(f"{spec.name}: choosing among the candidates on {len(splits.selection)} search and dev items",
                enabled=progress):
-        if spec.gate == "on":
+        if spec.gate in ("on", "nested"):
             reject = audit_reject(spec, splits, lm, InstructionPool(study).texts(), reject)  # --audit-max
             params, selection = select(study, spec, splits, lm, reject=reject)
         else:

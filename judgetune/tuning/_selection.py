@@ -40,7 +40,7 @@ from scipy.stats import t as student_t
 
 from judgetune.calibration import cross_fitted
 from judgetune.datasets import Example, groups_of
-from judgetune.stats import correlation, filled, spearman_rows
+from judgetune.stats import FOLDS, correlation, filled, nested_gate, spearman_rows
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import default_params, judge_for, settled_params
@@ -54,6 +54,7 @@ CONFIDENCE = 1 - 2 * ALPHA  # the gate's two-sided interval (90%): its lower end
 LEVEL = f"{CONFIDENCE:.0%} interval, one-sided {1 - ALPHA:.0%} lower bound"  # how the record and the CLI name it
 MIN_GATE_GROUPS = 3  # dev questions: fewer, and the gate refuses (a t interval over 2 differences says little)
 MIN_GATE_ITEMS = 20  # dev items without questions: fewer, and the gate refuses
+MIN_FOLD_ITEMS = 10  # the nested gate's held-out fold: fewer items in each, and it refuses
 
 
 @dataclass
@@ -297,6 +298,8 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
     winner = best if best is not None and figure[best] > figure[0] else None  # chosen on the search items alone
     on_dev = [CandidateScores(s.params, s.raw[dev], s.pred[dev], s.calibrator, s.failure_rate) for s in scored]
     test = gate(spec.pick, on_dev, gold[dev], groups_of(splits.dev), challengers, winner)
+    if spec.gate == "nested":  # every labeled item chooses and confirms (see judgetune.stats.nested_gate)
+        winner, test = nested_test(scored, gold, groups, challengers, seed=spec.seed, described=test)
     chosen = winner if winner is not None and test["passed"] else 0
     if test["refused"]:
         log.warning("%s: the gate made no test: %s", spec.name, test["refused"])
@@ -307,11 +310,34 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
         row["advantage_dev_ci"] = test["interval"].get(i)
         row["chosen"] = i == chosen
     test = {k: v for k, v in test.items() if k not in ("advantage", "interval")}
-    record = {"rule": spec.pick, "gate": "on", "items": len(items), "dev_items": len(splits.dev),
+    record = {"rule": spec.pick, "gate": spec.gate, "items": len(items), "dev_items": len(splits.dev),
               "groups": len(set(groups)) if groups else None, "rows": rows, "best_candidate": winner,
               "gate_result": test, "default_shipped": chosen == 0, "chosen_trial": rows[chosen]["number"],
               "lm_calls": lm_calls(lm) - calls0}
     return trials[chosen][1], record
+
+
+def nested_test(scored: Sequence[CandidateScores], gold: np.ndarray, groups: Sequence[str] | None,
+                challengers: list[int], *, seed: int, described: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
+    """The nested gate on every selection item (search and dev): the winner is the challenger best on all of
+    them, and it passes when the nested cross-validated test of the whole choice does. ``described`` (the dev
+    gate's record) keeps its per-challenger dev figures, which are descriptive here."""
+    raw = np.stack([c.raw for c in scored])
+    allowed = [0, *challengers]
+    units = len(_units(groups, len(gold)))
+    least = FOLDS if groups else MIN_FOLD_ITEMS * FOLDS  # a question, or 10 items, in every held-out fold
+    result = nested_gate(raw, gold, groups, allowed=allowed, seed=seed, alpha=ALPHA)
+    winner = result["chosen"] or None
+    refused = None
+    if units < least:
+        refused = (f"the search and dev items hold {units} {'questions' if groups else 'items'}; the nested gate "
+                   f"needs at least {least}: the default ships")
+    passed = bool(result["passed"]) and refused is None
+    return winner, {**described, "method": result["method"], "winner": winner, "refused": refused,
+                    "items": len(gold), "groups": units if groups else None,
+                    "winner_advantage": result["mean"], "lower_bound": result["lower"], "p": result["p"],
+                    "units": result["units"], "fold_choices": result["fold_choices"], "guard": None,
+                    "passed": passed, "units_to_pass": None}
 
 
 def _trial_number(study: optuna.Study, params: dict[str, Any]) -> int | None:

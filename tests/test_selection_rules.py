@@ -1,0 +1,98 @@
+"""The statistics of choosing among candidates (judgetune.stats): the one-sided paired t test on scipy, and the
+nested cross-fitted gate, under the null (no candidate better: it ships the default in at least 95% of draws,
+up to simulation noise) and with a planted better candidate (found), with and without questions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from judgetune.stats import (
+    best_candidate_index,
+    corrected_lower,
+    figures,
+    nested_gate,
+    one_sided_lower,
+    paired_unit_differences,
+)
+
+
+def _matrix(rng: np.random.Generator, n: int, signal: list[float], groups: int | None = None):
+    """Candidates whose raw scores are ``signal[c] * gold + noise``: equal signals are the null."""
+    gold = rng.normal(size=n)
+    scores = np.stack([s * gold + rng.normal(size=n) for s in signal])
+    keys = None if groups is None else [f"q{i % groups}" for i in range(n)]
+    return scores, gold, keys
+
+
+def test_one_sided_lower_is_scipys_one_sample_t_test():
+    d = np.array([0.3, -0.1, 0.5, 0.2, 0.05, 0.4])
+    out = one_sided_lower(d, alpha=0.05)
+    ref = sps.ttest_1samp(d, 0.0, alternative="greater")
+    assert out["p"] == pytest.approx(ref.pvalue)
+    assert out["lower"] == pytest.approx(d.mean() - sps.t.ppf(0.95, 5) * d.std(ddof=1) / np.sqrt(6))
+    assert one_sided_lower(np.array([0.2]))["lower"] is None  # one unit: no test
+    assert one_sided_lower(np.array([0.1, 0.1, 0.1]))["lower"] is None  # no spread: no test
+
+
+def test_paired_differences_are_per_question_or_jackknife_pseudo_values():
+    rng = np.random.default_rng(0)
+    scores, gold, groups = _matrix(rng, 60, [0.5, 1.0], groups=6)
+    per_question = paired_unit_differences(scores, gold, groups, 1)
+    assert per_question.shape == (6,)
+    expected = [figures(scores[:, [i for i, g in enumerate(groups) if g == q]],
+                        gold[[i for i, g in enumerate(groups) if g == q]])
+                for q in dict.fromkeys(groups)]
+    assert per_question == pytest.approx([e[1] - e[0] for e in expected])
+    pseudo = paired_unit_differences(scores, gold, None, 1)
+    whole = figures(scores, gold)
+    assert pseudo.shape == (60,)
+    assert pseudo.mean() == pytest.approx(whole[1] - whole[0], abs=0.02)  # jackknife: mean near the estimate
+    assert not paired_unit_differences(scores, gold, None, 0).any()
+
+
+def test_the_best_candidate_is_the_default_unless_a_challenger_is_strictly_ahead():
+    rng = np.random.default_rng(1)
+    scores, gold, _ = _matrix(rng, 80, [1.0, 0.2, 2.0])
+    assert best_candidate_index(scores, gold) == 2
+    assert best_candidate_index(scores, gold, allowed=[1]) == 0
+    tied = np.stack([scores[0], scores[0]])
+    assert best_candidate_index(tied, gold) == 0
+
+
+def test_the_corrected_resampled_t_inflates_the_variance_by_the_test_share():
+    d = np.array([0.05, 0.02, -0.01, 0.04, 0.03, 0.06, 0.0, 0.02, 0.05, 0.01])
+    out = corrected_lower(d, 0.25)
+    se = np.sqrt((1 / 10 + 0.25) * d.var(ddof=1))
+    assert out["se"] == pytest.approx(se)
+    assert out["lower"] == pytest.approx(d.mean() - sps.t.ppf(0.95, 9) * se)
+    assert out["p"] == pytest.approx(sps.t.sf(d.mean() / se, 9))
+    naive = one_sided_lower(d)
+    assert out["lower"] < naive["lower"]  # wider than the naive t over folds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("groups", [None, 15])
+def test_the_nested_gate_ships_the_default_under_the_null(groups):
+    """Five candidates equally good: a tuned judge ships in at most 5% of draws (plus simulation noise)."""
+    passes = 0
+    draws = 200
+    for seed in range(draws):
+        rng = np.random.default_rng(seed)
+        scores, gold, keys = _matrix(rng, 150, [0.6] * 5, groups=groups)
+        passes += nested_gate(scores, gold, keys, seed=seed)["passed"]
+    assert passes / draws <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / draws)  # 8.1% at 200 draws
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("groups", [None, 15])
+def test_the_nested_gate_finds_a_clearly_better_candidate(groups):
+    found = 0
+    for seed in range(40):
+        rng = np.random.default_rng(1000 + seed)
+        scores, gold, keys = _matrix(rng, 300, [0.5, 0.5, 1.2, 0.5], groups=groups)
+        out = nested_gate(scores, gold, keys, seed=seed)
+        found += out["passed"] and out["shipped"] == 2
+        assert out["folds"] == 5 and len(out["fold_choices"]) == 15
+    assert found >= 36  # 90%
