@@ -241,6 +241,43 @@ def test_the_nested_gate_ships_the_planted_instruction(tmp_path):
     assert "; it shipped" in gain_line(metrics)
 
 
+def _selection_harness(tmp_path, pick: str):
+    """A planted testbed's search, in memory: the spec, splits, LM and study that ``select`` reads."""
+    kwargs, lm = gate_testbed("planted", 0, tmp_path)
+    spec = RunSpec(**{**kwargs, "pick": pick})
+    splits = prepare_splits(spec)
+    study = open_study(spec, optuna.storages.InMemoryStorage())
+    run_trials(study, spec, lm, splits)
+    return spec, splits, lm, study
+
+
+def test_the_dev_labels_take_no_part_in_the_gates_mae_predictions(tmp_path, monkeypatch):
+    """With --pick mae the dev items' calibrated predictions come from a calibrator fitted (form and all) on the
+    search items: relabelling dev changes the labels the gate tests against, never the predictions."""
+    from dataclasses import replace
+
+    import judgetune.tuning._selection as selection
+
+    spec, splits, lm, study = _selection_harness(tmp_path, "mae")
+    seen = []
+    real_gate = selection.gate
+    monkeypatch.setattr(selection, "gate", lambda rule, on_dev, *a, **k: (
+        seen.append([c.pred.copy() for c in on_dev]), real_gate(rule, on_dev, *a, **k))[1])
+    select(study, spec, splits, lm)
+    flipped = [replace(e, label=5 - e.label) for e in splits.dev]
+    select(study, spec, replace(splits, dev=flipped), lm)
+    assert len(seen) == 2 and all(np.array_equal(a, b) for a, b in zip(*seen))
+
+
+def test_rejection_reads_the_search_items_alone(tmp_path):
+    """A user's ``reject=`` (and the failure-rate rule) sees a candidate's search figures, never its dev ones."""
+    spec, splits, lm, study = _selection_harness(tmp_path, "spearman")
+    rows = []
+    select(study, spec, splits, lm, reject=lambda row: rows.append(row))
+    assert rows and all(set(r) == {"number", "default", "params", "search", "search_figure", "failure_rate"}
+                        for r in rows)
+
+
 def test_a_rejected_candidate_never_ships(tmp_path):
     reasons = []
 

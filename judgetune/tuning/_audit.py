@@ -1,6 +1,6 @@
 """The audit in a tuning run: candidates held to ``--audit-max`` bounds, and the shipped judge audited.
 
-Every candidate, the default included, is audited on the dev items before the gate, on the bounded
+Every candidate, the default included, is audited on the search items before the gate, on the bounded
 probes only, calibrated as it would ship (its calibrator fitted on the search items, whose answers
 are cached: the bounds are on the human scale): a challenger is turned away when an effect is
 significantly beyond its bound; the default's verdict is recorded (it stays the fallback). The
@@ -39,7 +39,7 @@ def audit_reject(spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
                           instructions=instructions)
         config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=search_calibrator(judge, splits, seed=spec.seed),
                                         label_range=splits.label_range, seed=spec.seed)
-        reasons, _ = audit.check_bounds(config, splits.dev, lm, spec.audit_max, seed=spec.seed)
+        reasons, _ = audit.check_bounds(config, splits.search, lm, spec.audit_max, seed=spec.seed)  # dev only confirms
         if reasons:
             return "audit: " + "; ".join(reasons)
         return reject(row) if reject is not None else None

@@ -138,7 +138,7 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
         return line + f", but its {guard['objective']} was worse than the default's beyond noise; the default shipped"
     needed = test.get("units_to_pass")
     more = (f" (were the advantage and its spread to hold, about {needed} dev "
-            f"{'questions' if test.get('groups') else 'items'} would pass it)") if needed else ""
+            f"{'questions' if test.get('groups') else 'items'} would pass it in 80% of runs)") if needed else ""
     return line + f": not above zero; the default shipped{more}"
 
 

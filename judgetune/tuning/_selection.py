@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 import optuna
+from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from judgetune.calibration import cross_fitted
+from judgetune.calibration import CALIBRATORS, cross_fitted
 from judgetune.datasets import Example, groups_of
 from judgetune.stats import FOLDS, correlation, filled, nested_gate, spearman_rows
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
@@ -54,6 +55,7 @@ CONFIDENCE = 1 - 2 * ALPHA  # the gate's two-sided interval (90%): its lower end
 LEVEL = f"{CONFIDENCE:.0%} interval, one-sided {1 - ALPHA:.0%} lower bound"  # how the record and the CLI name it
 MIN_GATE_GROUPS = 3  # dev questions: fewer, and the gate refuses (a t interval over 2 differences says little)
 MIN_GATE_ITEMS = 20  # dev items without questions: fewer, and the gate refuses
+POWER = 0.8  # units_to_pass: the dev size at which an advantage like the one measured passes this often
 MIN_FOLD_ITEMS = 10  # the nested gate's held-out fold: fewer items in each, and it refuses
 
 
@@ -130,8 +132,26 @@ def search_figure(rule: str, scored: CandidateScores, gold: np.ndarray, groups: 
     return -float(np.mean(np.abs(pred - gold)))
 
 
+def search_calibrated(raw: np.ndarray, gold: np.ndarray, n_search: int, groups: Sequence[str] | None, *,
+                      label_range: tuple[float, float], seed: int) -> np.ndarray:
+    """Predictions for the items after the first ``n_search`` (dev) from a calibrator fitted, and its form chosen,
+    on the search items alone (a failure, or too few judged search items, gets the search labels' median)."""
+    search_raw, search_gold = raw[:n_search], gold[:n_search]
+    ok = ~np.isnan(search_raw)
+    out = np.full(len(raw) - n_search, float(np.median(search_gold)))
+    if ok.sum() < 4:
+        return out
+    keys = None if groups is None else [g for g, k in zip(groups[:n_search], ok) if k]
+    _, kind, _ = cross_fitted(search_raw[ok], search_gold[ok], groups=keys, label_range=label_range, seed=seed)
+    calibrator = CALIBRATORS[kind](label_range).fit(search_raw[ok], search_gold[ok])  # quietly: one per candidate
+    judged = ~np.isnan(raw[n_search:])
+    out[judged] = calibrator.predict(raw[n_search:][judged])
+    return out
+
+
 def rejection(row: dict[str, Any], reject: Reject | None = None) -> str | None:
-    """Why a candidate may not ship, or None: the one place where candidates are turned away."""
+    """Why a candidate may not ship, or None: the one place where candidates are turned away. ``row`` holds the
+    candidate's search-item figures only (``params``, ``search``, ``search_figure``, ``failure_rate``)."""
     if row["failure_rate"] > MAX_FAILURE_RATE:
         return f"failed on {row['failure_rate']:.0%} of the items"
     return reject(row) if reject is not None else None
@@ -235,6 +255,10 @@ def gate(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray, groups:
         out["refused"] = (f"the dev split holds {units} {unit_name}; a paired test needs at least {least}: "
                           f"the default ships (raise {more})")
     empty = {"winner_advantage": None, "lower_bound": None, "guard": None, "passed": False}
+    if winner is not None and out["refused"] is None and figures[winner]["units"] < least:
+        defined = figures[winner]["units"]  # a question undefined for either judge leaves the test
+        out["refused"] = (f"the dev split holds {units} {unit_name}, {defined} of them defined for both judges; "
+                          f"a paired test needs at least {least}: the default ships")
     if winner is None or out["refused"] is not None:
         return {**out, **empty}
     win = figures[winner]
@@ -248,13 +272,16 @@ def gate(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray, groups:
             "units_to_pass": None if passed or worse else units_to_pass(win["advantage"], lower, units)}
 
 
-def units_to_pass(advantage: float | None, lower: float | None, units: int) -> int | None:
-    """How many dev units (items, or questions) the gate's test would need to pass this advantage, were the
-    advantage and its spread to stay as measured: the interval's half-width shrinks as one over the square
-    root of the units. None when the advantage is not above 0 (no number of units would pass it)."""
-    if advantage is None or lower is None or advantage <= 0:
+def units_to_pass(advantage: float | None, lower: float | None, units: int, *, power: float = POWER) -> int | None:
+    """How many dev units (items, or questions) the gate's test would need to pass this advantage in ``power`` of
+    runs (80%), were the advantage and its per-unit spread to stay as measured: the spread per unit is read off
+    the interval (``advantage - lower`` is ``t * sd / sqrt(units)``), and ``n = ((z_alpha + z_power) * sd /
+    advantage)^2``. None when the advantage is not above 0 (no number of units would pass it)."""
+    if advantage is None or lower is None or advantage <= 0 or units < 2:
         return None
-    return int(np.ceil(units * ((advantage - lower) / advantage) ** 2))
+    sd = (advantage - lower) * np.sqrt(units) / student_t.ppf(1 - ALPHA, units - 1)
+    z = norm.ppf(1 - ALPHA) + norm.ppf(power)
+    return int(np.ceil((z * sd / advantage) ** 2))
 
 
 def _num(value: float) -> float | None:
@@ -287,7 +314,11 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
                "search_figure": _num(search_figure(spec.pick, on_search[i], gold[:n_search], groups_of(splits.search),
                                                    label_range=splits.label_range, seed=spec.seed)),
                "calibrator": s.calibrator, "failure_rate": s.failure_rate}
-        verdict = rejection(row, reject)
+        # rejection reads the search items alone (dev confirms, it does not choose): the failure share there,
+        # the search figures
+        search_row = {"number": number, "default": i == 0, "params": params, "search": row["search"],
+                      "search_figure": row["search_figure"], "failure_rate": float(np.isnan(s.raw[:n_search]).mean())}
+        verdict = rejection(search_row, reject)
         row["rejected"] = None if i == 0 else verdict
         if i == 0:
             row["flagged"] = verdict  # the default's own verdict (e.g. --audit-max): recorded, it stays the fallback
@@ -296,7 +327,11 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
     figure = [-np.inf if r["search_figure"] is None else r["search_figure"] for r in rows]
     best = max(challengers, key=lambda i: (figure[i], -i), default=None)
     winner = best if best is not None and figure[best] > figure[0] else None  # chosen on the search items alone
-    on_dev = [CandidateScores(s.params, s.raw[dev], s.pred[dev], s.calibrator, s.failure_rate) for s in scored]
+    # the dev items take no part in choosing: each candidate's dev predictions come from a calibrator fitted (and
+    # its form chosen) on the search items alone
+    on_dev = [CandidateScores(s.params, s.raw[dev], search_calibrated(s.raw, gold, n_search, groups,
+                                                                      label_range=splits.label_range, seed=spec.seed),
+                              s.calibrator, s.failure_rate) for s in scored]
     test = gate(spec.pick, on_dev, gold[dev], groups_of(splits.dev), challengers, winner)
     if spec.gate == "nested":  # every labeled item chooses and confirms (see judgetune.stats.nested_gate)
         winner, test = nested_test(scored, gold, groups, challengers, seed=spec.seed, described=test)
