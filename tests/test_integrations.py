@@ -256,6 +256,28 @@ def test_promptfoo_runs_the_exported_assertion(judges, expected, run_cli, tmp_pa
     assert passed == {i: s is not None and s >= 3 for i, s in want.items()}
 
 
+def test_a_judge_file_name_cannot_add_code_to_the_exported_assertion(judges, tmp_path):
+    """The judge.json's file name and the vars' names enter the generated module's docstring escaped: a name that
+    closes the docstring and adds a statement stays text (the module's top level is what the template writes)."""
+    import ast
+
+    from judgetune.integrations import write_promptfoo_assertion
+
+    evil = 'v1"""\nimport os; os.system("touch PWNED")\n"""x.json'
+    judge = tmp_path / evil
+    judge.write_bytes(judges["v1"].read_bytes())
+    out = write_promptfoo_assertion(judge, tmp_path / "assert.py", threshold=3.0, metric='m"""\nimport sys',
+                                    question='q"""; import os')
+    tree = ast.parse(out.read_text(encoding="utf-8"))
+    imports = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert imports == ["from pathlib import Path"]
+    doc = ast.get_docstring(tree)
+    assert evil in doc and 'q"""; import os' in doc
+    namespace = {"__file__": str(out)}
+    exec(compile(out.read_text(encoding="utf-8"), str(out), "exec"), namespace)  # defines names, runs nothing
+    assert not (tmp_path / "PWNED").exists() and namespace["QUESTION"] == 'q"""; import os'
+
+
 def test_export_refuses_bad_options(judges, run_cli, tmp_path):
     out = tmp_path / "a.py"
     code, _, err = run_cli(["export", "--config", str(judges["v1"]), "--to", "promptfoo", "--out", str(out)])

@@ -4,6 +4,7 @@ fails an output on a threshold of its calibrated score."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -18,9 +19,9 @@ _TEMPLATE = '''"""promptfoo assertion: the frozen {kind} judge {judge_name}, wri
 
 Passes when the judge's calibrated score of the output, on the human scale {low:g}-{high:g}, is at least the
 threshold ({threshold:g}; an assertion's `config: {{threshold: ...}}` replaces it). The result's `score` is 1 or 0
-(pass or fail, promptfoo's convention) and the judge's own score is the named score "{metric}" (with its raw
-score, "{metric}_raw"). A failed judgment fails the assertion, says why, and has no "{metric}" score: it is
-never scored as 0 there. The test's vars "{question}", "{reference}" and "{context}" give the question, the
+(pass or fail, promptfoo's convention) and the judge's own score is the named score "{metric_doc}" (with its raw
+score, "{metric_doc}_raw"). A failed judgment fails the assertion, says why, and has no "{metric_doc}" score: it is
+never scored as 0 there. The test's vars "{question_doc}", "{reference_doc}" and "{context_doc}" give the question, the
 reference and the context when present.
 
 In promptfooconfig.yaml (promptfoo runs it with $PROMPTFOO_PYTHON, a Python that has judgetune installed):
@@ -77,6 +78,11 @@ def get_assert(output, context):
 '''
 
 
+def _in_docstring(text: str) -> str:
+    """``text`` escaped for a double-quoted Python docstring: quotes, backslashes and line breaks as escapes."""
+    return json.dumps(text)[1:-1]
+
+
 def write_promptfoo_assertion(judge: str | Path, out: str | Path, *, threshold: float, metric: str = "judgetune",
                               question: str = "question", reference: str = "reference",
                               context: str = "context") -> Path:
@@ -95,11 +101,12 @@ def write_promptfoo_assertion(judge: str | Path, out: str | Path, *, threshold: 
     if config.protocol == "group":
         raise JudgetuneError(f"the {config.judge} judge compares an item with the other answers of its question; "
                              "promptfoo hands over one output at a time")
+    shown = _in_docstring  # every user-given text enters the docstring escaped: a name cannot close it and add code
     text = _TEMPLATE.format(
-        kind=config.judge, judge_name=judge.name, version=judgetune.__version__, low=low, high=high,
+        kind=config.judge, judge_name=shown(judge.name), version=judgetune.__version__, low=low, high=high,
         threshold=float(threshold), metric=metric, metric_raw=f"{metric}_raw", question=question, reference=reference,
-        context=context,
-        file_name=out.name, judge_rel=os.path.relpath(judge.resolve(), out.resolve().parent),
+        context=context, metric_doc=shown(metric), question_doc=shown(question), reference_doc=shown(reference),
+        context_doc=shown(context), file_name=shown(out.name), judge_rel=os.path.relpath(judge.resolve(), out.resolve().parent),
         sha256=hashlib.sha256(judge.read_bytes()).hexdigest())
     out.write_text(text, encoding="utf-8")
     return out
