@@ -106,7 +106,8 @@ def write_promptfoo_assertion(judge: str | Path, out: str | Path, *, threshold: 
         kind=config.judge, judge_name=shown(judge.name), version=judgetune.__version__, low=low, high=high,
         threshold=float(threshold), metric=metric, metric_raw=f"{metric}_raw", question=question, reference=reference,
         context=context, metric_doc=shown(metric), question_doc=shown(question), reference_doc=shown(reference),
-        context_doc=shown(context), file_name=shown(out.name), judge_rel=os.path.relpath(judge.resolve(), out.resolve().parent),
+        context_doc=shown(context), file_name=shown(out.name),
+        judge_rel=os.path.relpath(judge.resolve(), out.resolve().parent),
         sha256=hashlib.sha256(judge.read_bytes()).hexdigest())
     out.write_text(text, encoding="utf-8")
     return out
