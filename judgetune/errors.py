@@ -72,10 +72,11 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202
 
 
 def printable(text: str) -> str:
-    """``text`` safe to print on a terminal: control characters (ESC, carriage return, bell, C1 codes) and
-    bidirectional overrides escaped as ``\\x1b``, ``\\u202e``; newlines and tabs kept. A server's error body
-    or a data file's text could otherwise retitle the window, clear the screen or fake a line."""
-    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    """``text`` safe to print: keys redacted (``redact``: a server's error body may echo the request's bearer) and
+    control characters (ESC, carriage return, bell, C1 codes) and bidirectional overrides escaped as ``\\x1b``,
+    ``\\u202e``; newlines and tabs kept. A server's error body or a data file's text could otherwise show a key,
+    retitle the window, clear the screen or fake a line. Every printer of outside text goes through here."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), redact(text))
 
 
 class PromptTooLongError(ItemError, ValueError):

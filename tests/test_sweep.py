@@ -520,3 +520,22 @@ def test_selection_items_from_few_questions_are_named_once(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="judgetune.tuning"):
         prepare_splits(RunSpec(**spec, per_question=2))
     assert not [r for r in caplog.records if "selection items" in r.getMessage()]
+
+
+def test_the_score_summary_never_prints_a_key_a_server_echoed(capsys, monkeypatch):
+    """Issue 49.15: a server that answers 500 with ``"bad key " + Authorization`` puts the bearer in the first
+    failure's text; the summary line prints it redacted (every printer of outside text goes through
+    ``errors.printable``, which redacts)."""
+    from types import SimpleNamespace
+
+    from judgetune.cli._scoring import _score_summary
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-team-secret-0042")
+    run = SimpleNamespace(resumed=0, stopped=None, rows=3, failed=1, first_failure="HTTP 500: bad key Bearer sk-x-77",
+                          degraded=0, first_degraded=None, usage=None, total=3, out=Path("o.jsonl"))
+    _score_summary(run, Path("o.jsonl"))
+    out = capsys.readouterr().out
+    assert "sk-x-77" not in out and "Bearer [redacted]" in out
+    run.first_failure = "HTTP 500: echoed sk-team-secret-0042"
+    _score_summary(run, Path("o.jsonl"))
+    assert "sk-team-secret" not in capsys.readouterr().out
