@@ -227,3 +227,22 @@ def test_parquet_in_and_out_and_csv_out_hold_the_same_scores(tmp_path, judge_pat
     with open(tmp_path / "s.csv", newline="", encoding="utf-8") as handle:
         read = list(csv.DictReader(handle))
     assert [(r["id"], float(r["score"])) for r in read] == [(r["id"], r["score"]) for r in expected]
+
+
+def test_re_running_a_finished_score_says_it_is_complete_and_exits_0(tmp_path, judge_path, run_cli):
+    """Issue 49.24: the same judge and input again is a resume with nothing left (exit 0, the file untouched);
+    another input, or a file changed since, still needs --force."""
+    data = _write_jsonl(tmp_path / "in.jsonl", _rows(12))
+    out = tmp_path / "scores.jsonl"
+    command = ["score", "--config", str(judge_path), "--data", str(data), "--out", str(out)]
+    assert run_cli(command)[0] == 0
+    before = out.stat().st_mtime_ns, out.read_bytes()
+    code, stdout, err = run_cli(command)
+    assert code == 0 and "already complete" in stdout and (out.stat().st_mtime_ns, out.read_bytes()) == before
+    other = _write_jsonl(tmp_path / "other.jsonl", _rows(13))
+    code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(other), "--out", str(out)])
+    assert code == 2 and "not a finished run of this judge and input; pass --force" in err
+    out.write_text(out.read_text() + "\n")  # edited since: no longer the run's output
+    code, _, err = run_cli(command)
+    assert code == 2 and "pass --force" in err
+    assert run_cli([*command, "--force"])[0] == 0 and run_cli(command)[0] == 0

@@ -156,7 +156,7 @@ def test_score_never_overwrites_its_input_or_an_existing_file(run_cli, tmp_path,
     assert data.read_bytes() == original
     out = write(tmp_path / "scores.jsonl", "keep me\n")
     code, _, err = run_cli(["score", "--config", str(config), "--data", str(data), "--out", str(out)])
-    assert code == 2 and "the file exists; pass --force" in err and out.read_text() == "keep me\n"
+    assert code == 2 and "the file exists and is not a finished run" in err and out.read_text() == "keep me\n"
     code, stdout, _ = run_cli(["score", "--config", str(config), "--data", str(data), "--out", str(out), "--force"])
     assert code == 0 and len(out.read_text().splitlines()) == 36 and "0 failed judgments" in stdout
 

@@ -37,6 +37,11 @@ def _score(args: argparse.Namespace) -> None:
     if args.prompt_price is not None or args.completion_price is not None:
         prices = (args.prompt_price or 0.0, args.completion_price or 0.0)
     server = {"concurrency": args.concurrency, "rps": args.rps, "rate_limit_wait": args.rate_limit_wait}
+    if not (args.force or args.protocol or catalog) and out.exists() and scoring.finished_before(
+            out, config, scoring.file_source(args.data, **mapping)):
+        print(f"{args.out}: already complete (a finished run of this judge and input); nothing to do "
+              "(--force scores it again)")
+        return
     if args.engine == "ray":
         from judgetune.scoring import ray_engine
 

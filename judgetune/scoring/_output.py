@@ -19,12 +19,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from judgetune._files import atomic_write
+from judgetune._files import atomic_write, write_text
 from judgetune.datasets import Example, parquet_module
 from judgetune.errors import JudgetuneError, redact
 from judgetune.judges import Verdict
 
-__all__ = ["COLUMNS", "OUT_FORMATS", "PartFile", "encode_row", "identity_of", "out_format", "output_row"]
+__all__ = ["COLUMNS", "OUT_FORMATS", "PartFile", "completed", "done_marker", "encode_row", "identity_of", "out_format",
+           "output_row"]
 
 OUT_FORMATS = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 COLUMNS = ("id", "score", "raw_score", "parsed", "human", "distribution", "failure", "degraded")
@@ -188,6 +189,26 @@ class PartFile:
         else:
             _write_parquet(self.out, self.rows_path, chunk_size)
         shutil.rmtree(self.folder)
+        if self.identity.get("judge") is not None:  # a re-run of the same judge and input finds it complete
+            stat = self.out.stat()
+            done = {k: v for k, v in self.identity.items() if k != "state"}
+            write_text(done_marker(self.out), json.dumps({**done, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}))
+
+
+def done_marker(out: Path) -> Path:
+    """The file beside a finished output that records which judge and input made it (hidden: ``.NAME.done``)."""
+    return out.with_name(f".{out.name}.done")
+
+
+def completed(out: Path, identity: dict[str, Any]) -> bool:
+    """Whether ``out`` is the finished output of this judge and input (its marker matches, the file unchanged)."""
+    try:
+        done = json.loads(done_marker(out).read_text(encoding="utf-8"))
+        stat = out.stat()
+    except (OSError, ValueError):
+        return False
+    same = all(done.get(k) == v for k, v in {"version": PART_VERSION, **identity}.items() if k != "state")
+    return same and done.get("size") == stat.st_size and done.get("mtime_ns") == stat.st_mtime_ns
 
 
 def _umask() -> int:

@@ -22,9 +22,9 @@ from judgetune import datasets
 from judgetune._files import OutputLock, remove_stale_temps, sha256_of
 from judgetune.datasets import Example
 from judgetune.errors import DataValidationError, JudgetuneError
-from judgetune.scoring._output import PartFile, identity_of, output_row
+from judgetune.scoring._output import PartFile, completed, done_marker, identity_of, output_row
 
-__all__ = ["ScoreRun", "file_source", "score_stream", "validate_file", "write_scored"]
+__all__ = ["ScoreRun", "file_source", "finished_before", "score_stream", "validate_file", "write_scored"]
 
 PROBLEMS_KEPT = 1000  # problems of a bad file listed at most (the rest counted)
 BUDGET_MARGIN = 1.2  # an item is taken under --max-tokens when 1.2x the largest item so far still fits
@@ -254,7 +254,9 @@ def open_part(out: Path, config: Any, source: dict[str, Any], run: ScoreRun, *, 
     with OutputLock(out, what="another judgetune score"):
         remove_stale_temps(out)
         if out.exists() and not force:
-            raise JudgetuneError(f"--out {out}: the file exists; pass --force to replace it")
+            raise JudgetuneError(f"--out {out}: the file exists and is not a finished run of this judge and input; "
+                                 "pass --force to replace it")
+        done_marker(out).unlink(missing_ok=True)  # written again when this run finishes
         part = PartFile(out, identity_of(config.to_dict(), source, out))
         run.resumed = part.open(restart=force)
         run.failed, run.first_failure = part.kept_failed, part.kept_first_failure
@@ -262,6 +264,11 @@ def open_part(out: Path, config: Any, source: dict[str, Any], run: ScoreRun, *, 
             yield part
         finally:
             part.close()
+
+
+def finished_before(out: Path, config: Any, source: dict[str, Any]) -> bool:
+    """Whether ``out`` already holds the finished scores of this judge and input (a re-run has nothing to do)."""
+    return out.exists() and completed(out, identity_of(config.to_dict(), source, out))
 
 
 def _tally(run: ScoreRun, verdicts: list, scores: list[float | None]) -> None:
