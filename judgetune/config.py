@@ -215,6 +215,9 @@ class JudgeConfig(BaseModel):
                               "(written by another judgetune version)")
         if "schema_version" not in data:
             problems.append(f"{where}: schema_version: missing (expected {SCHEMA_VERSION})")
+        elif type(data["schema_version"]) is not int:  # Literal[1] alone lets true and 1.0 through (they equal 1)
+            problems.append(f"{where}: schema_version: expected the integer {SCHEMA_VERSION}, found "
+                            f"{describe(data['schema_version'])}")
         data = current_names(data)
         checked = data
         if isinstance(data.get("lm"), dict) and any(k.lower() in _KEY_FIELDS for k in data["lm"]):

@@ -109,6 +109,8 @@ def test_the_demos_frozen_hybrid_scores_a_pair_the_same_alone_and_in_a_group(dat
     ({"params": {"target": 1}}, "target must be one of"),
     ({"protocol": "siblings"}, "protocol: input should be 'group' or 'linkage'"),
     ({"judge": "nope"}, "judge: expected one of"),
+    ({"schema_version": True}, "schema_version: expected the integer 1, found true"),
+    ({"schema_version": 1.0}, "schema_version: expected the integer 1, found 1.0"),
 ])
 def test_judge_json_is_one_strict_schema(change, message):
     """A value of the wrong JSON type is refused, never coerced; an unknown setting is refused by name."""

@@ -150,3 +150,14 @@ def test_error_message_lists_problems_and_truncates(tmp_path):
     assert len(info.value.problems) == 60
     text = str(info.value)
     assert text.startswith("60 problem(s) in the data:\n") and text.endswith("... and 10 more")
+
+
+def test_a_jsonl_row_cut_short_is_reported_on_its_own_line(tmp_path):
+    """Issue 49.23: a row truncated after a comma (the next line starts a new row) names its own line, not the next."""
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"answer": "a", "label": 1}\n{"answer": "b", "label": 2}\n{"answer": "c",\n'
+                    '{"answer": "d", "label": 3}\n')
+    with pytest.raises(DataValidationError) as err:
+        read_examples(path)
+    assert f"{path}:3: row: expected a JSON object, found invalid JSON" in str(err.value)
+    assert f"{path}:4:" not in str(err.value)

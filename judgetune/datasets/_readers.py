@@ -177,7 +177,8 @@ def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
                 continue
             if not text.strip():  # a blank line is not a row
                 continue
-            value, problem = parse_json(text, where=str(path), line=line, what="a JSON object")
+            # without its line break: a row cut short would otherwise be reported on the next line
+            value, problem = parse_json(text.rstrip("\r\n"), where=str(path), line=line, what="a JSON object")
             if problem:
                 problems.append(problem)
                 continue
