@@ -7,4 +7,5 @@ from judgetune.scoring._protocol import Scoring, load_config_lm, score_examples,
 from judgetune.scoring._run import ScoreRun, file_source, finished_before, score_stream, validate_file, write_scored
 
 __all__ = ["COLUMNS", "OUT_FORMATS", "PartFile", "ScoreRun", "Scoring", "encode_row", "file_source", "finished_before",
-           "load_config_lm", "out_format", "output_row", "score_examples", "score_protocol", "score_stream", "validate_file", "write_scored"]
+           "load_config_lm", "out_format", "output_row", "score_examples", "score_protocol", "score_stream",
+           "validate_file", "write_scored"]
