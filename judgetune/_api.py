@@ -61,7 +61,8 @@ def _data_file(data: Any, folder: Path, *, write: bool = True) -> str:
 
 def _lm_object(lm: Any) -> tuple[Any, bool]:
     """``(JudgeLM or None, owned)``: a string stays a spec (None); a ``load_lm`` result is used as it is (the
-    caller keeps it); a ``dspy.LM`` on an OpenAI-compatible endpoint is loaded here by its model and api_base."""
+    caller keeps it); a ``dspy.LM`` on an OpenAI-compatible endpoint is loaded here by its model, api_base and own
+    api_key (none when it has none and names an api_base)."""
     if lm is None or isinstance(lm, str):
         return None, False
     from judgetune.lm import JudgeLM, load_lm
@@ -71,7 +72,11 @@ def _lm_object(lm: Any) -> tuple[Any, bool]:
     model = getattr(lm, "model", None)
     if isinstance(model, str) and model.startswith("openai/"):
         kwargs = getattr(lm, "kwargs", {}) or {}
-        return load_lm(model, api_base=kwargs.get("api_base") or kwargs.get("base_url")), True
+        api_base = kwargs.get("api_base") or kwargs.get("base_url")
+        # the dspy.LM's own key goes to its endpoint; without one, $OPENAI_API_KEY goes to OpenAI itself only
+        # (an api_base of another provider's never receives the environment's key)
+        key = kwargs.get("api_key") or ("" if api_base else None)
+        return load_lm(model, api_base=api_base, api_key=key), True
     raise JudgetuneError(f"lm: expected a spec string, what judgetune.lm.load_lm returns, or a dspy.LM on an "
                          f"OpenAI-compatible endpoint ('openai/MODEL' with api_base), found {model or type(lm).__name__!r}")
 

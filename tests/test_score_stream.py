@@ -246,3 +246,15 @@ def test_re_running_a_finished_score_says_it_is_complete_and_exits_0(tmp_path, j
     code, _, err = run_cli(command)
     assert code == 2 and "pass --force" in err
     assert run_cli([*command, "--force"])[0] == 0 and run_cli(command)[0] == 0
+
+
+@pytest.mark.parametrize("option", [["--max-tokens", "1000"], ["--prompt-price", "0.5"], ["--completion-price", "1"]])
+def test_ray_refuses_the_options_it_would_ignore_in_one_line(tmp_path, judge_path, run_cli, option):
+    """Issue 49.1: --max-tokens and the prices are metered in-process only; with --engine ray they are refused before
+    any work (never silently ignored)."""
+    data = _write_jsonl(tmp_path / "in.jsonl", _rows(3))
+    out = tmp_path / "o.jsonl"
+    code, _, err = run_cli(["score", "--config", str(judge_path), "--data", str(data), "--out", str(out),
+                            "--engine", "ray", *option])
+    assert code == 2 and "--engine ray does not meter tokens" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and not list(tmp_path.glob("*.part"))

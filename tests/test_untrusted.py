@@ -193,6 +193,30 @@ def test_the_python_api_sends_the_key_only_to_a_named_endpoint(tmp_path, monkeyp
         assert set(server.seen) == {"Bearer sk-team-secret-0042"}
 
 
+def test_a_dspy_lm_sends_its_own_key_to_its_endpoint_never_the_environments(tmp_path, monkeypatch):
+    """Issue 49.7: a ``dspy.LM`` handed to tune/evaluate is loaded with its own ``api_key``; one without a key that
+    names another provider's api_base gets none ($OPENAI_API_KEY is for OpenAI, not for that endpoint)."""
+    import dspy
+
+    from judgetune._api import _lm_object
+    from judgetune.lm import ServerAuthError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-team-secret-0042")
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    messages = [{"role": "user", "content": "hi"}]
+    with _Recorder() as server:
+        for given, sent in (("sk-their-own-7", "Bearer sk-their-own-7"), (None, None)):
+            lm, owned = _lm_object(dspy.LM("openai/m", api_base=server.base_url, api_key=given))
+            assert owned
+            try:
+                with pytest.raises(ServerAuthError):
+                    lm.client.complete(messages, max_tokens=1)
+            finally:
+                lm.close()
+            assert set(server.seen) == {sent}, given
+            server.seen.clear()
+
+
 @pytest.mark.parametrize("api_base", ["http://169.254.169.254/v1", "http://[fe80::1]/v1", "http://metadata.google.internal/",
                                       "file:///etc/passwd", "gopher://127.0.0.1/", "http://[::ffff:169.254.169.254]/v1",
                                       "http://2852039166/v1"])

@@ -24,6 +24,10 @@ def _score(args: argparse.Namespace) -> None:
         raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the scores elsewhere")
     if out.is_dir() or not out.parent.is_dir():
         raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
+    if args.engine == "ray" and (args.max_tokens is not None or args.prompt_price is not None
+                                 or args.completion_price is not None):
+        raise JudgetuneError("--engine ray does not meter tokens: --max-tokens and the price options work with the "
+                             "in-process engine (drop --engine ray, or drop them)")
     if args.engine == "ray" and (args.protocol or catalog):
         raise JudgetuneError("--engine ray scores a data file without --protocol (a protocol compares the items "
                              "of a question, which one process must hold)")

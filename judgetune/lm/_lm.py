@@ -244,7 +244,8 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
             use_cache: bool = True, backend: str | None = None, timeout: float = 60.0, max_retries: int = 3,
             concurrency: int = 8, n_ctx: int = 4096, n_threads: int | None = None, reasoning: bool | None = None,
             label_position: str | None = None, chat_template: str | None = None, rps: float | None = None,
-            rate_limit_wait: float = 600.0, trust_endpoint: bool = True, endpoint_source: str = "the config") -> JudgeLM:
+            rate_limit_wait: float = 600.0, trust_endpoint: bool = True, endpoint_source: str = "the config",
+            api_key: str | None = None) -> JudgeLM:
     """Load the model a spec names.
 
     Args:
@@ -266,6 +267,7 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         trust_endpoint: whether the caller named ``api_base`` (True) or read it from a file someone else may
             have written (False: ``$OPENAI_API_KEY`` is sent there only when the endpoint is trusted, see
             ``judgetune.lm._endpoints``); ``endpoint_source`` names that file in the warning.
+        api_key: the key to send to an ``openai/MODEL`` endpoint instead of ``$OPENAI_API_KEY`` ("" sends none).
 
     Example:
         >>> lm = load_lm("local:smollm2")  # doctest: +SKIP
@@ -280,7 +282,8 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         if withheld and os.environ.get(API_KEY_ENV):
             log.warning("%s", withheld)
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries, rps=rps,
-                                        rate_limit_wait=rate_limit_wait, send_key=send_key, withheld=withheld)
+                                        rate_limit_wait=rate_limit_wait, send_key=send_key, withheld=withheld,
+                                        api_key=api_key)
         return JudgeLM(spec, cache=cache, client=client, model_id=spec.model, concurrency=concurrency,
                        label_position=label_position, chat_template=chat_template)
     if spec.kind == "test":  # no weights: see judgetune/lm/_deterministic.py

@@ -117,7 +117,8 @@ class OpenAICompatibleClient:
 
     def __init__(self, spec: LMSpec, *, timeout: float = 60.0, max_retries: int = 3, backoff: float = 0.5,
                  max_backoff: float = 8.0, api_key_env: str = API_KEY_ENV, rps: float | None = None,
-                 rate_limit_wait: float = 600.0, send_key: bool = True, withheld: str | None = None):
+                 rate_limit_wait: float = 600.0, send_key: bool = True, withheld: str | None = None,
+                 api_key: str | None = None):
         if spec.kind != "openai":
             raise ValueError(f"{spec} is not an openai/MODEL spec")
         if spec.api_base is not None:
@@ -129,7 +130,8 @@ class OpenAICompatibleClient:
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
         self._not_before = 0.0  # monotonic time before which no request starts (a server's Retry-After)
         self._next_slot = 0.0  # the next request's start under --rps
-        key = os.environ.get(api_key_env) if send_key else None
+        # a key of the caller's own (a dspy.LM's) goes to its endpoint; else the environment's, where it may go
+        key = api_key if api_key is not None else os.environ.get(api_key_env) if send_key else None
         self.api_key_env = api_key_env
         self.withheld = withheld  # why the key is not sent (an endpoint the user did not name), or None
         self._refusals = 0  # refused connection attempts in a row
