@@ -193,6 +193,42 @@ def test_the_python_api_sends_the_key_only_to_a_named_endpoint(tmp_path, monkeyp
         assert set(server.seen) == {"Bearer sk-team-secret-0042"}
 
 
+def test_items_sent_to_an_endpoint_the_user_did_not_name_are_warned_of_without_a_key(tmp_path, monkeypatch, caplog):
+    """Issue 49.8: with no key set, a judge.json's endpoint still receives every item: one warning says so."""
+    from judgetune.lm import load_lm
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("JUDGETUNE_TRUSTED_ENDPOINTS", raising=False)
+    with caplog.at_level("WARNING"):
+        load_lm("openai/m", api_base="http://127.0.0.1:9/v1", trust_endpoint=False,
+                endpoint_source=str(tmp_path / "judge.json")).close()
+    assert "every item scored is sent there" in caplog.text and "judge.json names the endpoint" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_lm("openai/m", api_base="http://127.0.0.1:9/v1").close()  # named by the user: nothing to say
+    assert "every item scored" not in caplog.text
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
+def test_a_proxy_at_a_metadata_address_is_refused_like_an_endpoint(monkeypatch, variable):
+    """Issue 49.17: httpx would send every request (the bearer too) through the environment's proxy; one at a
+    link-local or metadata address is refused before any request, naming it; NO_PROXY exemptions hold."""
+    from judgetune.lm import load_lm
+    from judgetune.lm._endpoints import EndpointError
+
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
+                 "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, "http://169.254.169.254")
+    with pytest.raises(EndpointError, match="the proxy the environment sets .*169.254.169.254.* is refused"):
+        load_lm("openai/m", api_base="http://127.0.0.1:9/v1")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    load_lm("openai/m", api_base="http://127.0.0.1:9/v1").close()  # exempt: no proxy is used
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.setenv(variable, "http://127.0.0.1:3128")
+    load_lm("openai/m", api_base="http://127.0.0.1:9/v1").close()  # an ordinary proxy is the user's to use
+
+
 def test_a_dspy_lm_sends_its_own_key_to_its_endpoint_never_the_environments(tmp_path, monkeypatch):
     """Issue 49.7: a ``dspy.LM`` handed to tune/evaluate is loaded with its own ``api_key``; one without a key that
     names another provider's api_base gets none ($OPENAI_API_KEY is for OpenAI, not for that endpoint)."""

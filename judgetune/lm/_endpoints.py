@@ -80,6 +80,29 @@ def check_resolved(api_base: str) -> None:
                                 "cloud metadata address, never an LM server")
 
 
+def check_proxy(api_base: str) -> None:
+    """The proxy the environment sets for ``api_base`` (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` unless
+    ``NO_PROXY`` exempts it; httpx reads them) checked like an endpoint: a proxy at a link-local or metadata
+    address would receive every request, keys included, so it is refused.
+
+    Raises:
+        EndpointError: naming the variable's proxy and why.
+    """
+    import urllib.request
+
+    parts = urlsplit(api_base)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return
+    try:
+        check_endpoint(proxy if "://" in proxy else f"http://{proxy}")
+        check_resolved(proxy if "://" in proxy else f"http://{proxy}")
+    except EndpointError as err:
+        raise EndpointError(f"the proxy the environment sets for {api_base} ({proxy}, from ${parts.scheme.upper()}_PROXY "
+                            f"or $ALL_PROXY) is refused: {err}") from None
+
+
 def _normal(api_base: str) -> str:
     parts = urlsplit(api_base.strip())
     port = parts.port or (443 if parts.scheme == "https" else 80)

@@ -281,6 +281,10 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         withheld = None if send_key else untrusted_hint(spec.api_base or OPENAI_ENDPOINT, endpoint_source)
         if withheld and os.environ.get(API_KEY_ENV):
             log.warning("%s", withheld)
+        elif withheld:  # no key to withhold, but the items themselves go to an endpoint the user did not name
+            log.warning("%s names the endpoint %s, which you have not named or trusted: every item scored is sent "
+                        "there. Pass --api-base to choose the endpoint yourself", endpoint_source,
+                        spec.api_base or OPENAI_ENDPOINT)
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries, rps=rps,
                                         rate_limit_wait=rate_limit_wait, send_key=send_key, withheld=withheld,
                                         api_key=api_key)

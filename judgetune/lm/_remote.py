@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from judgetune.errors import ItemError, JudgetuneError, printable
-from judgetune.lm._endpoints import check_resolved
+from judgetune.lm._endpoints import check_proxy, check_resolved
 from judgetune.lm._prefix import reported_usage
 from judgetune.lm._spec import API_KEY_ENV, LMSpec
 
@@ -123,6 +123,7 @@ class OpenAICompatibleClient:
             raise ValueError(f"{spec} is not an openai/MODEL spec")
         if spec.api_base is not None:
             check_resolved(spec.api_base)  # a name that points at a link-local or metadata address
+        check_proxy(spec.endpoint)  # a proxy from the environment would see every request, the bearer too
         self.spec = spec
         self.timeout = timeout
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
