@@ -24,6 +24,7 @@ import pytest
 from _kits import overlap_rows as rows
 
 import judgetune
+from judgetune import datasets
 from judgetune.config import JudgeConfig
 from judgetune.datasets import example_from_record
 from judgetune.evaluation import regrade_scores
@@ -202,6 +203,29 @@ def test_regrading_a_labeled_file_reports_the_paired_error_difference(judges, ru
                             "--data", str(path), "--json", "--resamples", "200"])
     same = json.loads(out)
     assert same["changed"] == 0 and same["mean_difference"] == 0.0 and same["mean_difference_ci"] == [0.0, 0.0]
+
+
+def test_regrading_a_catalog_split_uses_the_judges_own_split_seed(judges, run_cli, tmp_path, data_root, monkeypatch):
+    """Issue 49.12: ``compare --regrade`` on a catalog source splits with the seed the judges were tuned on (as
+    ``evaluate`` does), never a fresh random split; another --seed is refused."""
+    from judgetune.config import JudgeConfig
+
+    paths = []
+    for name in ("v1", "v2"):
+        data = JudgeConfig.load(judges[name]).to_dict()
+        data["data"] = {**(data.get("data") or {}), "split_seed": 3}
+        paths.append(str(JudgeConfig.from_dict(data).save(tmp_path / f"{name}.json")))
+    seeds = []
+    real = datasets.split_examples
+    monkeypatch.setattr(datasets, "split_examples", lambda examples, *, seed=0, **k: (
+        seeds.append(seed), real(examples, seed=seed, **k))[1])
+    monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
+    argv = ["compare", "--regrade", "--configs", *paths, "--data", "sts2012-msrpar", "--limit", "4", "--resamples", "20"]
+    code, _, err = run_cli(argv)
+    assert code == 0, err
+    assert seeds == [3]
+    code, _, err = run_cli([*argv, "--seed", "1"])
+    assert code == 2 and "tuned on the split of seed 3" in err
 
 
 def test_regrade_scores_counts_failures_and_pairs_the_items():

@@ -229,6 +229,20 @@ def test_a_proxy_at_a_metadata_address_is_refused_like_an_endpoint(monkeypatch, 
     load_lm("openai/m", api_base="http://127.0.0.1:9/v1").close()  # an ordinary proxy is the user's to use
 
 
+def test_compare_regrade_sends_its_requests_to_the_api_base_the_user_named(tmp_path, run_cli, monkeypatch):
+    """Issue 49.11: ``compare --regrade --api-base URL`` scores both judges at URL, as ``compare`` does."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-team-secret-0042")
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    data = jsonl(tmp_path / "d.jsonl", rows(3))
+    old = rubric_config(tmp_path / "old.json", "http://127.0.0.1:9/v1")
+    new = rubric_config(tmp_path / "new.json", "http://127.0.0.1:9/v1")
+    with _Recorder() as server:
+        code, out, err = run_cli(["compare", "--regrade", "--configs", str(old), str(new), "--data", str(data),
+                                  "--api-base", server.base_url, "--timeout", "5"])
+        assert code == 2 and server.seen and set(server.seen) == {"Bearer sk-team-secret-0042"}
+        assert "sk-team-secret" not in out + err
+
+
 def test_a_dspy_lm_sends_its_own_key_to_its_endpoint_never_the_environments(tmp_path, monkeypatch):
     """Issue 49.7: a ``dspy.LM`` handed to tune/evaluate is loaded with its own ``api_key``; one without a key that
     names another provider's api_base gets none ($OPENAI_API_KEY is for OpenAI, not for that endpoint)."""

@@ -308,12 +308,16 @@ def _compare(args: argparse.Namespace) -> None:
               f"Wilcoxon p = {'-' if p is None else f'{p:.3g}'}")
 
 
-def _regrade_items(args: argparse.Namespace) -> list:
+def _regrade_items(args: argparse.Namespace, configs: list) -> list:
     """The items to regrade: an inspect eval log's samples (``.eval``/``.json``), a data or output file's rows
-    (labels optional) or a catalog source's ``--split``."""
+    (labels optional) or a catalog source's ``--split`` of the judges' own split seed (as ``evaluate`` and
+    ``compare`` take it: never a fresh random split, never items a judge was tuned on)."""
     if args.data in datasets.CATALOG:
+        from judgetune import evaluation
+
         examples, _ = datasets.load_data(args.data, mirror=args.mirror, **_mapping(args))
-        return datasets.split_examples(examples, seed=args.seed)[args.split if args.split != "all" else "test"]
+        split = args.split if args.split != "all" else "test"
+        return datasets.split_examples(examples, seed=evaluation.heldout_seed(configs, args.seed, split))[split]
     if Path(args.data).suffix in (".eval", ".json"):
         from judgetune.integrations import items_from_eval_log
 
@@ -333,14 +337,18 @@ def _regrade(args: argparse.Namespace) -> None:
 
     if len(args.configs) != 2:
         raise JudgetuneError(f"--regrade: expected two judge.json files, OLD NEW (found {len(args.configs)})")
-    examples = datasets.limit_by_group(_regrade_items(args), args.limit, seed=args.seed)
+    configs = [JudgeConfig.load(path) for path in args.configs]
+    examples = datasets.limit_by_group(_regrade_items(args, configs), args.limit, seed=args.seed or 0)
     scores = []
-    for path in args.configs:
-        config = JudgeConfig.load(path)
-        scores.append(score_examples(config, examples, load_config_lm(config, timeout=args.timeout),
-                                     progress=not args.json)[1])
+    for path, config in zip(args.configs, configs):
+        lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=str(path))
+        try:
+            scores.append(score_examples(config, examples, lm, progress=not args.json)[1])
+        finally:
+            if lm is not None:
+                lm.close()
     result = {"old": str(args.configs[0]), "new": str(args.configs[1]),
-              **regrade_scores(*scores, examples, n_resamples=args.resamples, seed=args.seed)}
+              **regrade_scores(*scores, examples, n_resamples=args.resamples, seed=args.seed or 0)}
     if args.json:
         print(json.dumps(result, indent=2))
         return
