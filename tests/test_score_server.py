@@ -138,3 +138,35 @@ def _tokens(text: str) -> list[int]:
     found = re.search(r"tokens: ([\d,]+) prompt \+ ([\d,]+) completion", text)
     assert found, text
     return [int(n.replace(",", "")) for n in found.groups()]
+
+
+def test_a_server_failing_every_call_trips_the_circuit_breaker():
+    """Issue 49.22: calls that fail after all their retries, 8 in a row, stop the client: every later call raises the
+    one unusable-server error at once (no more requests), which stops a run (resumable) in one line. A success in
+    between resets the count."""
+    from judgetune.lm import ServerUnreachableError
+    from judgetune.lm._remote import FAILED_CALLS_TO_STOP
+
+    with FaultServer(fault_rate=1.0, faults=("500",)) as server:
+        c = client(server, max_retries=1)
+        for i in range(FAILED_CALLS_TO_STOP - 1):
+            with pytest.raises(LMCallError):
+                ask(c, f"q{i}")
+        with pytest.raises(LMCallError):
+            ask(c, "last")
+        sent = len(server.log)
+        assert sent == 2 * FAILED_CALLS_TO_STOP  # each call: one try and one retry
+        with pytest.raises(ServerUnreachableError, match=r"8 calls in a row failed after their retries .* resumable"):
+            ask(c, "after")
+        assert len(server.log) == sent  # nothing more was sent
+    with FaultServer(fault_rate=0.5, faults=("500",), seed=3) as server:  # a flaky server never trips it
+        c = client(server, max_retries=0)
+        outcomes = []
+        for i in range(40):
+            try:
+                outcomes.append(ask(c, f"q{i}") is not None)
+            except ServerUnreachableError:
+                raise
+            except LMCallError:
+                outcomes.append(False)
+        assert any(outcomes) and not all(outcomes)

@@ -54,6 +54,7 @@ class ServerUnreachableError(ServerError):
 
 MAX_RESPONSE_BYTES = 64 << 20  # a chat answer is kilobytes; a server sending more is broken or hostile
 REFUSALS_TO_STOP = 4  # refused connection attempts in a row (over any calls) before the client gives up
+FAILED_CALLS_TO_STOP = 8  # calls in a row that failed after all their retries (a server failing everything) likewise
 
 
 class _Transient(Exception):
@@ -136,6 +137,7 @@ class OpenAICompatibleClient:
         self.api_key_env = api_key_env
         self.withheld = withheld  # why the key is not sent (an endpoint the user did not name), or None
         self._refusals = 0  # refused connection attempts in a row
+        self._failed_calls = 0  # calls in a row that gave up after their retries (the circuit breaker)
         self._fatal: ServerError | None = None  # once set, every call raises it at once
         self._lock = threading.Lock()
         self._client = httpx.Client(base_url=spec.endpoint.rstrip("/") + "/", timeout=timeout,
@@ -176,6 +178,25 @@ class OpenAICompatibleClient:
     def _call(self, attempt, request: dict[str, Any]):
         """One call with its retries: faults ``max_retries`` times; rate limits (429/503) waited out for up to
         ``rate_limit_wait`` seconds in all, as long as the server's ``Retry-After`` says when it says."""
+        try:
+            result = self._retried(attempt, request)
+        except LMCallError as err:
+            cause = err.__cause__
+            if not (isinstance(cause, (StatusError, _Transient, httpx.TransportError)) and _is_transient(cause)):
+                self._failed_calls = 0  # the server answered (a request it does not take): it is not down
+                raise
+            with self._lock:
+                self._failed_calls += 1
+                if self._failed_calls >= FAILED_CALLS_TO_STOP and self._fatal is None:
+                    self._fatal = ServerUnreachableError(
+                        f"{self.spec} at {self.spec.endpoint}: {self._failed_calls} calls in a row failed after their "
+                        f"retries (the last: {err}); stopping. The run is resumable: re-run the command once the server "
+                        "answers")
+            raise
+        self._failed_calls = 0
+        return result
+
+    def _retried(self, attempt, request: dict[str, Any]):
         faults, overloads, attempts = 0, 0, 0
         deadline = time.monotonic() + self.rate_limit_wait
         while True:
