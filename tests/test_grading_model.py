@@ -66,6 +66,37 @@ def test_a_changed_model_file_is_one_error_naming_the_install_command(chunked):
         assembled_path("fake")
 
 
+def test_a_byte_changed_with_the_mtime_set_back_is_found_and_assemble_repairs_it(chunked):
+    """Issue 49.18: the change time moves even when the modification time is restored, so the file is hashed again:
+    a damaged model is refused in one line naming the command that repairs it, and assembling (what
+    ``judgetune install`` runs) rebuilds it from the chunks; the installed file is readable by others (0644 less the
+    umask), and a killed install's stale temporary file is removed."""
+    from judgetune.lm import assemble
+
+    model, joined, _ = chunked
+    path = assembled_path("fake")
+    assert path.stat().st_mode & 0o777 == 0o644 & ~_umask()
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the modification time set back
+    assert path.stat().st_mtime_ns == stat.st_mtime_ns and path.stat().st_size == stat.st_size
+    with pytest.raises(LMSpecError, match="damaged or replaced.*judgetune install fake to repair it"):
+        assembled_path("fake")
+    stale = path.with_name(f".{model.file}.abc.tmp")
+    stale.write_bytes(b"half")
+    os.utime(stale, (0, 0))
+    assert assemble(model) == path and path.read_bytes() == joined and not stale.exists()
+    assert assembled_path("fake") == path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_chunks_that_do_not_join_to_the_pinned_file_are_refused(chunked, monkeypatch):
     model, joined, _ = chunked
     monkeypatch.setitem(ASSEMBLED_MODELS, "fake", AssembledModel(**{**model.__dict__, "sha256": "0" * 64}))

