@@ -7,8 +7,9 @@ They are pinned here, declare no dependencies, and may disappear: judgetune work
 
 The chunks are concatenated once, in part order, into ``models_dir()/FILE``; size and SHA-256 are
 checked before the file takes its final name, and a ``.verified`` note beside it records the check,
-so later loads look at the note and the file's size, modification and change times and inode only (a byte
-changed with the modification time set back still moves the change time: the file is then hashed again). Nothing is downloaded at run time.
+so later loads look at the note and the file's size, modification and change times and inode only (a
+byte changed with the modification time set back still moves the change time: the file is hashed again).
+Nothing is downloaded at run time.
 """
 
 from __future__ import annotations
