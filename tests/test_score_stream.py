@@ -75,7 +75,9 @@ def test_chunked_scores_equal_in_memory_scores_in_input_order(tmp_path, judge_pa
                             str(tmp_path / "b.jsonl"), "--chunk-size", "1000"])
     assert code == 0, err
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
-    assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob(".*"))  # nothing left behind
+    # nothing left behind but each output's marker of the judge and input that made it (a re-run finds it complete)
+    assert not list(tmp_path.glob("*.part")) and sorted(p.name for p in tmp_path.glob(".*")) == [".a.jsonl.done",
+                                                                                                 ".b.jsonl.done"]
 
 
 def test_a_bad_row_stops_the_run_before_anything_is_written(tmp_path, judge_path, run_cli):
@@ -258,3 +260,61 @@ def test_ray_refuses_the_options_it_would_ignore_in_one_line(tmp_path, judge_pat
                             "--engine", "ray", *option])
     assert code == 2 and "--engine ray does not meter tokens" in err and len(err.strip().splitlines()) == 1
     assert not out.exists() and not list(tmp_path.glob("*.part"))
+
+
+@pytest.mark.parametrize("where", ["append", "finish"])
+def test_a_full_disk_is_one_line_and_the_run_resumes(tmp_path, judge_path, run_cli, monkeypatch, where):
+    """Issue 49.19: ENOSPC while writing rows (or the final file) is exit 2 and one line, no traceback; the rows
+    written before are kept and the same command, with space again, finishes the run."""
+    import errno
+
+    from judgetune.scoring import PartFile
+
+    data = _write_jsonl(tmp_path / "in.jsonl", _rows(30))
+    out = tmp_path / "o.jsonl"
+    command = ["score", "--config", str(judge_path), "--data", str(data), "--out", str(out), "--chunk-size", "10"]
+    real = getattr(PartFile, where)
+    calls = []
+
+    def full(self, *args, **kwargs):
+        calls.append(1)
+        if where == "finish" or len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.rows_path))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(PartFile, where, full)
+    code, _, err = run_cli(command)
+    assert code == 2 and "no space left on the device" in err and "Traceback" not in err
+    errors = [line for line in err.splitlines() if not line.startswith("scoring:")]  # the progress lines aside
+    assert len(errors) == 1 and not out.exists()
+    monkeypatch.setattr(PartFile, where, real)
+    code, stdout, _ = run_cli(command)
+    assert code == 0 and "30 items scored" in stdout and len(_read_jsonl(out)) == 30
+
+
+def test_a_part_folder_removed_mid_run_stops_at_the_next_chunk_in_one_line(tmp_path, judge_path, run_cli, monkeypatch):
+    """Issue 49.20: the part folder deleted while scoring is noticed before the next chunk is written (not after
+    scoring everything into a deleted file); one line, exit 2; the next run starts over and finishes."""
+    import shutil
+
+    from judgetune.scoring import PartFile
+
+    data = _write_jsonl(tmp_path / "in.jsonl", _rows(40))
+    out = tmp_path / "o.jsonl"
+    command = ["score", "--config", str(judge_path), "--data", str(data), "--out", str(out), "--chunk-size", "10"]
+    real = PartFile.append_bytes
+    written = []
+
+    def remove_after_first(self, lines):
+        written.append(1)
+        if len(written) == 2:
+            shutil.rmtree(self.folder)
+        return real(self, lines)
+
+    monkeypatch.setattr(PartFile, "append_bytes", remove_after_first)
+    code, _, err = run_cli(command)
+    assert code == 2 and "removed (or replaced) while scoring" in err and "Errno" not in err
+    assert len(written) == 2 and not out.exists()
+    monkeypatch.setattr(PartFile, "append_bytes", real)
+    code, stdout, _ = run_cli(command)
+    assert code == 0 and len(_read_jsonl(out)) == 40

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -42,6 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     except (JudgetuneError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
             argparse.ArgumentTypeError) as err:  # the last: a derived name checked after parsing
         _error(err, args)
+        return EXIT_USER_ERROR
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        _error(JudgetuneError(f"{where}no space left on the device ({err.strerror}); what was written before is kept "
+                              "(a score run's rows in OUT.part): free some space and run the same command again to "
+                              "resume"), args)
         return EXIT_USER_ERROR
     return 0
 

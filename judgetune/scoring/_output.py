@@ -150,15 +150,25 @@ class PartFile:
 
     def append(self, rows: Iterable[dict[str, Any]]) -> None:
         """Append rows and make them durable (written and fsynced) before returning."""
-        self._handle.write(b"".join(encode_row(r) for r in rows))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        self.append_bytes(b"".join(encode_row(r) for r in rows))
 
     def append_bytes(self, lines: bytes) -> None:
-        """Append rows already encoded as JSON lines (see :func:`encode_row`), durably."""
+        """Append rows already encoded as JSON lines (see :func:`encode_row`), durably. A part whose rows file
+        was removed (or replaced) while the run went on stops the run: rows would go into a deleted file."""
+        self._check_in_place()
         self._handle.write(lines)
         self._handle.flush()
         os.fsync(self._handle.fileno())
+
+    def _check_in_place(self) -> None:
+        try:
+            same = os.path.samestat(os.fstat(self._handle.fileno()), os.stat(self.rows_path))
+        except OSError:
+            same = False
+        if not same:
+            raise JudgetuneError(f"{self.folder}: removed (or replaced) while scoring; stopped before writing into "
+                                 "a deleted file. Run the command again: it starts over (with --force if the output "
+                                 "exists)")
 
     def discard(self) -> None:
         """Remove the part (a run that wrote no row)."""
