@@ -126,6 +126,7 @@ class FrozenJudge:
                                     progress=progress, chunk_size=chunk_size, force=force, max_tokens=max_tokens,
                                     prices=prices)
         items = [self._example(e, i) for i, e in enumerate(records_of(examples))]
+        _refuse_repeated_ids(items)
         scoring = score_protocol(self.config, items, self._lm, protocol=protocol, per_grade=per_grade, seed=seed,
                                  judge=self.judge, progress=progress)
         return Scores(Scored(e.id, s, v.score, v) for e, v, s in zip(scoring.items, scoring.verdicts, scoring.scores))
@@ -134,10 +135,12 @@ class FrozenJudge:
         """Scored items one by one, in order, scoring ``chunk_size`` at a time: memory holds one chunk, whatever
         the number of items (each item alone, no protocol)."""
         items = (self._example(e, i) for i, e in enumerate(examples))
+        seen: dict[str, int] = {}
         while True:
             chunk = list(islice(items, chunk_size))
             if not chunk:
                 return
+            _refuse_repeated_ids(chunk, seen)
             scoring = score_protocol(self.config, chunk, self._lm, judge=self.judge)
             yield from (Scored(e.id, s, v.score, v) for e, v, s in zip(scoring.items, scoring.verdicts, scoring.scores))
 
@@ -215,6 +218,21 @@ class FrozenJudge:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _refuse_repeated_ids(items: list[Example], seen: dict[str, int] | None = None) -> None:
+    """Every item's id once (ids are text: ``1`` and ``"1"`` are the same id), else one error naming each repeat."""
+    seen = {} if seen is None else seen
+    start = len(seen)  # items before this chunk (all distinct, or an error was raised)
+    problems = []
+    for offset, item in enumerate(items):
+        if item.id in seen:
+            problems.append(f"item {start + offset}: id: expected each id once (ids are compared as text: 1 and "
+                            f"\"1\" are one id), found {item.id!r} again (first at item {seen[item.id]})")
+        else:
+            seen[item.id] = start + offset
+    if problems:
+        raise DataValidationError(problems)
 
 
 def load(path: str | Path, *, api_base: str | None = None) -> FrozenJudge:

@@ -151,3 +151,20 @@ def test_a_judge_json_written_under_the_old_metric_names_reads_under_the_new_one
                        "selection": {"gate": "on", "default_shipped": True, "gate_result": gate}}
     new = {**data, "metrics": metrics}
     assert JudgeConfig.from_dict(json.loads(json.dumps(new))).metrics == metrics
+
+
+def test_score_many_refuses_a_repeated_id_and_1_and_text_1_are_one_id():
+    """Issue 49.23: ids are text; two items with id 1 and "1" (or the same id twice) would collapse in every keyed
+    output, so they are refused with both positions named."""
+    from judgetune.errors import DataValidationError
+
+    judge = FrozenJudge(JudgeConfig.from_judge(make_judge("overlap", train=[], label_range=(0.0, 5.0)), lm=None,
+                                               calibrator=None, label_range=(0.0, 5.0)))
+    rows = [{"id": 1, "answer": "a b", "reference": "a"}, {"id": "2", "answer": "c", "reference": "c"},
+            {"id": "1", "answer": "d", "reference": "e"}]
+    with pytest.raises(DataValidationError, match=r"item 2: id: expected each id once .* found '1' again \(first at "
+                                                  r"item 0\)"):
+        judge.score_many(rows)
+    with pytest.raises(DataValidationError, match="found '1' again"):
+        list(judge.score_iter(rows, chunk_size=2))  # across chunks too
+    assert len(judge.score_many(rows[:2])) == 2

@@ -170,3 +170,15 @@ def test_a_server_failing_every_call_trips_the_circuit_breaker():
             except LMCallError:
                 outcomes.append(False)
         assert any(outcomes) and not all(outcomes)
+
+
+def test_a_retry_after_beyond_the_users_bound_fails_at_once_saying_what_the_server_asked():
+    """Issue 49.23: a 429 whose Retry-After (3600 s) exceeds --rate-limit-wait fails the call at once, and the
+    message says the server asked for 3600 s (not that the call was rate limited for the whole bound)."""
+    with FaultServer(fault_rate=1.0, faults=("429",), retry_after=3600) as server:
+        c = client(server, rate_limit_wait=600)
+        start = time.monotonic()
+        with pytest.raises(LMCallError, match=r"the server asked to wait 3600 s, more than --rate-limit-wait 600 "
+                                              r"allows") as err:
+            ask(c, "q")
+        assert time.monotonic() - start < 2 and "rate limited for 600 s" not in str(err.value)

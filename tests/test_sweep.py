@@ -539,3 +539,12 @@ def test_the_score_summary_never_prints_a_key_a_server_echoed(capsys, monkeypatc
     run.first_failure = "HTTP 500: echoed sk-team-secret-0042"
     _score_summary(run, Path("o.jsonl"))
     assert "sk-team-secret" not in capsys.readouterr().out
+
+
+def test_evaluate_prints_a_data_file_name_with_its_escapes_escaped(tmp_path, data, run_cli):
+    """Issue 49.23: a data file named with a terminal escape sequence is shown escaped in evaluate's info lines."""
+    named = tmp_path / "evil\x1b]0;pwned\x07.jsonl"
+    named.write_bytes(data.read_bytes())
+    code, out, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(named), "--resamples", "10"])
+    assert code == 0, err
+    assert "\x1b" not in out + err and "\x07" not in out + err and "\\x1b]0;pwned\\x07" in out

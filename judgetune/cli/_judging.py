@@ -84,7 +84,7 @@ def _evaluate(args: argparse.Namespace) -> None:
                           "label_range": result["label_range"], "protocol": protocol, "rows": result["rows"]}, indent=2))
         return
     low, high = label_range
-    print(f"{args.judge} on {args.data} ({args.split}, {len(test)} items; human scale {low:g}-{high:g})")
+    print(f"{args.judge} on {printable(str(args.data))} ({args.split}, {len(test)} items; human scale {low:g}-{high:g})")
     if "scoring_mode" in judge.params:
         knobs = {k: judge.params[k] for k in ("n_samples", "temperature") if k in judge.params}
         print(f"scoring mode {judge.params['scoring_mode']}" + "".join(f", {k} {v}" for k, v in knobs.items()))
@@ -191,7 +191,8 @@ def _tune_criteria(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps({"summary": str(summary_dir / "summary.json"), **summary}, indent=2))
         return
-    print(f"{len(criteria)} criteria tuned on {args.data} with the {args.judge} judge (test split, calibrated)")
+    print(f"{len(criteria)} criteria tuned on {printable(str(args.data))} with the {args.judge} judge "
+          "(test split, calibrated)")
     print(evaluation.format_rows(rows))
     for c in criteria:
         print(f"{c['label']}: " + tuning.gain_line({"gain": c["gain"], "vs_constant": c["vs_constant"]}))
@@ -271,8 +272,8 @@ def _audit(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"audit of the {config.judge} judge {args.config} on {args.data} ({len(examples)} items; effects with 95% "
-          "intervals, q corrected across probes, MDE at power 0.8)")
+    print(f"audit of the {config.judge} judge {printable(str(args.config))} on {printable(str(args.data))} "
+          f"({len(examples)} items; effects with 95% intervals, q corrected across probes, MDE at power 0.8)")
     print(audit.format_audit(result))
 
 
@@ -352,7 +353,7 @@ def _regrade(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"regrading {result['items']} items of {args.data}: old {result['old']}, new {result['new']} "
+    print(f"regrading {result['items']} items of {printable(str(args.data))}: old {result['old']}, new {result['new']} "
           f"({result['failed_old']} and {result['failed_new']} failed judgments, left out)")
     if not result["scored_by_both"]:
         raise NothingJudgedError("no item was scored by both judges")

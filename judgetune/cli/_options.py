@@ -15,7 +15,7 @@ from judgetune._files import (
     FileTooLargeError,
     read_bounded,
 )
-from judgetune.errors import JudgetuneError, NothingJudgedError
+from judgetune.errors import JudgetuneError, NothingJudgedError, printable
 
 EXIT_USER_ERROR = 2  # bad input or options: nothing was run
 EXIT_NOTHING_JUDGED = 3  # the command ran, but not one item could be judged
@@ -141,7 +141,7 @@ def _load_data(args: argparse.Namespace) -> tuple[list, tuple[float, float]]:
     examples, label_range = datasets.load_data(args.data, mirror=args.mirror, scale=getattr(args, "scale", None),
                                                **_mapping(args))
     if args.data not in datasets.CATALOG and getattr(args, "scale", None) is None:
-        print(f"human scale {label_range[0]:g}-{label_range[1]:g}, inferred from the labels of {args.data} "
+        print(f"human scale {label_range[0]:g}-{label_range[1]:g}, inferred from the labels of {printable(str(args.data))} "
               "(state it with --scale LOW-HIGH)", file=sys.stderr)
     return examples, label_range
 

@@ -35,7 +35,7 @@ def _score(args: argparse.Namespace) -> None:
     mapping = _mapping(args, stored=_tuned_mapping(config, args.config))
     if mapping != _mapping(args):
         shown = ", ".join(f"{t}={c}" for t, c in datasets.FieldMap(**mapping).targets.items())
-        print(f"reading {args.data} with the columns {args.config} was tuned on: {shown} "
+        print(f"reading {printable(str(args.data))} with the columns {printable(str(args.config))} was tuned on: {shown} "
               "(--field/--label replace them)", file=sys.stderr)
     prices = None
     if args.prompt_price is not None or args.completion_price is not None:

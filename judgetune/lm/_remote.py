@@ -212,9 +212,11 @@ class OpenAICompatibleClient:
                     wait = asked if asked is not None else self._backoff(overloads)
                     left = deadline - time.monotonic()
                     if left <= 0 or wait > left:
+                        why = (f"the server asked to wait {wait:g} s, more than --rate-limit-wait {self.rate_limit_wait:g} "
+                               "allows" if wait > self.rate_limit_wait else
+                               f"rate limited for {self.rate_limit_wait:g} s, --rate-limit-wait")
                         raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {attempts} attempts "
-                                          f"(rate limited for {self.rate_limit_wait:g} s, --rate-limit-wait): "
-                                          f"{_describe(err)}") from err
+                                          f"({why}): {_describe(err)}") from err
                     if asked is not None:
                         with self._lock:  # every thread waits: the server said when it takes requests again
                             self._not_before = max(self._not_before, time.monotonic() + wait)
