@@ -18,7 +18,7 @@ the default shipped (goal: at least 95%); ``planted`` (a truly better instructio
 test items) measures the gate's power where it is not a certainty (no goal: a figure to compare gates by).
 
     python benchmarks/tuning_gain.py [--quick | --user] [--json] [--out PATH] [--sets ...] [--judges ...]
-        [--trials N ...] [--testbeds NAME=N ...] [--no-sets] [--lm SPEC [--api-base URL]] [--fix KEY=VALUE ...]
+        [--trials N ...] [--testbeds NAME=N ...] [--gate on|nested] [--no-sets] [--lm SPEC [--api-base URL]] [--fix KEY=VALUE ...]
         [--search-items N] [--dev-items N] [--test-items N] [--proposals N [--rounds R]] [--criterion TEXT]
 
 ``--user`` runs a user's sizes (60 search, 80 dev, 150 test items; a set with fewer labels gives fewer);
@@ -114,9 +114,12 @@ def _winner_interval(selection: dict[str, Any]) -> list[float | None] | None:
     return None if winner is None else selection["rows"][winner].get("advantage_dev_ci")
 
 
+GATE_RULES = {"on": "gate", "nested": "nested"}  # --gate -> the rows' rule name
+
+
 def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, runs: str):
     """The gate's row, then the old rule's (a generator: each row as its run ends)."""
-    for rule, gate in (("gate", "on"), ("old", "off")):
+    for rule, gate in ((GATE_RULES[args.gate], args.gate), ("old", "off")):
         lm = {"lm": args.lm, "api_base": args.api_base} if args.lm else {}
         spec = RunSpec(name=f"gain-{dataset}-{judge}-{trials}-{gate}", judge=judge, data=dataset, seed=args.seed,
                        n_trials=trials, search_items=args.search_items, dev_items=args.dev_items,
@@ -129,24 +132,24 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
         yield gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start)
 
 
-def run_testbed(name: str, seed: int, folder, *, reject=None) -> dict:
+def run_testbed(name: str, seed: int, folder, *, reject=None, gate: str = "on") -> dict:
     """One seeded run of the gate testbed ``name`` (``TESTBEDS``), its study in memory: judge.json's metrics."""
     spec, lm = gate_testbed(name, seed, folder)
-    config, _, _ = tune(RunSpec(**spec), runs_dir=folder, storage=optuna.storages.InMemoryStorage(), lm=lm,
+    config, _, _ = tune(RunSpec(**{**spec, "gate": gate}), runs_dir=folder, storage=optuna.storages.InMemoryStorage(), lm=lm,
                         progress=False, reject=reject, n_resamples=200)
     return config.metrics
 
 
-def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None) -> dict[str, Any]:
+def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None, gate: str = "on") -> dict[str, Any]:
     """``runs`` seeded runs of the gate testbed ``name`` (``TESTBEDS``): how often the default shipped, and how
     often the gate passed with a test gain whose interval is above 0. The figures are ``into[name]``, updated
     (and ``save`` called) as each run ends."""
-    out: dict[str, Any] = {"runs": 0, "settings": TESTBEDS[name], "default_shipped": 0, "gain_detected": 0,
-                           "refused": 0, "details": []}
+    out: dict[str, Any] = {"runs": 0, "settings": TESTBEDS[name], "gate": gate, "default_shipped": 0,
+                           "gain_detected": 0, "refused": 0, "details": []}
     into[name] = out
     start = time.perf_counter()
     for seed in range(runs):
-        metrics = run_testbed(name, seed, folder)
+        metrics = run_testbed(name, seed, folder, gate=gate)
         gain, test = metrics["gain"], metrics["selection"]["gate_result"]
         out["runs"] += 1
         out["default_shipped"] += gain["default_shipped"]
@@ -298,6 +301,8 @@ def main() -> None:
     parser.add_argument("--criterion", help="the user's criterion (`judgetune tune --criterion`): the default judge's "
                         "instruction and what proposals are written from")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gate", choices=list(GATE_RULES), default="on",
+                        help="the gate of the gated runs and the testbeds (on: the dev gate; nested: every label)")
     parser.add_argument("--fit-items", type=int, default=None)
     parser.add_argument("--per-question", type=int, default=None,
                         help="answers kept per question in every split (grouped sets: more questions, fewer answers each)")
@@ -326,7 +331,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for name, runs in [] if args.no_testbeds else args.testbeds:
             if runs:
-                bed = testbed(name, runs, folder, result["testbeds"], save)
+                bed = testbed(name, runs, folder, result["testbeds"], save, gate=args.gate)
                 print(f"testbed {name}: {json.dumps({k: v for k, v in bed.items() if k != 'details'})}",
                       file=sys.stderr, flush=True)
                 save()
@@ -345,7 +350,7 @@ def main() -> None:
                                                   "reason": f"{type(exc).__name__}: {exc}"[:500]})
                         print(f"skipped {dataset} {judge}: {exc}", file=sys.stderr, flush=True)
                         save()
-    gated = [r for r in result["rows"] if r["rule"] == "gate"]
+    gated = [r for r in result["rows"] if r["rule"] in GATE_RULES.values()]
     gains = [r["gain"] for r in gated if r["gain"] is not None]
     result["summary"] = {
         "rows": len(gated), "significantly_worse": [f"{r['dataset']}/{r['judge']}/{r['trials']}" for r in gated
