@@ -18,7 +18,8 @@ the default shipped (goal: at least 95%); ``planted`` (a truly better instructio
 test items) measures the gate's power where it is not a certainty (no goal: a figure to compare gates by).
 
     python benchmarks/tuning_gain.py [--quick | --user] [--json] [--out PATH] [--sets ...] [--judges ...]
-        [--trials N ...] [--testbeds NAME=N ...] [--gate on|nested] [--no-sets] [--lm SPEC [--api-base URL]] [--fix KEY=VALUE ...]
+        [--trials N ...] [--testbeds NAME=N ...] [--gate on|nested] [--no-sets] [--lm SPEC [--api-base URL]]
+        [--fix KEY=VALUE ...]
         [--search-items N] [--dev-items N] [--test-items N] [--proposals N [--rounds R]] [--criterion TEXT]
 
 ``--user`` runs a user's sizes (60 search, 80 dev, 150 test items; a set with fewer labels gives fewer);
