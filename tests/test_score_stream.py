@@ -318,3 +318,23 @@ def test_a_part_folder_removed_mid_run_stops_at_the_next_chunk_in_one_line(tmp_p
     monkeypatch.setattr(PartFile, "append_bytes", real)
     code, stdout, _ = run_cli(command)
     assert code == 0 and len(_read_jsonl(out)) == 40
+
+
+def test_saving_the_token_usage_keeps_the_validation_record(tmp_path, judge_path, monkeypatch):
+    """Issue 49.23: a run that spends tokens saves them in the part's state without losing the record that the file
+    was validated (which a resume reads instead of validating the whole file again)."""
+    import judgetune.scoring._run as run_module
+    from judgetune.config import JudgeConfig
+    from judgetune.scoring import PartFile, file_source, score_stream
+
+    real = run_module._score_chunk
+    monkeypatch.setattr(run_module, "_score_chunk", lambda *a, **k: (real(*a, **k)[0] or {"prompt_tokens": 5}, 1))
+    seen = []
+    real_save = PartFile.save_state
+    monkeypatch.setattr(PartFile, "save_state", lambda self, state: (seen.append(dict(state)), real_save(self, state)))
+    data = _write_jsonl(tmp_path / "in.jsonl", _rows(20))
+    config = JudgeConfig.load(judge_path)
+    score_stream(config, config.build_judge(None), None, None, tmp_path / "o.jsonl", source=file_source(data),
+                 chunk_size=5)
+    with_usage = [s for s in seen if s.get("usage")]
+    assert with_usage and all(s.get("validated") and s.get("rows") == 20 for s in with_usage)

@@ -155,10 +155,10 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
     start = time.monotonic()
     run = ScoreRun(out)
     with open_part(out, config, source, run, force=force) as part:
-        state = part.state
         if items is None:
             run.total = _validated_rows(part, source, run)
             items = _file_examples(source["file"], source)
+        state = part.state  # read after the validation saved its record in it (kept when the usage is saved)
         usage, client = dict(state.get("usage") or {}), getattr(lm, "client", None)
         examples = _skip_written(iter(items), part, run.resumed)
         meter = _Meter(run.total, run.resumed, enabled=progress, stream=stream or sys.stderr)
