@@ -15,6 +15,7 @@ from judgetune._files import (
     make_folder,
     write_text,
 )
+from judgetune._progress import stage
 from judgetune.cli._options import (
     _audit_bounds,
     _load_data,
@@ -43,6 +44,9 @@ def _print_prompts(transcript: list[dict]) -> None:
             print(f"(label distribution read over {entry['labels']})", file=sys.stderr)
 
 
+LM_FIT_ITEMS = 200  # a judge fitted with an LM (checklist) fits on at most this many training items unless told
+
+
 def _evaluate(args: argparse.Namespace) -> None:
     from judgetune.lm import load_lm
 
@@ -64,9 +68,17 @@ def _evaluate(args: argparse.Namespace) -> None:
                              "answers of its question: pass --protocol group (or linkage)")
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
+    kind = judges.judge_class(args.judge)
+    fit_on = splits["train"]
+    bound = args.fit_items if args.fit_items is not None else LM_FIT_ITEMS if lm is not None else None
+    if getattr(kind, "fits", False) and bound is not None and len(fit_on) > bound:
+        fit_on = datasets.limit_by_group(fit_on, bound, seed=args.seed)
+    fitting = getattr(kind, "fits", False) and not args.json
+    how = f"{len(fit_on)} of {len(splits['train'])} training items{' with the LM' if lm is not None else ''}"
     try:
-        judge = judges.make_judge(args.judge, lm, train=splits["train"],
-                                    label_range=label_range, params=params, seed=args.seed)
+        with stage(f"fitting the {args.judge} judge on {how} (--fit-items N sets how many)", enabled=fitting):
+            judge = judges.make_judge(args.judge, lm, train=fit_on, label_range=label_range, params=params,
+                                      seed=args.seed)
     except ValueError as err:  # a bad --param
         raise JudgetuneError(str(err)) from None
     if args.show_prompt and lm is not None:

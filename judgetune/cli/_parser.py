@@ -83,7 +83,10 @@ def _add_data_evaluate(commands: argparse._SubParsersAction) -> None:
     ev.add_argument("--split", default="test", choices=("train", "dev", "test"))
     ev.add_argument("--lm", default="local:smollm2", help="LM spec (default: the embedded local:smollm2)")
     ev.add_argument("--api-base", help="server URL for an openai/MODEL spec")
-    ev.add_argument("--limit", type=_count, help="judge at most N items (whole groups, in a seeded order)")
+    ev.add_argument("--limit", type=_count, help="judge at most N items of the split (whole groups, in a seeded order); "
+                    "a fitted judge's training items are --fit-items")
+    ev.add_argument("--fit-items", type=_count, help="training items a fitted judge fits on (whole groups, seeded; "
+                    "default: all, and at most 200 for a judge that fits with an LM, e.g. checklist)")
     ev.add_argument("--seed", type=_seed, default=0, help="seeds the split, the demos, the references and the bootstrap")
     ev.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
                     help="a judge setting, e.g. k=4, reasoning=true, scale=0-5 (repeatable)")
