@@ -64,19 +64,20 @@ def _lines(iterable: Iterable[T], total: int | None, desc: str, stream: IO[str])
 @contextmanager
 def stage(desc: str, *, enabled: bool = True, every: float = HEARTBEAT_SECONDS,
           stream: IO[str] | None = None) -> Iterator[None]:
-    """A long step that prints no lines of its own: ``desc ...`` when it starts, ``desc: still running, N s``
-    every ``every`` seconds (from a background thread) and ``desc: done in N s`` at the end, on standard error."""
+    """A long step that prints no lines of its own: once it has run ``every`` seconds, ``desc: still running, N s``
+    (from a background thread) and again every ``every`` seconds, then ``desc: done in N s``, on standard error. A
+    step shorter than ``every`` prints nothing (a quick command, or an error at once, stays one line)."""
     stream = stream if stream is not None else sys.stderr
     if not enabled:
         yield
         return
-    start, stop = time.monotonic(), threading.Event()
+    start, stop, beats = time.monotonic(), threading.Event(), []
 
     def beat() -> None:
         while not stop.wait(every):
+            beats.append(1)
             print(f"{desc}: still running, {time.monotonic() - start:.0f} s", file=stream, flush=True)
 
-    print(f"{desc} ...", file=stream, flush=True)
     thread = threading.Thread(target=beat, name="judgetune-heartbeat", daemon=True)
     thread.start()
     try:
@@ -84,4 +85,5 @@ def stage(desc: str, *, enabled: bool = True, every: float = HEARTBEAT_SECONDS,
     finally:
         stop.set()
         thread.join()
-    print(f"{desc}: done in {time.monotonic() - start:.0f} s", file=stream, flush=True)
+    if beats:
+        print(f"{desc}: done in {time.monotonic() - start:.0f} s", file=stream, flush=True)

@@ -75,8 +75,10 @@ def _evaluate(args: argparse.Namespace) -> None:
         fit_on = datasets.limit_by_group(fit_on, bound, seed=args.seed)
     fitting = getattr(kind, "fits", False) and not args.json
     how = f"{len(fit_on)} of {len(splits['train'])} training items{' with the LM' if lm is not None else ''}"
+    if fitting:
+        print(f"fitting the {args.judge} judge on {how} (--fit-items N sets how many)", file=sys.stderr)
     try:
-        with stage(f"fitting the {args.judge} judge on {how} (--fit-items N sets how many)", enabled=fitting):
+        with stage(f"fitting the {args.judge} judge", enabled=fitting):
             judge = judges.make_judge(args.judge, lm, train=fit_on, label_range=label_range, params=params,
                                       seed=args.seed)
     except ValueError as err:  # a bad --param
