@@ -562,3 +562,10 @@ def test_evaluate_bounds_an_lm_judges_fit_and_says_on_how_many_items(tmp_path, r
     assert code == 0, err
     fitted = [line for line in err.splitlines() if line.startswith("fitting the checklist judge on ")]
     assert fitted and fitted[0].startswith("fitting the checklist judge on 8 of ") and "with the LM" in fitted[0]
+
+
+def test_the_old_rule_is_no_longer_a_users_gate(tmp_path, data, run_cli):
+    """Issue 50: ``--gate off`` (the old dev pick, which lost on MSRpar) is a benchmark baseline, not a CLI choice."""
+    code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(data), "--gate", "off",
+                            "--runs-dir", str(tmp_path / "runs")])
+    assert code == 2 and "invalid choice: 'off'" in err and "'nested'" in err

@@ -136,8 +136,7 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
                       "non-test item beside the default judge before choosing")
     tune.add_argument("--gate", default="on", choices=GATES, help="on: a tuned judge replaces the default only "
                       "on a dev gain above zero by a one-sided 5%% test (see docs/tuning.md); nested: every labeled "
-                      "item chooses and confirms (nested cross-validation of the choice, Spearman); off: the old "
-                      "rule, best dev figure wins")
+                      "item chooses and confirms (nested cross-validation of the choice, Spearman)")
     tune.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
                       help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "
                            "(repeatable; with --gate on; see docs/audit.md)")
