@@ -112,26 +112,6 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-# judge.json names that were renamed, as (the metrics entry, old key, new key): a file written under the old
-# names reads as if written under the new ones
-RENAMED = (("gain", "gated", "default_shipped"), ("selection", "gated", "default_shipped"),
-           ("selection", "test", "gate_result"), (None, "train", "search_items"))
-
-
-def current_names(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with the metrics' old names (``RENAMED``) under their new ones; a new name already there wins."""
-    metrics = data.get("metrics")
-    if not isinstance(metrics, dict):
-        return data
-    metrics = dict(metrics)
-    for entry, old, new in RENAMED:
-        holder = metrics if entry is None else metrics.get(entry)
-        if isinstance(holder, dict) and old in holder and new not in holder:
-            renamed = {new if key == old else key: value for key, value in holder.items()}
-            metrics = renamed if entry is None else {**metrics, entry: renamed}
-    return {**data, "metrics": metrics}
-
-
 class JudgeConfig(BaseModel):
     """judge.json: a frozen judge (``judgetune schema`` prints this model as JSON Schema).
 
@@ -218,7 +198,6 @@ class JudgeConfig(BaseModel):
         elif type(data["schema_version"]) is not int:  # Literal[1] alone lets true and 1.0 through (they equal 1)
             problems.append(f"{where}: schema_version: expected the integer {SCHEMA_VERSION}, found "
                             f"{describe(data['schema_version'])}")
-        data = current_names(data)
         checked = data
         if isinstance(data.get("lm"), dict) and any(k.lower() in _KEY_FIELDS for k in data["lm"]):
             problems.append(f"{where}: lm: expected no key (a key never belongs in a config file); remove it and "
