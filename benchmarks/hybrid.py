@@ -146,11 +146,26 @@ def model_cross_fit(x, names, examples, settings: dict, *, seed: int, folds: int
     return out.tolist()
 
 
+def sibling_references(examples: list[Example], *, per_grade: int, seed: int) -> list[Example]:
+    """Every labeled answer, its references drawn from its question's *other* answers (whose labels it reads while
+    they are candidates themselves: no scoring protocol, only this benchmark's extra training data)."""
+    from judgetune.judges._references import ReferencePool
+
+    by_group: dict[str, list[Example]] = defaultdict(list)
+    for ex in sorted((e for e in examples if e.label is not None), key=lambda e: e.id):
+        by_group[ex.group_key].append(ex)
+    out = []
+    for group in sorted(by_group):
+        pool = ReferencePool(by_group[group])
+        out.extend(replace(ex, references=pool.sample(ex, per_grade=per_grade, seed=seed)) for ex in by_group[group])
+    return out
+
+
 def skipped_questions_features(examples: list[Example], draw, columns: list[str]) -> tuple[np.ndarray, list[Example]]:
     """Features of the questions the protocol skipped (each answer with references drawn from its question's
     other answers), restricted to ``columns``: extra training data that no evaluated question shares."""
-    skipped = draw_references([e for e in examples if e.group_key in draw.skipped], per_grade=draw.per_grade,
-                              seed=draw.seed, mode="all").candidates
+    skipped = sibling_references([e for e in examples if e.group_key in draw.skipped], per_grade=draw.per_grade,
+                                 seed=draw.seed)
     x, names, _ = feature_matrix(skipped, keep_all=True)
     return x[:, [names.index(c) for c in columns]], skipped
 

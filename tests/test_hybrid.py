@@ -103,19 +103,6 @@ def test_linkage_draw_removes_references_and_skips_questions_short_of_a_grade(da
         [(e.id, e.references) for e in draw_references(examples, per_grade=1, seed=3).candidates]
 
 
-def test_keep_every_question_mode_never_gives_a_candidate_itself(data_root):
-    examples = datasets.load("linkage-antique", root=data_root)[:600]
-    draw = draw_references(examples, per_grade=2, seed=1, mode="all")
-    assert len(draw.qualified) == len({e.group_key for e in examples}) and not draw.skipped
-    assert len(draw.candidates) == len(examples)
-    by_group: dict[str, list[Example]] = {}
-    for e in examples:
-        by_group.setdefault(e.group_key, []).append(e)
-    for e in draw.candidates:
-        others = [o.answer for o in by_group[e.group_key] if o.id != e.id]
-        assert all(r.text in others and r.text != e.answer for r in e.references)
-
-
 def test_hybrid_fits_scores_and_freezes_to_the_same_numbers(trec, tmp_path):
     draw = draw_references(trec, per_grade=1, seed=0)
     folds = question_folds([e.group_key for e in draw.candidates], 4, seed=0)

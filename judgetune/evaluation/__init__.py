@@ -13,7 +13,6 @@ from judgetune.evaluation._evaluate import (
 )
 from judgetune.evaluation._heldout import heldout_seed, tuned_seed, warn_other_data
 from judgetune.evaluation._protocol import (
-    MODES,
     PROTOCOLS,
     ProtocolDraw,
     apply_protocol,
@@ -23,7 +22,7 @@ from judgetune.evaluation._protocol import (
 )
 from judgetune.evaluation._regrade import regrade_scores
 
-__all__ = ["MODES", "PROTOCOLS", "ProtocolDraw", "agreement", "apply_protocol", "compare_scores", "cost_per_item",
+__all__ = ["PROTOCOLS", "ProtocolDraw", "agreement", "apply_protocol", "compare_scores", "cost_per_item",
            "cross_fit", "draw_references", "evaluate_judge", "format_rows", "heldout_seed", "judge_row",
            "label_range_of", "pair_accuracy", "paired_test", "question_folds", "regrade_scores", "timed_verdicts",
            "tuned_seed", "warn_other_data"]

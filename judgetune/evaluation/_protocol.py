@@ -11,9 +11,9 @@ import random
 from collections.abc import Callable, Sequence
 
 from judgetune.datasets import Example
-from judgetune.judges import MODES, PROTOCOLS, Judge, ProtocolDraw, Verdict, apply_protocol, draw_references
+from judgetune.judges import PROTOCOLS, Judge, ProtocolDraw, Verdict, apply_protocol, draw_references
 
-__all__ = ["MODES", "PROTOCOLS", "ProtocolDraw", "apply_protocol", "cross_fit", "draw_references", "question_folds"]
+__all__ = ["PROTOCOLS", "ProtocolDraw", "apply_protocol", "cross_fit", "draw_references", "question_folds"]
 
 
 def question_folds(groups: Sequence[str], k: int, *, seed: int = 0) -> list[list[str]]:

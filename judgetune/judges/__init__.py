@@ -16,7 +16,6 @@ from judgetune.judges._linkage import LinkageJudge, position_labels, position_to
 from judgetune.judges._pairwise import PairwiseJudge
 from judgetune.judges._prompting import distribution_after_marker, forced_choice
 from judgetune.judges._protocols import (
-    MODES,
     PROTOCOLS,
     ProtocolDraw,
     apply_protocol,
@@ -42,7 +41,7 @@ from judgetune.judges._space import Choice, IntRange, Param, check_params, defau
 from judgetune.judges._spec import BuildContext, JudgeSpec
 from judgetune.judges._verdict import Verdict, add_usage
 
-__all__ = ["COMBINERS", "ENCODERS", "KINDS", "LM_JUDGES", "LM_SIGNALS", "MODES", "MPNET_PARTS", "PROTOCOLS", "SIGNALS",
+__all__ = ["COMBINERS", "ENCODERS", "KINDS", "LM_JUDGES", "LM_SIGNALS", "MPNET_PARTS", "PROTOCOLS", "SIGNALS",
            "BM25Judge", "BM25Scorer", "BuildContext", "ChecklistError", "ChecklistJudge", "Choice", "ConstantJudge",
            "CorrectnessJudge", "EmbeddingCache", "EmbeddingJudge", "FactCheckJudge", "ForcedChoiceAdapter",
            "GeneratedReferences", "HybridJudge", "HybridModel", "IntRange", "Judge", "JudgeSpec", "LMJudge",

@@ -12,9 +12,6 @@ item: the question the answers belong to):
   candidate carries that one reference list. A group without enough answers of every grade is
   skipped (named, with the reason). Candidates are then scored as under ``group``.
 
-``draw_references(mode="all")`` keeps every answer as a candidate and draws its references from its
-group's *other* answers, whose labels it reads while they are candidates themselves: it is kept only
-to reproduce older benchmark rows (marked "sibling labels") and is no scoring protocol.
 """
 
 from __future__ import annotations
@@ -26,12 +23,10 @@ from dataclasses import dataclass, field, replace
 
 from judgetune.datasets import Example, Reference
 from judgetune.errors import JudgetuneError
-from judgetune.judges._references import ReferencePool
 
-__all__ = ["MODES", "PROTOCOLS", "ProtocolDraw", "apply_protocol", "draw_references", "require_groups"]
+__all__ = ["PROTOCOLS", "ProtocolDraw", "apply_protocol", "draw_references", "require_groups"]
 
 PROTOCOLS = ("group", "linkage")
-MODES = ("linkage", "all")
 
 
 @dataclass(frozen=True)
@@ -65,15 +60,13 @@ def require_groups(examples: Sequence[Example], protocol: str, *, why: str = "")
                              f"{len(missing)} item(s) have none: {shown}")
 
 
-def draw_references(examples: Sequence[Example], *, per_grade: int = 1, seed: int = 0, mode: str = "linkage",
+def draw_references(examples: Sequence[Example], *, per_grade: int = 1, seed: int = 0,
                     grades: Sequence[float] | None = None) -> ProtocolDraw:
     """References per question and the candidates that remain (see the module docstring).
 
     ``grades`` are the grades a question must have (default: every label in ``examples``). The draw
     for a question depends only on the seed and the question, not on the other questions.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     labeled = [e for e in examples if e.label is not None]
     grades = sorted({float(g) for g in (grades if grades is not None else (e.label for e in labeled))}, reverse=True)
     by_group: dict[str, list[Example]] = defaultdict(list)
@@ -84,11 +77,6 @@ def draw_references(examples: Sequence[Example], *, per_grade: int = 1, seed: in
     skipped: dict[str, str] = {}
     for group in sorted(by_group):
         answers = by_group[group]
-        if mode == "all":  # sibling labels of candidates: older benchmark rows only
-            pool = ReferencePool(answers)
-            candidates.extend(replace(ex, references=pool.sample(ex, per_grade=per_grade, seed=seed)) for ex in answers)
-            qualified.append(group)
-            continue
         counts = Counter(float(e.label) for e in answers)
         short = [g for g in grades if counts[g] < per_grade]
         if short:
@@ -106,7 +94,7 @@ def draw_references(examples: Sequence[Example], *, per_grade: int = 1, seed: in
         references = tuple(Reference(e.answer, float(e.label)) for e in chosen)  # best grade first
         candidates.extend(replace(ex, references=references) for ex in rest)
         qualified.append(group)
-    return ProtocolDraw(candidates, qualified, skipped, mode, per_grade, seed)
+    return ProtocolDraw(candidates, qualified, skipped, "linkage", per_grade, seed)
 
 
 def apply_protocol(examples: Sequence[Example], protocol: str | None, *, per_grade: int = 1, seed: int = 0,
