@@ -7,7 +7,6 @@ Thread-safe: one lock guards both llama.cpp contexts (generation and scoring).""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,8 +20,6 @@ from judgetune.errors import PromptTooLongError
 from judgetune.lm._prefix import common_prefix
 from judgetune.lm._spec import LMSpecError
 
-# llama.cpp's OpenMP threads spin between calls unless told otherwise, stalling the other core.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 if TYPE_CHECKING:
     from judgetune.lm._scoring_context import _ScoringContext
 
@@ -56,13 +53,14 @@ class LlamaCppModel:
     batch_size = SCORE_SEQUENCES - 1  # items scored side by side in one decode
 
     def __init__(self, path: str | Path, *, n_ctx: int = 4096, n_threads: int = 2, seed: int = 0):
+        from judgetune.lm.llama_build import amx_problem, prepare_import
+
+        prepare_import()  # llama.cpp's OpenMP threads would spin between calls, stalling the other core
         try:
             from llama_cpp import Llama
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as err:  # pragma: no cover - depends on the install
             raise ImportError("the embedded engine needs llama-cpp-python: pip install llama-cpp-python") from err
-        from judgetune.lm.llama_build import amx_problem
-
         if (problem := amx_problem()) is not None:  # it would die with SIGILL in the first decode
             raise LMSpecError(problem)
         self.path = Path(path)

@@ -49,6 +49,9 @@ WIDE = 1000  # asked for when a label is not among the TOP (llama-cpp-python lis
 def chat_formatter(source: str):
     """A renderer of the chat template in a GGUF file (``source`` a path), or of the Jinja text ``source``,
     exactly as llama-cpp-python renders it (its own server and the in-process engine use the same one)."""
+    from judgetune.lm.llama_build import prepare_import
+
+    prepare_import()
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     if source.endswith(".gguf") and Path(source).is_file():

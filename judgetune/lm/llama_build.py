@@ -11,6 +11,7 @@ judgetune.lm.llama_build`` (CI and ``install.sh``) on the library's own instruct
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 __all__ = ["AMX_MNEMONICS", "INSTALL_FLAGS", "amx_instructions", "amx_problem", "built_features", "cpu_flags",
-           "library_files", "rebuild_command"]
+           "library_files", "prepare_import", "rebuild_command"]
 
 # every AMX instruction (tile configuration, loads and stores, and the dot products of AMX-INT8/BF16/FP16)
 AMX_MNEMONICS = ("ldtilecfg", "sttilecfg", "tilerelease", "tilezero", "tileloadd", "tileloaddt1", "tilestored",
@@ -29,9 +30,16 @@ INSTALL_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 _AMX_RE = re.compile(r"\s(" + "|".join(AMX_MNEMONICS) + r")\b")
 
 
+def prepare_import() -> None:
+    """Call before the process first imports llama_cpp: its OpenMP threads then sleep between calls instead of
+    spinning (``OMP_WAIT_POLICY=PASSIVE``, read once when the library loads; a value the user set wins)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def built_features() -> dict[str, str]:
     """llama.cpp's own list of the code paths it was compiled with (``llama_print_system_info``), e.g.
     ``{"AVX2": "1", "AMX_INT8": "1", ...}``; empty without llama-cpp-python."""
+    prepare_import()
     try:
         import llama_cpp
     except ImportError:
