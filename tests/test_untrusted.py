@@ -243,6 +243,25 @@ def test_compare_regrade_sends_its_requests_to_the_api_base_the_user_named(tmp_p
         assert "sk-team-secret" not in out + err
 
 
+def test_openai_base_url_is_the_endpoint_as_well_as_trusted(tmp_path, monkeypatch):
+    """Issue 49.23: ``$OPENAI_BASE_URL`` (the OpenAI SDK's) is where an ``openai/MODEL`` without an api base goes, and
+    its key with it; before, it only counted as trusted while the request (and key) went to api.openai.com."""
+    from judgetune.lm import ServerAuthError, load_lm
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-team-secret-0042")
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    with _Recorder() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        lm = load_lm("openai/m")
+        try:
+            assert lm.spec.api_base == server.base_url
+            with pytest.raises(ServerAuthError):
+                lm.client.complete([{"role": "user", "content": "hi"}], max_tokens=1)
+        finally:
+            lm.close()
+        assert set(server.seen) == {"Bearer sk-team-secret-0042"}
+
+
 def test_a_dspy_lm_sends_its_own_key_to_its_endpoint_never_the_environments(tmp_path, monkeypatch):
     """Issue 49.7: a ``dspy.LM`` handed to tune/evaluate is loaded with its own ``api_key``; one without a key that
     names another provider's api_base gets none ($OPENAI_API_KEY is for OpenAI, not for that endpoint)."""

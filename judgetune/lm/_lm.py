@@ -3,6 +3,7 @@ distributions and target-text log-probabilities for scoring; all cached on disk.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from dspy import lm15
 from judgetune.errors import ItemError
 from judgetune.lm._batch import Coalescer, Outcome, run_items
 from judgetune.lm._cache import ResponseCache, cached
-from judgetune.lm._endpoints import OPENAI_ENDPOINT, is_trusted, untrusted_hint
+from judgetune.lm._endpoints import BASE_URL_ENVS, OPENAI_ENDPOINT, check_endpoint, is_trusted, untrusted_hint
 from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distributions
 from judgetune.lm._position import ServerLabelReader
@@ -277,6 +278,10 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         spec = parse_lm_spec(spec, api_base=api_base, reasoning=reasoning)
     cache = (cache or ResponseCache()) if use_cache else None
     if spec.kind == "openai":
+        named = next((os.environ[n].strip() for n in BASE_URL_ENVS if os.environ.get(n, "").strip()), None)
+        if spec.api_base is None and named:  # the OpenAI SDK's variable: the endpoint its key is meant for
+            check_endpoint(named)
+            spec = dataclasses.replace(spec, api_base=named)
         send_key = trust_endpoint or is_trusted(spec.api_base)
         withheld = None if send_key else untrusted_hint(spec.api_base or OPENAI_ENDPOINT, endpoint_source)
         if withheld and os.environ.get(API_KEY_ENV):
