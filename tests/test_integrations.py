@@ -315,6 +315,25 @@ def test_export_refuses_bad_options(judges, run_cli, tmp_path):
     assert code == 2 and "two judge.json files" in err
 
 
+def test_export_to_dspy_works_offline_without_contacting_the_judges_server(run_cli, tmp_path, monkeypatch):
+    """Issue 49.23: the predictors' state needs no model, so ``export --to dspy`` of a judge on a server builds it on a
+    stand-in: nothing is sent to the server the judge.json names (here a closed port: before, the export failed)."""
+    from judgetune.judges import BuildContext, JudgeSpec, build
+    from judgetune.lm import load_lm
+
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    stand_in = load_lm("test:deterministic", use_cache=False)
+    judge = build(JudgeSpec("rubric", {"scoring_mode": "logprobs"}), BuildContext(lm=stand_in, label_range=(0.0, 5.0)))
+    stand_in.close()
+    config = JudgeConfig.from_judge(judge, lm={"spec": "openai/m", "api_base": "http://127.0.0.1:9/v1"},
+                                    calibrator=None, label_range=(0.0, 5.0))
+    path = config.save(tmp_path / "judge.json")
+    out = tmp_path / "rubric.json"
+    code, _, err = run_cli(["export", "--config", str(path), "--to", "dspy", "--out", str(out)])
+    assert code == 0, err
+    assert json.loads(out.read_text())["predict"]["signature"]["instructions"] == config.instruction
+
+
 def test_the_dspy_prompt_saved_with_dspy_loads_into_a_plain_dspy_module(run_cli, tmp_path, embedded_lm):
     import dspy
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from judgetune._api import load
 from judgetune.config import JudgeConfig
 from judgetune.errors import JudgetuneError
+from judgetune.lm import load_lm
 
 __all__ = ["save_dspy_program"]
 
 
 def save_dspy_program(judge: str | Path, out: str | Path) -> Path:
-    """Save the DSPy module of the frozen judge ``judge`` (a judge.json; its LM is loaded to build it) with
+    """Save the DSPy module of the frozen judge ``judge`` (a judge.json; no LM is loaded or contacted) with
     ``dspy.Module.save(out)``: the JSON state of its predictors (signature instruction and fields, demos),
     with DSPy's record of its dependency versions. DSPy loads it back into any
     module with predictors of the same names and signatures (``program.load(out)``) without judgetune, e.g.
@@ -37,6 +37,12 @@ def save_dspy_program(judge: str | Path, out: str | Path) -> Path:
     if config.instruction is None:  # checked before an LM is loaded
         raise JudgetuneError(f"the {config.judge} judge has no DSPy predictor (no prompt): its judge.json is the "
                              "whole judge; score with `judgetune score` or judgetune.load")
-    with load(judge) as frozen:  # an LM judge is built on its LM, as `judgetune score` builds it
-        frozen.judge.save(str(out))
+    # the predictors' state needs no model: the judge is built on a stand-in that never connects, so export works
+    # offline and no server the judge.json names is contacted
+    stand_in = load_lm("test:deterministic", use_cache=False) if config.lm is not None else None
+    try:
+        config.build_judge(stand_in).save(str(out))
+    finally:
+        if stand_in is not None:
+            stand_in.close()
     return out
