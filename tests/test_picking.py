@@ -104,3 +104,16 @@ def test_the_cli_writes_the_picks_and_refuses_bad_input(run_cli, tmp_path: Path)
     assert code == 2 and "bad.jsonl:2" in err and "answer" in err
     code, _, err = run_cli(["pick", "--data", str(src), "--n", "0", "--out", str(tmp_path / "o.jsonl")])
     assert code == 2
+
+
+def test_labels_already_in_the_data_count_as_labeled_and_are_never_picked(tmp_path: Path):
+    """Issue 49.23: rows of --data that carry a label are labeled already: they are not picked again, and with
+    them the round is a next round (given those labels), not a first one."""
+    items = _items()
+    rows = [{"id": e.id, "question": e.question, "answer": e.answer, "group": e.group,
+             **({"label": float(i % 5)} if i < 12 else {})} for i, e in enumerate(items)]
+    src = tmp_path / "items.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    picks = pick_file(src, 6, judge="length", seed=2)
+    labeled_ids = {r["id"] for r in rows if "label" in r}
+    assert not set(picks.ids) & labeled_ids and picks.round != "first" and picks.labeled == 12

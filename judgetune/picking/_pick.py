@@ -156,7 +156,7 @@ def pick_file(path: str | Path, n: int, *, out: str | Path | None = None, labele
               label: str | None = None) -> Picks:
     """Pick ``n`` rows of the data file ``path`` (labels not needed) and write them to ``out`` in the same
     format (same columns, values untouched). ``labeled``: a file of the labels collected so far (same
-    columns, with the human score).
+    columns, with the human score); rows of ``path`` that carry a label count as labeled too.
 
     Raises:
         DataValidationError: a bad row of either file (file, line, field).
@@ -170,7 +170,9 @@ def pick_file(path: str | Path, n: int, *, out: str | Path | None = None, labele
     if len(rows) != len(pool):  # the two readers disagree on what a row is: say so, never write wrong rows
         raise JudgetuneError(f"{path}: read {len(pool)} items but {len(rows)} rows; write the file as JSONL")
     known = read_labeled(labeled, fields=fields, label=label)[0] if labeled is not None else []
-    picks = pick_examples(pool, n, labeled=known, judge=judge, lm=lm, seed=seed)
+    # rows of --data that carry a label are labeled already: they inform the next round and are never picked
+    in_data = [e for e in pool if e.judgment is not None and e.id not in {k.id for k in known}]
+    picks = pick_examples(pool, n, labeled=[*known, *in_data], judge=judge, lm=lm, seed=seed)
     if out is not None:
         rows.write(out, picks.indices)
     return picks
