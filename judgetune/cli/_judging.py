@@ -299,6 +299,7 @@ def _compare(args: argparse.Namespace) -> None:
     if args.regrade:
         return _regrade(args)
     examples, label_range = _load_data(args)
+    examples = [e for e in examples if e.judgment is not None]  # as tune and the Python compare: the same split
     configs = {str(path): JudgeConfig.load(path) for path in args.configs}
     split = args.split if args.split != "all" else "test" if args.data in datasets.CATALOG else None
     seed = evaluation.heldout_seed(list(configs.values()), args.seed, split)  # a judge's own split, never another
