@@ -18,7 +18,7 @@ from judgetune import load
 from judgetune._files import OutputLock
 from judgetune.config import JudgeConfig
 from judgetune.datasets import Example, Reference
-from judgetune.errors import DataValidationError
+from judgetune.errors import DataValidationError, JudgetuneError
 from judgetune.judges import make_judge
 from judgetune.scoring import encode_row, file_source, score_stream
 
@@ -338,3 +338,49 @@ def test_saving_the_token_usage_keeps_the_validation_record(tmp_path, judge_path
                  chunk_size=5)
     with_usage = [s for s in seen if s.get("usage")]
     assert with_usage and all(s.get("validated") and s.get("rows") == 20 for s in with_usage)
+
+
+def test_a_resume_with_other_python_items_of_the_same_ids_is_refused(tmp_path, judge_path):
+    """Issue 49.13: items given from Python without ids get positional ids, so ids alone cannot tell two lists apart;
+    the run records a digest of the items it scored, and a resume with other contents is refused."""
+    rows = [{k: v for k, v in r.items() if k != "id"} for r in _rows(30)]  # positional ids
+    out = tmp_path / "s.jsonl"
+
+    def stopping(items, after):
+        for i, item in enumerate(items):
+            if i == after:
+                raise KeyboardInterrupt
+            yield item
+
+    other = [{**r, "answer": r["answer"] + " changed"} for r in rows]
+    with load(judge_path) as judge:
+        with pytest.raises(KeyboardInterrupt):
+            judge.score_many(stopping(rows, 13), out=out, chunk_size=4)
+        with pytest.raises(JudgetuneError, match=r"same ids, other contents"):
+            judge.score_many(other, out=out, chunk_size=4)
+        run = judge.score_many(rows, out=out, chunk_size=4)  # the same items resume
+    assert run.resumed == 12 and run.rows == 30
+
+
+def test_a_resume_with_another_lm_endpoint_is_refused(tmp_path):
+    """Issue 49.13: the LM that answers is part of a run's identity: a resume at another server (or with another
+    model file) is refused, never mixed into one output."""
+    from types import SimpleNamespace
+
+    from judgetune.lm import parse_lm_spec
+    from judgetune.scoring import PartFile
+    from judgetune.scoring._output import identity_of
+
+    def at(url):
+        return SimpleNamespace(spec=parse_lm_spec("openai/m", api_base=url), client=object(), model_id="m")
+
+    out = tmp_path / "o.jsonl"
+    first = PartFile(out, identity_of({"judge": "rubric"}, {"items": "python"}, out, at("http://127.0.0.1:8001/v1")))
+    first.open()
+    first.close()
+    again = PartFile(out, identity_of({"judge": "rubric"}, {"items": "python"}, out, at("http://127.0.0.1:8002/v1")))
+    with pytest.raises(JudgetuneError, match="different lm"):
+        again.open()
+    same = PartFile(out, identity_of({"judge": "rubric"}, {"items": "python"}, out, at("http://127.0.0.1:8001/v1")))
+    assert same.open() == 0
+    same.close()

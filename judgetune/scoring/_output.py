@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import hashlib
 import json
 import os
@@ -24,8 +25,8 @@ from judgetune.datasets import Example, parquet_module
 from judgetune.errors import JudgetuneError, redact
 from judgetune.judges import Verdict
 
-__all__ = ["COLUMNS", "OUT_FORMATS", "PartFile", "completed", "done_marker", "encode_row", "identity_of", "out_format",
-           "output_row"]
+__all__ = ["COLUMNS", "OUT_FORMATS", "PartFile", "completed", "done_marker", "encode_row", "identity_of", "item_digest",
+           "out_format", "output_row"]
 
 OUT_FORMATS = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 COLUMNS = ("id", "score", "raw_score", "parsed", "human", "distribution", "failure", "degraded")
@@ -217,7 +218,7 @@ def completed(out: Path, identity: dict[str, Any]) -> bool:
         stat = out.stat()
     except (OSError, ValueError):
         return False
-    same = all(done.get(k) == v for k, v in {"version": PART_VERSION, **identity}.items() if k != "state")
+    same = all(done.get(k) == v for k, v in {"version": PART_VERSION, **identity}.items() if k not in ("state", "lm"))
     return same and done.get("size") == stat.st_size and done.get("mtime_ns") == stat.st_mtime_ns
 
 
@@ -280,7 +281,21 @@ def _write_parquet(out: Path, rows_path: Path, chunk_size: int) -> None:
         writer.close()
 
 
-def identity_of(config_dict: dict[str, Any], source: dict[str, Any], out: Path) -> dict[str, Any]:
-    """What makes two runs the same for resuming: the judge.json's fingerprint, the input, the output format."""
+def identity_of(config_dict: dict[str, Any], source: dict[str, Any], out: Path, lm: Any = None) -> dict[str, Any]:
+    """What makes two runs the same for resuming: the judge.json's fingerprint, the input, the output format, and
+    the LM that answers (the model file's fingerprint in-process, the server's endpoint and model over HTTP): a
+    resume never mixes two models or two servers in one output."""
     judge = hashlib.sha256(json.dumps(config_dict, sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()
-    return {"judge": judge, "input": source, "format": out_format(out)}
+    identity = {"judge": judge, "input": source, "format": out_format(out)}
+    if lm is not None:
+        spec = getattr(lm, "spec", None)
+        identity["lm"] = {"model": getattr(lm, "model_id", None),
+                          "endpoint": spec.endpoint if getattr(lm, "client", None) is not None and spec else None}
+    return identity
+
+
+def item_digest(previous: str, item: Example) -> str:
+    """The running digest of the items given from Python: each item's fields chained onto the digest before it, so a
+    resume can check that the items already scored are the same ones (not only the same ids)."""
+    text = json.dumps(dataclasses.asdict(item), sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha256((previous + text).encode("ascii")).hexdigest()

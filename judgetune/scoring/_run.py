@@ -22,7 +22,7 @@ from judgetune import datasets
 from judgetune._files import OutputLock, remove_stale_temps, sha256_of
 from judgetune.datasets import Example
 from judgetune.errors import DataValidationError, JudgetuneError
-from judgetune.scoring._output import PartFile, completed, done_marker, identity_of, output_row
+from judgetune.scoring._output import PartFile, completed, done_marker, identity_of, item_digest, output_row
 
 __all__ = ["ScoreRun", "file_source", "finished_before", "score_stream", "validate_file", "write_scored"]
 
@@ -154,13 +154,14 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
     out = Path(out)
     start = time.monotonic()
     run = ScoreRun(out)
-    with open_part(out, config, source, run, force=force) as part:
+    with open_part(out, config, source, run, force=force, lm=lm) as part:
+        from_python = items is not None and "file" not in source  # no file digest: the items' own is kept
         if items is None:
             run.total = _validated_rows(part, source, run)
             items = _file_examples(source["file"], source)
         state = part.state  # read after the validation saved its record in it (kept when the usage is saved)
         usage, client = dict(state.get("usage") or {}), getattr(lm, "client", None)
-        examples = _skip_written(iter(items), part, run.resumed)
+        examples = _skip_written(iter(items), part, run.resumed, state.get("items") if from_python else None)
         meter = _Meter(run.total, run.resumed, enabled=progress, stream=stream or sys.stderr)
         largest = 0  # the most tokens one item took so far (the budget's estimate per item)
         with meter:
@@ -180,6 +181,12 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
                     if any(spent.values()):  # tokens spent count against --max-tokens across resumes
                         usage = _add(usage, spent)
                         state["usage"] = usage
+                    if from_python:
+                        digest = (state.get("items") or {}).get("sha256", "")
+                        for item in batch:
+                            digest = item_digest(digest, item)
+                        state["items"] = {"count": run.resumed + run.scored, "sha256": digest}
+                    if from_python or any(spent.values()):
                         part.save_state(state)
                     meter.update(len(batch))
                 if run.stopped:
@@ -220,13 +227,22 @@ def _file_examples(path: str, source: dict[str, Any]) -> Iterator[Example]:
                                    *problems[:10]])
 
 
-def _skip_written(items: Iterator[Example], part: PartFile, written: int) -> Iterator[Example]:
-    """``items`` after the first ``written``, whose ids must be those of the rows already in the part."""
+def _skip_written(items: Iterator[Example], part: PartFile, written: int,
+                  recorded: dict[str, Any] | None = None) -> Iterator[Example]:
+    """``items`` after the first ``written``, whose ids must be those of the rows already in the part, and (items given
+    from Python, ``recorded``) whose contents must chain to the digest the run recorded over its first items."""
     if written:
+        digest = ""
         for position, (example, id_) in enumerate(zip(items, part.ids()), 1):
             if example.id != id_:
                 raise JudgetuneError(f"--out {part.out}: item {position} of the input has id {example.id!r} where the "
                                      f"run in progress wrote {id_!r}: the items changed; pass --force to start over")
+            if recorded and position <= recorded["count"]:
+                digest = item_digest(digest, example)
+                if position == recorded["count"] and digest != recorded["sha256"]:
+                    raise JudgetuneError(f"--out {part.out}: the first {position} items differ from the ones the run in "
+                                         "progress scored (same ids, other contents): the items changed; pass --force "
+                                         "to start over")
             if position == written:
                 break
         else:
@@ -244,7 +260,8 @@ def _chunks(items: Iterator[Example], size: int) -> Iterator[list[Example]]:
 
 
 @contextlib.contextmanager
-def open_part(out: Path, config: Any, source: dict[str, Any], run: ScoreRun, *, force: bool) -> Iterator[PartFile]:
+def open_part(out: Path, config: Any, source: dict[str, Any], run: ScoreRun, *, force: bool,
+              lm: Any = None) -> Iterator[PartFile]:
     """``out``'s part file, opened under its writer lock with stale temporary files removed: resumed unless
     ``force`` (the kept rows' counts go into ``run``), closed when the block ends, finished or not.
 
@@ -257,7 +274,7 @@ def open_part(out: Path, config: Any, source: dict[str, Any], run: ScoreRun, *, 
             raise JudgetuneError(f"--out {out}: the file exists and is not a finished run of this judge and input; "
                                  "pass --force to replace it")
         done_marker(out).unlink(missing_ok=True)  # written again when this run finishes
-        part = PartFile(out, identity_of(config.to_dict(), source, out))
+        part = PartFile(out, identity_of(config.to_dict(), source, out, lm))
         run.resumed = part.open(restart=force)
         run.failed, run.first_failure = part.kept_failed, part.kept_first_failure
         try:
