@@ -328,7 +328,12 @@ def test_saving_the_token_usage_keeps_the_validation_record(tmp_path, judge_path
     from judgetune.scoring import PartFile, file_source, score_stream
 
     real = run_module._score_chunk
-    monkeypatch.setattr(run_module, "_score_chunk", lambda *a, **k: (real(*a, **k)[0] or {"prompt_tokens": 5}, 1))
+
+    def spending(*args, **kwargs):
+        rows, spent, per_item = real(*args, **kwargs)
+        return rows, spent or {"prompt_tokens": 5}, per_item
+
+    monkeypatch.setattr(run_module, "_score_chunk", spending)
     seen = []
     real_save = PartFile.save_state
     monkeypatch.setattr(PartFile, "save_state", lambda self, state: (seen.append(dict(state)), real_save(self, state)))
@@ -384,3 +389,50 @@ def test_a_resume_with_another_lm_endpoint_is_refused(tmp_path):
     same = PartFile(out, identity_of({"judge": "rubric"}, {"items": "python"}, out, at("http://127.0.0.1:8001/v1")))
     assert same.open() == 0
     same.close()
+
+
+def test_the_kill_windows_of_a_score_run_are_closed(tmp_path, judge_path, run_cli, monkeypatch):
+    """Issue 49.14: (1) the token usage is saved before the rows it paid for, so a kill between never lets a resume
+    pass --max-tokens; (2) a part folder left empty by a kill right after its mkdir does not block the next run;
+    (3) a kill after the output is complete but before the part is removed leaves a part the next run clears, saying
+    the run is complete."""
+    import judgetune.scoring._run as run_module
+    from judgetune.scoring import PartFile
+
+    data = _write_jsonl(tmp_path / "in.jsonl", _rows(12))
+    out = tmp_path / "o.jsonl"
+    command = ["score", "--config", str(judge_path), "--data", str(data), "--out", str(out), "--chunk-size", "4"]
+    # (1) the order of the writes
+    order = []
+    real_save, real_append = PartFile.save_state, PartFile.append
+    monkeypatch.setattr(PartFile, "save_state", lambda self, state: (
+        order.append("usage") if state.get("usage") else None, real_save(self, state))[1])
+    monkeypatch.setattr(PartFile, "append", lambda self, rows: (order.append("rows"), real_append(self, rows))[1])
+    real_chunk = run_module._score_chunk
+
+    def spending(*args, **kwargs):
+        rows, spent, per_item = real_chunk(*args, **kwargs)
+        return rows, {"prompt_tokens": 3}, per_item
+
+    monkeypatch.setattr(run_module, "_score_chunk", spending)
+    assert run_cli(command)[0] == 0
+    assert order[:2] == ["usage", "rows"] and order.count("usage") == order.count("rows") == 3
+    monkeypatch.undo()
+    # (2) an empty part folder (killed between mkdir and run.json)
+    out.unlink()
+    (tmp_path / "o.jsonl.part").mkdir()
+    code, _, err = run_cli(command)
+    assert code == 0, err
+    # (3) the part of a run killed after its output and marker were written
+    out.unlink()
+    import judgetune.scoring._output as output_module
+
+    def killed(path, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(output_module.shutil, "rmtree", killed)
+    assert run_cli(command)[0] == 130
+    monkeypatch.undo()
+    assert out.exists() and (tmp_path / "o.jsonl.part").is_dir()
+    code, stdout, _ = run_cli(command)
+    assert code == 0 and "already complete" in stdout and not (tmp_path / "o.jsonl.part").exists()

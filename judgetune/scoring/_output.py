@@ -79,6 +79,8 @@ class PartFile:
         kept. A part made by another judge, input or format is refused with one line."""
         if restart and self.folder.exists():
             shutil.rmtree(self.folder)
+        if self.folder.is_dir() and not any(self.folder.iterdir()):  # a start killed between mkdir and its record
+            self.folder.rmdir()
         kept = 0
         if self.folder.is_dir():
             recorded = self._recorded()
@@ -199,11 +201,11 @@ class PartFile:
                     writer.writerow([_csv_cell(row.get(c)) for c in COLUMNS])
         else:
             _write_parquet(self.out, self.rows_path, chunk_size)
-        shutil.rmtree(self.folder)
-        if self.identity.get("judge") is not None:  # a re-run of the same judge and input finds it complete
-            stat = self.out.stat()
+        if self.identity.get("judge") is not None:  # a re-run of the same judge and input finds it complete; written
+            stat = self.out.stat()  # before the part is removed, so a kill in between leaves a part known as done
             done = {k: v for k, v in self.identity.items() if k != "state"}
             write_text(done_marker(self.out), json.dumps({**done, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}))
+        shutil.rmtree(self.folder)
 
 
 def done_marker(out: Path) -> Path:

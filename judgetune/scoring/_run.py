@@ -9,6 +9,7 @@ them; a resumed run whose input has not changed skips that pass. Each scored chu
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sys
 import time
 from array import array
@@ -176,17 +177,19 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
                             run.stopped = "budget"
                             break
                     batch, chunk = chunk[:take], chunk[take:]
-                    spent, per_item = _score_chunk(config, judge, client, batch, part, run)
+                    rows, spent, per_item = _score_chunk(config, judge, client, batch, run)
                     largest = max(largest, per_item)
-                    if any(spent.values()):  # tokens spent count against --max-tokens across resumes
-                        usage = _add(usage, spent)
+                    if any(spent.values()):  # tokens spent count against --max-tokens across resumes: saved before
+                        usage = _add(usage, spent)  # the rows, so a kill between never lets a resume overshoot
                         state["usage"] = usage
+                        part.save_state(state)
+                    part.append(rows)
+                    run.scored += len(batch)
                     if from_python:
                         digest = (state.get("items") or {}).get("sha256", "")
                         for item in batch:
                             digest = item_digest(digest, item)
                         state["items"] = {"count": run.resumed + run.scored, "sha256": digest}
-                    if from_python or any(spent.values()):
                         part.save_state(state)
                     meter.update(len(batch))
                 if run.stopped:
@@ -284,8 +287,14 @@ def open_part(out: Path, config: Any, source: dict[str, Any], run: ScoreRun, *, 
 
 
 def finished_before(out: Path, config: Any, source: dict[str, Any]) -> bool:
-    """Whether ``out`` already holds the finished scores of this judge and input (a re-run has nothing to do)."""
-    return out.exists() and completed(out, identity_of(config.to_dict(), source, out))
+    """Whether ``out`` already holds the finished scores of this judge and input (a re-run has nothing to do); a part
+    folder left by a run killed after its output was complete is removed."""
+    done = out.exists() and completed(out, identity_of(config.to_dict(), source, out))
+    part = out.with_name(out.name + ".part")
+    if done and part.is_dir():
+        with OutputLock(out, what="another judgetune score"):
+            shutil.rmtree(part, ignore_errors=True)
+    return done
 
 
 def _tally(run: ScoreRun, verdicts: list, scores: list[float | None]) -> None:
@@ -299,15 +308,14 @@ def _tally(run: ScoreRun, verdicts: list, scores: list[float | None]) -> None:
             run.first_degraded = run.first_degraded or "; ".join(verdict.degraded)
 
 
-def _score_chunk(config: Any, judge: Any, client: Any, batch: list[Example], part: PartFile,
-                 run: ScoreRun) -> tuple[dict[str, int], int]:
-    """Score and append one batch; ``(tokens spent, the most tokens one item took)``."""
+def _score_chunk(config: Any, judge: Any, client: Any, batch: list[Example],
+                 run: ScoreRun) -> tuple[list[dict[str, Any]], dict[str, int], int]:
+    """Score one batch: ``(its output rows, tokens spent, the most tokens one item took)``; the caller appends."""
     before = dict(getattr(client, "usage", {}) or {}) if client is not None else None
     verdicts = judge.judge_all(batch)
     scores = config.calibrated(verdicts, judge, batch)
-    part.append(output_row(e, v, s) for e, v, s in zip(batch, verdicts, scores))
+    rows = [output_row(e, v, s) for e, v, s in zip(batch, verdicts, scores)]
     _tally(run, verdicts, scores)
-    run.scored += len(batch)
     item_tokens = [v.tokens for v in verdicts]
     if before is not None:  # a server: what it reported spending (answers from the cache cost nothing)
         now = client.usage
@@ -321,7 +329,7 @@ def _score_chunk(config: Any, judge: Any, client: Any, batch: list[Example], par
                 if verdict.usage.get(key):
                     spent[key] = spent.get(key, 0) + int(verdict.usage[key])
         per_item = max(item_tokens, default=0)
-    return spent, per_item
+    return rows, spent, per_item
 
 
 def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
