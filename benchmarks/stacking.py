@@ -40,7 +40,7 @@ from scipy.stats import rankdata
 
 from judgetune import datasets
 from judgetune.calibration import CALIBRATORS, cross_fitted
-from judgetune.judges import build
+from judgetune.judges import BuildContext, build
 from judgetune.judges._hybrid_model import HybridModel
 from judgetune.judges._spec import JudgeSpec
 from judgetune.stats import bootstrap_interval, correlation, figures, filled, mae, paired_difference
@@ -48,9 +48,10 @@ from judgetune.stats import bootstrap_interval, correlation, figures, filled, ma
 
 def signal_features(dataset: str, ids: list[str], pool_ids: list[str]) -> tuple[np.ndarray, list[str]]:
     """The hybrid judge's signal features of the matrix items (BM25's corpus statistics from the demo pool)."""
-    examples = {e.id: e for e in datasets.load_data(dataset)[0]}
+    loaded, label_range = datasets.load_data(dataset)
+    examples = {e.id: e for e in loaded}
     pool = [examples[i] for i in pool_ids]
-    hybrid = build(JudgeSpec("hybrid", {}), None).fit(pool)
+    hybrid = build(JudgeSpec("hybrid", {}), BuildContext(demo_pool=pool, label_range=label_range))
     kept = [n for n in hybrid.signals if n not in hybrid.dropped_]
     x, names, _, _ = hybrid.usable_features([examples[i] for i in ids], kept, keep_failing=True)
     return x, names
