@@ -50,7 +50,8 @@ def load_matrix(path: Path) -> dict[str, Any]:
     scores = np.array([[np.nan if v is None else v for v in row[:n]] for row in m["scores"]], dtype=float)
     groups = [str(g) for g in m["items"]["groups"][:n]]
     grouped = len(set(groups)) < n
-    return {"meta": m["meta"], "candidates": m["candidates"], "scores": scores, "gold": np.asarray(m["items"]["labels"][:n], dtype=float),
+    return {"meta": m["meta"], "candidates": m["candidates"], "scores": scores,
+            "gold": np.asarray(m["items"]["labels"][:n], dtype=float),
             "groups": groups if grouped else None, "all_groups": groups, "n": n}
 
 
