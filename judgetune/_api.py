@@ -59,6 +59,20 @@ def _data_file(data: Any, folder: Path, *, write: bool = True) -> str:
     return str(path)
 
 
+@contextlib.contextmanager
+def offline_judge(config: Any) -> Iterator[Any]:
+    """The judge of ``config`` built on a stand-in LM that never connects (its prompts, demos and settings are the
+    judge.json's; nothing is scored): for exports that need the judge's structure, not its model."""
+    from judgetune.lm import load_lm
+
+    stand_in = load_lm("test:deterministic", use_cache=False) if config.lm is not None else None
+    try:
+        yield config.build_judge(stand_in)
+    finally:
+        if stand_in is not None:
+            stand_in.close()
+
+
 def _lm_object(lm: Any) -> tuple[Any, bool]:
     """``(JudgeLM or None, owned)``: a string stays a spec (None); a ``load_lm`` result is used as it is (the
     caller keeps it); a ``dspy.LM`` on an OpenAI-compatible endpoint is loaded here by its model, api_base and own

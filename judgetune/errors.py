@@ -81,3 +81,7 @@ def printable(text: str) -> str:
 
 class PromptTooLongError(ItemError, ValueError):
     """An item's prompt has more tokens than the model's context: that item fails, the rest are judged."""
+
+
+class LMSpecError(JudgetuneError, ValueError):
+    """An LM spec string that names no model judgetune can run (or a model file or build that cannot run here)."""

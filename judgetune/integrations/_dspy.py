@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from judgetune._api import offline_judge
 from judgetune.config import JudgeConfig
 from judgetune.errors import JudgetuneError
-from judgetune.lm import load_lm
 
 __all__ = ["save_dspy_program"]
 
@@ -39,10 +39,6 @@ def save_dspy_program(judge: str | Path, out: str | Path) -> Path:
                              "whole judge; score with `judgetune score` or judgetune.load")
     # the predictors' state needs no model: the judge is built on a stand-in that never connects, so export works
     # offline and no server the judge.json names is contacted
-    stand_in = load_lm("test:deterministic", use_cache=False) if config.lm is not None else None
-    try:
-        config.build_judge(stand_in).save(str(out))
-    finally:
-        if stand_in is not None:
-            stand_in.close()
+    with offline_judge(config) as built:
+        built.save(str(out))
     return out

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from judgetune.errors import LMSpecError
 from judgetune.lm._cache import default_cache_dir
-from judgetune.lm._spec import LMSpecError
 
 __all__ = ["ASSEMBLED_MODELS", "AssembledModel", "assembled_path", "assemble", "models_dir"]
 

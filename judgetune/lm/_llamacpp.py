@@ -12,19 +12,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from judgetune.errors import PromptTooLongError
+from judgetune.errors import LMSpecError, PromptTooLongError
 from judgetune.lm._prefix import common_prefix
-from judgetune.lm._spec import LMSpecError
-
-if TYPE_CHECKING:
-    from judgetune.lm._scoring_context import _ScoringContext
-
-SCORE_BATCH = 512  # tokens per llama_decode of the scoring context (one micro-batch)
-SCORE_SEQUENCES = 4  # sequences in the scoring context: the shared prefix (0) and 3 items beside it
+from judgetune.lm._scoring_context import SCORE_SEQUENCES, _ScoringContext
 
 
 def no_template_message(path: str | Path) -> str:
@@ -239,7 +232,6 @@ class LlamaCppModel:
         """The scoring context's logits rows for ``(tokens, out_from)`` items (see ``_ScoringContext``)."""
         with self._lock:
             if self._scoring is None:
-                from judgetune.lm._scoring_context import _ScoringContext
 
                 self._scoring = _ScoringContext(self)
             scoring = self._scoring

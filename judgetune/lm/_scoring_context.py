@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
-from judgetune.lm._llamacpp import SCORE_BATCH, SCORE_SEQUENCES
 from judgetune.lm._prefix import common_prefix, plan_phases
 
-if TYPE_CHECKING:
-    from judgetune.lm._llamacpp import LlamaCppModel
+SCORE_BATCH = 512  # tokens per llama_decode of the scoring context (one micro-batch)
+SCORE_SEQUENCES = 4  # sequences in the scoring context: the shared prefix (0) and 3 items beside it
 
 # Items decoded side by side run equally many tokens (a shorter one reruns part of its prefix): at most
 # this much padding per item, else it goes to another decode (long items gain little from sharing one)
@@ -43,7 +42,7 @@ class _ScoringContext:
     that differ from any batched pass (see ``LlamaCppModel._eval_from_cache``).
     """
 
-    def __init__(self, owner: LlamaCppModel):
+    def __init__(self, owner: Any):  # the LlamaCppModel whose model this context scores with
         import llama_cpp
         from llama_cpp._internals import LlamaContext
 

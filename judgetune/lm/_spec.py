@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from judgetune.errors import JudgetuneError
+from judgetune.errors import LMSpecError
 from judgetune.lm._endpoints import EndpointError, check_endpoint
 
 KINDS = ("local", "llamacpp", "hf", "openai", "test")
@@ -23,10 +23,6 @@ TEST_MODELS = {"deterministic": 0.0, "slow": 0.1}
 API_KEY_ENV = "OPENAI_API_KEY"
 # OpenAI's reasoning models: no temperature or logprobs, and a token limit sent as max_completion_tokens
 REASONING_NAME = re.compile(r"(?:^|/)(?:o[1-9](?:-|$)|gpt-5)", re.IGNORECASE)
-
-
-class LMSpecError(JudgetuneError, ValueError):
-    """An LM spec string that names no model judgetune can run."""
 
 
 THREADS_ENV = "JUDGETUNE_THREADS"  # CPU threads of an in-process model; 2 when unset

@@ -45,7 +45,7 @@ from judgetune.stats import FOLDS, correlation, filled, nested_gate, spearman_ro
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import default_params, judge_for, settled_params
-from judgetune.tuning._spec import RunSpec
+from judgetune.tuning._spec import MIN_GATE_GROUPS, RunSpec
 from judgetune.tuning._splits import Splits
 
 Reject = Callable[[dict[str, Any]], "str | None"]  # a candidate's row -> why it may not ship, or None
@@ -53,7 +53,6 @@ log = logging.getLogger(__name__)
 ALPHA = 0.05  # the gate's one-sided level: a challenger no better than the default passes at most 5% of its tests
 CONFIDENCE = 1 - 2 * ALPHA  # the gate's two-sided interval (90%): its lower end is the one-sided 95% lower bound
 LEVEL = f"{CONFIDENCE:.0%} interval, one-sided {1 - ALPHA:.0%} lower bound"  # how the record and the CLI name it
-MIN_GATE_GROUPS = 3  # dev questions: fewer, and the gate refuses (a t interval over 2 differences says little)
 MIN_GATE_ITEMS = 20  # dev items without questions: fewer, and the gate refuses
 POWER = 0.8  # units_to_pass: the dev size at which an advantage like the one measured passes this often
 MIN_FOLD_ITEMS = 10  # the nested gate's held-out fold: fewer items in each, and it refuses

@@ -13,6 +13,7 @@ from judgetune.judges import PROTOCOLS
 SAMPLERS = ("tpe", "nsga2", "random")
 PICK_RULES = ("spearman", "mae")
 GATES = ("on", "nested", "off")
+MIN_GATE_GROUPS = 3  # dev questions: fewer, and the gate refuses (a t interval over 2 differences says little)
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a run is the folder runs/NAME
 _RUN_NAME = RUN_NAME
 

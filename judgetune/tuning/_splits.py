@@ -13,7 +13,7 @@ from typing import Any
 from judgetune import datasets
 from judgetune.datasets import Example, limit_by_group, sample_per_group
 from judgetune.judges import apply_protocol, judge_class
-from judgetune.tuning._spec import RunSpec
+from judgetune.tuning._spec import MIN_GATE_GROUPS, RunSpec
 
 log = logging.getLogger(__name__)
 MIN_SELECTION_GROUPS = 5  # fewer questions than this: grouped folds hold out one or two questions at a time
@@ -91,7 +91,6 @@ def _warn_few_questions(spec: RunSpec, selection: list[Example], dev: list[Examp
     (measured: TREC-DL-NF embedding, 56 selection items from 2 questions, test MAE 1.153 vs the
     constant's 0.830; with ``--per-question 6``, 10 questions, 0.778 vs 0.875); and the gate, which
     tests on the dev questions alone, has little power with few of them (none below ``MIN_GATE_GROUPS``)."""
-    from judgetune.tuning._selection import MIN_GATE_GROUPS
 
     keys = datasets.groups_of(selection)
     if keys is None:
