@@ -118,3 +118,44 @@ def test_the_files_scheduled_first_exist():
 
     tests = Path(__file__).parent
     assert [name for name in LONGEST_FILES if not (tests / name).is_file()] == []
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the judgetune modules it imports (lazy imports inside functions too), from the source."""
+    root = Path(__file__).resolve().parents[1] / "judgetune"
+    files = {".".join(f.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): f
+             for f in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                targets = [module, *(f"{module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in files and t != name}
+    return graph
+
+
+def test_no_import_circle_between_modules():
+    """Issue 50: no module reaches, through the modules it imports, back to itself (a package's __init__, which
+    re-exports its modules, aside)."""
+    graph = _module_graph()
+    inits = {m for m in graph if (Path(__file__).resolve().parents[1] / m.replace(".", "/") / "__init__.py").is_file()}
+    circles = set()
+    for start in graph:
+        if start in inits:
+            continue
+        stack = [(start, (start,))]
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph[node] - inits:
+                if nxt == start:
+                    circles.add(tuple(sorted(path)))
+                elif nxt not in path and len(path) < 6:
+                    stack.append((nxt, (*path, nxt)))
+    assert not circles, sorted(circles)
