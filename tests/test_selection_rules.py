@@ -96,3 +96,14 @@ def test_the_nested_gate_finds_a_clearly_better_candidate(groups):
         found += out["passed"] and out["shipped"] == 2
         assert out["folds"] == 5 and len(out["fold_choices"]) == 15
     assert found >= 36  # 90%
+
+
+def test_the_t_interval_is_scipys_and_matches_the_hand_formula():
+    from judgetune.stats import t_interval
+
+    d = np.array([0.3, -0.1, 0.5, 0.2, 0.05, 0.4, np.nan])
+    finite = d[np.isfinite(d)]
+    half = sps.t.ppf(0.95, finite.size - 1) * finite.std(ddof=1) / np.sqrt(finite.size)
+    assert t_interval(0.2, d, 0.90) == pytest.approx([0.2 - half, 0.2 + half], abs=1e-12)
+    assert t_interval(0.2, np.array([0.1]), 0.90) == [None, None]
+    assert t_interval(0.1, np.array([0.1, 0.1, 0.1]), 0.90) == [0.1, 0.1]

@@ -44,12 +44,15 @@ from judgetune.stats._selection_tests import (
     nested_gate,
     one_sided_lower,
     paired_unit_differences,
+    t_interval,
     units_of,
+    units_to_pass,
 )
 
 __all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
            "figures", "nested_gate", "one_sided_lower", "paired_unit_differences",
-           "units_of", "best_accuracy", "bootstrap_interval", "bootstrap_mean_interval", "bracket_accuracy", "bracket_of",
+           "t_interval", "units_of", "units_to_pass", "best_accuracy", "bootstrap_interval", "bootstrap_mean_interval",
+           "bracket_accuracy", "bracket_of",
            "cohen_kappa", "constant_baseline", "correlation", "CORRELATIONS", "default_bracket_edges",
            "DEFAULT_BRACKETS", "evaluate_predictions", "evaluate_with_baselines", "filled", "gain", "gain_parts",
            "grouped_correlation", "GroupedValue", "harmful_gain", "Interval", "interval_of", "mae", "ndcg",

@@ -20,8 +20,8 @@ from judgetune.stats._gain import filled
 from judgetune.stats._metrics import spearman_rows
 
 __all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
-           "figures", "nested_gate", "one_sided_lower", "paired_unit_differences",
-           "units_of"]
+           "figures", "nested_gate", "one_sided_lower", "paired_unit_differences", "t_interval",
+           "units_of", "units_to_pass"]
 
 FOLDS = 5  # the nested gate's folds of the labeled items
 REPEATS = 3  # ... and how many times the folds are drawn anew
@@ -89,6 +89,32 @@ def paired_unit_differences(scores: np.ndarray, gold: np.ndarray, groups: Sequen
     pseudo = n * whole[:, None] - (n - 1) * left
     diff = pseudo[1] - pseudo[0]
     return diff[np.isfinite(diff)]
+
+
+def t_interval(estimate: float, values: np.ndarray, confidence: float) -> list[float | None]:
+    """``estimate`` plus or minus Student's t quantile (scipy's ``t.interval``) times the standard error of the mean of
+    ``values`` (NaN dropped); ``[None, None]`` with fewer than 2 values or an undefined estimate."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size < 2 or not np.isfinite(estimate):
+        return [None, None]
+    low, high = sps.t.interval(confidence, values.size - 1, loc=estimate, scale=values.std(ddof=1) / np.sqrt(values.size))
+    if not np.isfinite(low):  # no spread: the interval is the estimate
+        return [float(estimate), float(estimate)]
+    return [float(low), float(high)]
+
+
+def units_to_pass(advantage: float | None, lower: float | None, units: int, *, alpha: float = 0.05,
+                  power: float = 0.8) -> int | None:
+    """How many units (items, or questions) a one-sided ``alpha`` t test would need to pass this advantage in ``power``
+    of runs, were the advantage and its per-unit spread to stay as measured: the spread is read off the lower bound
+    (``advantage - lower`` is ``t * sd / sqrt(units)``), and ``n = ((z_alpha + z_power) * sd / advantage)^2``. None when
+    the advantage is not above 0 (no number of units would pass it)."""
+    if advantage is None or lower is None or advantage <= 0 or units < 2:
+        return None
+    sd = (advantage - lower) * np.sqrt(units) / sps.t.ppf(1 - alpha, units - 1)
+    z = sps.norm.ppf(1 - alpha) + sps.norm.ppf(power)
+    return int(np.ceil((z * sd / advantage) ** 2))
 
 
 def one_sided_lower(differences: np.ndarray, alpha: float = 0.05) -> dict[str, Any]:

@@ -36,12 +36,10 @@ from typing import Any
 
 import numpy as np
 import optuna
-from scipy.stats import norm
-from scipy.stats import t as student_t
 
 from judgetune.calibration import CALIBRATORS, cross_fitted
 from judgetune.datasets import Example, groups_of
-from judgetune.stats import FOLDS, correlation, filled, nested_gate, spearman_rows
+from judgetune.stats import FOLDS, correlation, filled, nested_gate, spearman_rows, t_interval, units_to_pass
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import default_params, judge_for, settled_params
@@ -196,15 +194,6 @@ def pseudo_values(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray
     return whole, n * whole - (n - 1) * left_out
 
 
-def _t_interval(estimate: float, values: np.ndarray) -> list[float | None]:
-    """``estimate`` plus or minus Student's t quantile times the standard error of the mean of ``values``."""
-    values = values[np.isfinite(values)]
-    if values.size < 2 or not np.isfinite(estimate):
-        return [None, None]
-    half = float(student_t.ppf(1 - (1 - CONFIDENCE) / 2, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size))
-    return [float(estimate - half), float(estimate + half)]
-
-
 def paired_advantages(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray,
                       groups: Sequence[str] | None) -> list[dict[str, Any]]:
     """Each candidate's advantage over candidate 0 (the default) on these items, higher is better (for MAE,
@@ -222,13 +211,13 @@ def paired_advantages(rule: str, scored: Sequence[CandidateScores], gold: np.nda
             diff = unit_values(rule, s, gold, units) - base
             diff = diff[np.isfinite(diff)]
             mean = float(diff.mean()) if diff.size else np.nan
-            out.append({"advantage": _num(mean), "interval": _t_interval(mean, diff), "units": int(diff.size),
+            out.append({"advantage": _num(mean), "interval": t_interval(mean, diff, CONFIDENCE), "units": int(diff.size),
                         "method": "t over questions"})
         return out
     whole, pseudo = pseudo_values(rule, scored, gold)
     for j in range(len(scored)):
         estimate = float(whole[j] - whole[0])
-        out.append({"advantage": _num(estimate), "interval": _t_interval(estimate, pseudo[:, j] - pseudo[:, 0]),
+        out.append({"advantage": _num(estimate), "interval": t_interval(estimate, pseudo[:, j] - pseudo[:, 0], CONFIDENCE),
                     "units": len(gold), "method": "jackknife t over items"})
     return out
 
@@ -268,19 +257,8 @@ def gate(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray, groups:
     lower = win["interval"][0]
     passed = lower is not None and lower > 0 and not worse
     return {**out, "winner_advantage": win["advantage"], "lower_bound": lower, "guard": guard, "passed": passed,
-            "units_to_pass": None if passed or worse else units_to_pass(win["advantage"], lower, units)}
-
-
-def units_to_pass(advantage: float | None, lower: float | None, units: int, *, power: float = POWER) -> int | None:
-    """How many dev units (items, or questions) the gate's test would need to pass this advantage in ``power`` of
-    runs (80%), were the advantage and its per-unit spread to stay as measured: the spread per unit is read off
-    the interval (``advantage - lower`` is ``t * sd / sqrt(units)``), and ``n = ((z_alpha + z_power) * sd /
-    advantage)^2``. None when the advantage is not above 0 (no number of units would pass it)."""
-    if advantage is None or lower is None or advantage <= 0 or units < 2:
-        return None
-    sd = (advantage - lower) * np.sqrt(units) / student_t.ppf(1 - ALPHA, units - 1)
-    z = norm.ppf(1 - ALPHA) + norm.ppf(power)
-    return int(np.ceil((z * sd / advantage) ** 2))
+            "units_to_pass": None if passed or worse else units_to_pass(win["advantage"], lower, units, alpha=ALPHA,
+                                                                        power=POWER)}
 
 
 def _num(value: float) -> float | None:
