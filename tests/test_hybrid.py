@@ -423,3 +423,22 @@ def test_the_likelihood_signal_gets_the_lm_from_the_builder_and_a_frozen_hybrid_
         loaded.build_judge(None)
     again = loaded.build_judge(embedded_lm)
     assert [v.score for v in again.judge_all(test)] == [v.score for v in verdicts]
+
+
+@pytest.mark.model
+def test_a_stacked_hybrid_takes_the_lms_likelihood_beside_the_signals_and_freezes_with_it(data_root, embedded_lm):
+    """Issue 48: ``use_likelihood-reference`` puts the likelihood judge's score in both directions (p(answer |
+    reference), p(reference | answer)) beside the signals; the frozen judge names its LM and scores an item alone
+    exactly as the fitted one did."""
+    import json
+
+    msrpar = [e for e in datasets.load("sts2012-msrpar", root=data_root) if e.meta["split"] == "train"]
+    train, test = msrpar[:24], msrpar[24:28]
+    params = {**{f"use_{n}": n in ("minilm-reference", "overlap") for n in SIGNALS}, "use_likelihood-reference": True}
+    judge = make_judge("hybrid", embedded_lm, train=train, label_range=(0.0, 5.0), params=params)
+    assert judge.signals == ["minilm-reference", "overlap", "likelihood-reference"]
+    verdicts = judge.judge_all(test)
+    assert all(v.parsed and v.detail["features"]["likelihood-reference"] < 0 for v in verdicts)  # mean log-probs
+    config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=(0.0, 5.0))
+    frozen = JudgeConfig.from_dict(json.loads(json.dumps(config.to_dict()))).build_judge(embedded_lm)
+    assert [frozen.judge_all([e])[0].score for e in test] == pytest.approx([v.score for v in verdicts], abs=1e-9)

@@ -90,6 +90,9 @@ _NEEDS = {"question": ("a question", lambda ex: bool(ex.question and ex.question
 LM_SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
     "likelihood-question": ("likelihood", {"instruction": "answer", "k": 0, "direction": "both", "source": "question",
                                            "chat": True}),
+    # the stacked judge's LM feature on reference data: p(answer | reference) and p(reference | answer), averaged
+    "likelihood-reference": ("likelihood", {"instruction": "respond", "k": 0, "direction": "both",
+                                            "source": "reference", "chat": True}),
 }
 ALL_SIGNALS = {**SIGNALS, **LM_SIGNALS}
 
