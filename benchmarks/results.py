@@ -130,6 +130,21 @@ def headline(results_dir: Path) -> str:
                      f"{meta['test_items']}{'' if meta.get('complete') else ' (matrix incomplete)'} | "
                      f"{cell('lm-default')} | {cell('lm')} | {cell('signals')} | {cell('stacked')} | "
                      f"{_ci(const.get('mae'), const.get('mae_ci'))} | {path.stem} |")
+    lines += ["", "Selection rules on the same score matrices (`benchmarks/rules.py`): mean test-Spearman gain of the shipped "
+              "judge over the untuned default per draw of 300 labels [95% interval over draws], the share of draws "
+              "shipping a tuned judge, the share significantly worse than the default, and the ship rate with the "
+              "labels shuffled.", "",
+              "| set | LM (judge) | draws / test items | rule | mean gain | ship | worse | null ship | file |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for path in sorted(results_dir.glob("rules-*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        meta, test = data["meta"], data.get("test_items", {})
+        for rule, r in data["rules"].items():
+            mark = " (default)" if rule == data.get("default_rule") else ""
+            null = "-" if r.get("null_ship_rate") is None else f"{r['null_ship_rate']:.3f}"
+            lines.append(f"| {meta['dataset']} | {meta['lm']} ({meta['judge']}) | {data['draws']} / {test.get('min')} | "
+                         f"{rule}{mark} | {_ci(r['mean_gain'], r.get('mean_gain_ci'))} | {r['ship_rate']:.3f} | "
+                         f"{r['worse_rate']:.3f} | {null} | {path.stem} |")
     lines += ["", "Real `judgetune tune` runs (`benchmarks/tuning_gain.py`): the shipped judge minus the untuned "
               "default on the same test items, paired 95% interval.", "",
               "| set | judge | LM | rule | test items | untuned | shipped | gain [95%] | shipped MAE / constant | file |",
@@ -151,8 +166,11 @@ def render(results_dir: Path) -> str:
 
 
 def render_files(results_dir: Path) -> str:
-    files = sorted(results_dir.glob("*.json"))
+    files = [p for p in sorted(results_dir.glob("*.json")) if not p.name.startswith("matrix-")]
+    matrices = [p for p in sorted(results_dir.glob("matrix-*.json"))]
     sections = [render_file(p) for p in files] or ["No result files yet.\n"]
+    if matrices:  # raw scores, read by rules.py and stacking.py: named here, not dumped
+        sections.append("## Score matrices\n\n" + "\n".join(f"- `{p.name}`" for p in matrices) + "\n")
     return "# Every result file\n\nGenerated with RESULTS.md (see there).\n\n" + "\n".join(sections)
 
 
