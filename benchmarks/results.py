@@ -130,7 +130,8 @@ def headline(results_dir: Path) -> str:
                      f"{meta['test_items']}{'' if meta.get('complete') else ' (matrix incomplete)'} | "
                      f"{cell('lm-default')} | {cell('lm')} | {cell('signals')} | {cell('stacked')} | "
                      f"{_ci(const.get('mae'), const.get('mae_ci'))} | {path.stem} |")
-    lines += ["", "Selection rules on the same score matrices (`benchmarks/rules.py`): mean test-Spearman gain of the shipped "
+    lines += ["", "Selection rules on the same score matrices (`benchmarks/rules.py`): mean test-Spearman gain of the "
+              "shipped "
               "judge over the untuned default per draw of 300 labels [95% interval over draws], the share of draws "
               "shipping a tuned judge, the share significantly worse than the default, and the ship rate with the "
               "labels shuffled.", "",
