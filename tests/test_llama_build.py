@@ -64,7 +64,7 @@ def test_an_amx_build_is_refused_on_an_amx_cpu_with_the_command_that_rebuilds_it
     cpuinfo.write_text("flags : amx_tile amx_int8\n")
     from judgetune.lm._llamacpp import LlamaCppModel
 
-    with pytest.raises(LMSpecError, match="built with llama.cpp's AMX kernels"):
+    with pytest.raises(LMSpecError, match="built with llama.cpp's AMX paths"):
         LlamaCppModel(tmp_path / "never-read.gguf")
 
 

@@ -97,7 +97,7 @@ def amx_problem(*, any_cpu: bool = False) -> str | None:
         return None
     if not any_cpu and "amx_tile" not in cpu_flags():
         return None  # the AMX kernels are never entered on a CPU without AMX
-    return ("the installed llama-cpp-python was built with llama.cpp's AMX kernels, which die with an illegal "
+    return ("the installed llama-cpp-python was built with llama.cpp's AMX paths (AMX_INT8), which die with an illegal "
             "instruction on CPUs with AMX (pip builds it natively; see docs/lms.md); rebuild it without them: "
             + rebuild_command())
 
