@@ -98,9 +98,10 @@ def t_interval(estimate: float, values: np.ndarray, confidence: float) -> list[f
     values = values[np.isfinite(values)]
     if values.size < 2 or not np.isfinite(estimate):
         return [None, None]
-    low, high = sps.t.interval(confidence, values.size - 1, loc=estimate, scale=values.std(ddof=1) / np.sqrt(values.size))
-    if not np.isfinite(low):  # no spread: the interval is the estimate
+    scale = values.std(ddof=1) / np.sqrt(values.size)
+    if scale == 0:  # no spread: the interval is the estimate
         return [float(estimate), float(estimate)]
+    low, high = sps.t.interval(confidence, values.size - 1, loc=estimate, scale=scale)
     return [float(low), float(high)]
 
 
