@@ -20,7 +20,7 @@ from judgetune.stats._gain import filled
 from judgetune.stats._metrics import spearman_rows
 
 __all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
-           "figures", "nested_gate", "one_sided_lower", "paired_unit_differences", "t_interval",
+           "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_unit_differences", "t_interval",
            "units_of", "units_to_pass"]
 
 FOLDS = 5  # the nested gate's folds of the labeled items
@@ -81,14 +81,28 @@ def paired_unit_differences(scores: np.ndarray, gold: np.ndarray, groups: Sequen
             diffs.append(rho[1] - rho[0])
         diffs = np.asarray(diffs, dtype=float)
         return diffs[np.isfinite(diffs)]
-    n = len(gold)
-    keep = ~np.eye(n, dtype=bool)
-    left_gold = np.stack([gold[k] for k in keep])  # (n, n - 1)
-    left = np.stack([spearman_rows(np.stack([full[c][k] for k in keep]), left_gold) for c in (0, 1)])  # (2, n)
-    whole = spearman_rows(full, np.broadcast_to(gold, full.shape))
-    pseudo = n * whole[:, None] - (n - 1) * left
-    diff = pseudo[1] - pseudo[0]
+    _, pseudo = jackknife_spearman(full, gold)
+    diff = pseudo[:, 1] - pseudo[:, 0]
     return diff[np.isfinite(diff)]
+
+
+def _rank_correlations(gold: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Spearman of ``gold`` (shape ``(..., n)``) with each candidate's ``scores`` (shape ``(..., C, n)``), shape
+    ``(..., C)``, by ``spearman_rows`` (NaN where either is constant)."""
+    gold = np.broadcast_to(gold[..., None, :], scores.shape)
+    return spearman_rows(scores.reshape(-1, scores.shape[-1]), gold.reshape(-1, scores.shape[-1])).reshape(
+        scores.shape[:-1])
+
+
+def jackknife_spearman(scores: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each candidate's Spearman on all items, shape ``(C,)``, and its jackknife pseudo-values, shape ``(n, C)``:
+    ``n * whole - (n - 1) * without item i``; ``scores`` (C, n) with failures already filled."""
+    scores, gold = np.asarray(scores, dtype=float), np.asarray(gold, dtype=float)
+    n = len(gold)
+    keep = ~np.eye(n, dtype=bool)  # row i: every item but i
+    left_out = _rank_correlations(np.stack([gold[k] for k in keep]), np.stack([scores[:, k] for k in keep]))  # (n, C)
+    whole = _rank_correlations(gold, scores)
+    return whole, n * whole - (n - 1) * left_out
 
 
 def t_interval(estimate: float, values: np.ndarray, confidence: float) -> list[float | None]:

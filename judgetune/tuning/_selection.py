@@ -39,7 +39,7 @@ import optuna
 
 from judgetune.calibration import CALIBRATORS, cross_fitted
 from judgetune.datasets import Example, groups_of
-from judgetune.stats import FOLDS, correlation, filled, nested_gate, spearman_rows, t_interval, units_to_pass
+from judgetune.stats import FOLDS, correlation, filled, jackknife_spearman, nested_gate, t_interval, units_of, units_to_pass
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import default_params, judge_for, settled_params
@@ -109,7 +109,7 @@ def spearman_figure(raw: np.ndarray, gold: np.ndarray, groups: Sequence[str] | N
     full = filled(raw)
     if groups is None:
         return correlation(full, gold)
-    values = [correlation(full[idx], gold[idx]) for idx in _units(groups, len(gold))]
+    values = [correlation(full[idx], gold[idx]) for idx in units_of(groups, len(gold))]
     values = [v for v in values if v is not None]
     return float(np.mean(values)) if values else None
 
@@ -154,28 +154,12 @@ def rejection(row: dict[str, Any], reject: Reject | None = None) -> str | None:
     return reject(row) if reject is not None else None
 
 
-def _units(groups: Sequence[str] | None, n: int) -> list[np.ndarray]:
-    """Item indices of each resampling unit: a group, or one item when there are no groups."""
-    if groups is None:
-        return [np.array([i]) for i in range(n)]
-    keys = np.asarray([str(g) for g in groups])
-    return [np.flatnonzero(keys == k) for k in dict.fromkeys(keys.tolist())]
-
-
 def unit_values(rule: str, scored: CandidateScores, gold: np.ndarray, units: Sequence[np.ndarray]) -> np.ndarray:
     """The rule's objective (higher is better) of one candidate on each unit (question); NaN where undefined."""
     if rule == "mae":
         return np.array([-np.mean(np.abs(scored.pred[u] - gold[u])) for u in units])
     raw = filled(scored.raw)
     return np.array([np.nan if (v := correlation(raw[u], gold[u])) is None else v for u in units])
-
-
-def _rank_correlations(gold: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Spearman of ``gold`` (shape ``(..., n)``) with each candidate's ``scores`` (shape ``(..., C, n)``), shape
-    ``(..., C)``, by ``judgetune.stats.spearman_rows`` (NaN where either is constant)."""
-    gold = np.broadcast_to(gold[..., None, :], scores.shape)
-    return spearman_rows(scores.reshape(-1, scores.shape[-1]), gold.reshape(-1, scores.shape[-1])).reshape(
-        scores.shape[:-1])
 
 
 def pseudo_values(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -185,13 +169,7 @@ def pseudo_values(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray
     if rule == "mae":
         errors = np.column_stack([np.abs(c.pred - gold) for c in scored])  # (n, C)
         return -errors.mean(axis=0), -errors
-    scores = np.stack([filled(c.raw) for c in scored])  # (C, n)
-    n = len(gold)
-    keep = ~np.eye(n, dtype=bool)  # row i: every item but i
-    left_out = _rank_correlations(np.stack([gold[k] for k in keep]),
-                                  np.stack([scores[:, k] for k in keep]))  # (n, C)
-    whole = _rank_correlations(gold, scores)
-    return whole, n * whole - (n - 1) * left_out
+    return jackknife_spearman(np.stack([filled(c.raw) for c in scored]), gold)
 
 
 def paired_advantages(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray,
@@ -205,7 +183,7 @@ def paired_advantages(rule: str, scored: Sequence[CandidateScores], gold: np.nda
     items' jackknife pseudo-values of the difference (for MAE, the items' error differences: a paired t)."""
     out = []
     if groups is not None:
-        units = _units(groups, len(gold))
+        units = units_of(groups, len(gold))
         base = unit_values(rule, scored[0], gold, units)
         for s in scored:
             diff = unit_values(rule, s, gold, units) - base
@@ -229,7 +207,7 @@ def gate(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray, groups:
     above 0 and its other objective's interval is not wholly below 0. Returns the figures, ``passed``,
     ``refused`` (why no test could be made, or None) and each challenger's paired advantage and interval
     (descriptive)."""
-    units = len(_units(groups, len(gold)))
+    units = len(units_of(groups, len(gold)))
     out: dict[str, Any] = {"items": len(gold), "groups": units if groups else None, "challengers": len(challengers),
                            "confidence": CONFIDENCE, "alpha": ALPHA, "level": LEVEL, "winner": winner,
                            "advantage": {}, "interval": {},
@@ -336,7 +314,7 @@ def nested_test(scored: Sequence[CandidateScores], gold: np.ndarray, groups: Seq
     gate's record) keeps its per-challenger dev figures, which are descriptive here."""
     raw = np.stack([c.raw for c in scored])
     allowed = [0, *challengers]
-    units = len(_units(groups, len(gold)))
+    units = len(units_of(groups, len(gold)))
     least = FOLDS if groups else MIN_FOLD_ITEMS * FOLDS  # a question, or 10 items, in every held-out fold
     result = nested_gate(raw, gold, groups, allowed=allowed, seed=seed, alpha=ALPHA)
     winner = result["chosen"] or None
