@@ -26,7 +26,7 @@ from judgetune.errors import JudgetuneError, redact
 from judgetune.judges import Verdict
 
 __all__ = ["COLUMNS", "OUT_FORMATS", "PartFile", "completed", "done_marker", "encode_row", "identity_of", "item_digest",
-           "out_format", "output_row"]
+           "out_format", "output_row", "part_folder"]
 
 OUT_FORMATS = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 COLUMNS = ("id", "score", "raw_score", "parsed", "human", "distribution", "failure", "degraded")
@@ -64,7 +64,7 @@ class PartFile:
 
     def __init__(self, out: str | Path, identity: dict[str, Any]):
         self.out = Path(out)
-        self.folder = self.out.with_name(self.out.name + ".part")
+        self.folder = part_folder(self.out)
         self.rows_path = self.folder / "rows.jsonl"
         self.identity = {"version": PART_VERSION, **identity}
         self._handle: Any = None
@@ -206,6 +206,11 @@ class PartFile:
             done = {k: v for k, v in self.identity.items() if k != "state"}
             write_text(done_marker(self.out), json.dumps({**done, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}))
         shutil.rmtree(self.folder)
+
+
+def part_folder(out: Path) -> Path:
+    """Where a run in progress on ``out`` keeps its rows and state (``OUT.part``)."""
+    return out.with_name(out.name + ".part")
 
 
 def done_marker(out: Path) -> Path:

@@ -23,7 +23,7 @@ from judgetune import datasets
 from judgetune._files import OutputLock, remove_stale_temps, sha256_of
 from judgetune.datasets import Example
 from judgetune.errors import DataValidationError, JudgetuneError
-from judgetune.scoring._output import PartFile, completed, done_marker, identity_of, item_digest, output_row
+from judgetune.scoring._output import PartFile, completed, done_marker, identity_of, item_digest, output_row, part_folder
 
 __all__ = ["ScoreRun", "file_source", "finished_before", "score_stream", "validate_file", "write_scored"]
 
@@ -290,7 +290,7 @@ def finished_before(out: Path, config: Any, source: dict[str, Any]) -> bool:
     """Whether ``out`` already holds the finished scores of this judge and input (a re-run has nothing to do); a part
     folder left by a run killed after its output was complete is removed."""
     done = out.exists() and completed(out, identity_of(config.to_dict(), source, out))
-    part = out.with_name(out.name + ".part")
+    part = part_folder(out)
     if done and part.is_dir():
         with OutputLock(out, what="another judgetune score"):
             shutil.rmtree(part, ignore_errors=True)
