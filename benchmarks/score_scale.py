@@ -109,6 +109,17 @@ def score_command(judge: Path, data: Path, out: Path, engine: str, workers: int)
     return command + (["--engine", "ray", "--workers", str(workers)] if engine == "ray" else [])
 
 
+def cores_used(judge: str, engine: str, workers: int) -> int:
+    """The cores a run keeps busy: an LM judge's llama.cpp threads in-process; on Ray, its actors times the threads
+    each reserves (``ray_engine.actor_threads``); one per actor or process for any other judge."""
+    from judgetune.lm import embedded_threads
+
+    threads = embedded_threads() if judge == "likelihood" else 1
+    if engine != "ray":
+        return threads
+    return workers * (min(threads, max(1, (os.cpu_count() or 1) // workers)) if judge == "likelihood" else 1)
+
+
 def resume_cost(judge: Path, data: Path, rows: int, folder: Path, kill_at: float) -> dict:
     """Kill a run when ``kill_at`` of its rows are written, re-run it, and check the output against the input."""
     out = folder / "resumed.jsonl"
@@ -171,7 +182,8 @@ def main() -> None:
             row = {"rows": size, "judge": args.judge, "engine": engine, "rows_per_s": round(size / seconds, 1),
                    "peak_rss_mb": sorted(r["peak_rss_mb"] for r in runs)[len(runs) // 2],
                    "seconds": round(seconds, 1), "runs": len(runs),
-                   "cores": args.ray_workers if engine == "ray" else 1}
+                   "cores": cores_used(args.judge, engine, args.ray_workers)}
+            row["rows_per_core_s"] = round(row["rows_per_s"] / row["cores"], 2)
             out = folder / f"out-{engine}.jsonl"
             if engine == "local" and args.kill_at > 0:
                 row.update(resume_cost(judge, data, size, folder, args.kill_at))

@@ -58,8 +58,12 @@ class LlamaCppModel:
             raise LMSpecError(problem)
         self.path = Path(path)
         self.n_ctx = n_ctx
-        self._llm = Llama(str(self.path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
-                          logits_all=False, seed=seed, verbose=False)
+        try:
+            self._llm = Llama(str(self.path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                              logits_all=False, seed=seed, verbose=False)
+        except ValueError:  # llama.cpp says only "Failed to load model from file"
+            raise LMSpecError(f"{self.path}: llama.cpp could not load this file as a model (not a GGUF model, "
+                              "truncated or damaged); download it again") from None
         template = self._llm.metadata.get("tokenizer.chat_template")
         if not template:
             self._llm.close()

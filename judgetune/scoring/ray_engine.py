@@ -1,19 +1,22 @@
 """``judgetune score --engine ray``: the same scoring on a Ray cluster (``pip install 'judgetune[ray]'``).
 
-The driver validates the data file once (as in-process scoring does) and cuts it into chunks, each
-named by where it starts (a byte offset in JSONL, a row in Parquet). A Ray Dataset of those chunks goes
-through ``map_batches`` with :class:`ChunkScorer`, an actor class: each actor loads the frozen judge once
-and, per chunk, reads its rows from the file with judgetune's own reader (the same ids and checks as
-in-process) and scores them. The driver takes the scored chunks in input order and appends them to the
-output exactly as in-process scoring does, so the output, its resume after a kill and the one-writer
-lock are the same. On several nodes the data file and the judge.json must be readable at the same
-path on every node (a shared filesystem).
+The driver loads the judge.json once, checks that its LM loads (as in-process scoring does, before any
+work), validates the data file once and cuts it into chunks, each named by where it starts (a byte offset in
+JSONL, a row in Parquet). A Ray Dataset of those chunks goes through ``map_batches`` with
+:class:`ChunkScorer`, an actor class: each actor builds the judge from the driver's copy of the config (a
+judge.json edited after the run started changes nothing) and, per chunk, reads its rows from the file with
+judgetune's own checks and scores them. The driver takes the scored chunks in input order and appends them
+to the output exactly as in-process scoring does, so the output, its identity, its resume after a kill and the
+one-writer lock are the same. On several nodes the data file must be readable at the same path on every node
+(a shared filesystem), and each node's environment gives the actors there their key and trust settings.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -26,9 +29,9 @@ from judgetune.datasets import Example, example_from_record, parse_json
 from judgetune.errors import JudgetuneError
 from judgetune.scoring._output import encode_row, output_row
 from judgetune.scoring._protocol import load_config_lm
-from judgetune.scoring._run import ScoreRun, _Meter, file_source, open_part, validate_file
+from judgetune.scoring._run import ScoreRun, _Meter, _skip_written, _tally, _validated_rows, file_source, open_part
 
-__all__ = ["ChunkScorer", "chunk_plan", "score_on_ray"]
+__all__ = ["ChunkScorer", "actor_threads", "chunk_plan", "score_on_ray"]
 
 
 def _ray() -> Any:
@@ -39,31 +42,58 @@ def _ray() -> Any:
     return ray
 
 
-def chunk_plan(path: str | Path, kind: str, first_row: int, chunk_size: int,
-               fields: dict[str, str] | None, label: str | None) -> list[dict[str, Any]]:
-    """Chunks of the rows from ``first_row`` (0-based) on: ``{"index", "start", "line", "rows"}`` where ``start``
-    is the byte offset of the chunk's first line (JSONL) or its row number (Parquet) and ``line`` its line."""
-    starts, count = [], 0
-    for position, (line, _) in enumerate(datasets.iter_examples(path, [], fields=fields, label=label)):
-        if position >= first_row and (position - first_row) % chunk_size == 0:
-            starts.append(line)
-        count = position + 1
-    sizes = [min(chunk_size, count - first_row - i * chunk_size) for i in range(len(starts))]
+def chunk_plan(path: str | Path, kind: str, first_row: int, rows: int, chunk_size: int) -> list[dict[str, Any]]:
+    """Chunks of the ``rows`` rows of a validated file from ``first_row`` (0-based) on: ``{"index", "start",
+    "line", "rows"}`` where ``start`` is the byte offset of the chunk's first line (JSONL) or its row number
+    (Parquet) and ``line`` its line. One pass over a JSONL file's bytes; none over a Parquet file."""
+    firsts = list(range(first_row, rows, chunk_size))
+    sizes = [min(chunk_size, rows - first) for first in firsts]
     if kind == "parquet":
-        return [{"index": i, "start": line - 1, "line": line, "rows": n}
-                for i, (line, n) in enumerate(zip(starts, sizes))]
-    offsets, wanted, offset = {}, set(starts), 0
-    with open(path, "rb") as handle:
+        return [{"index": i, "start": first, "line": first + 1, "rows": n}
+                for i, (first, n) in enumerate(zip(firsts, sizes))]
+    wanted, found, position, offset = set(firsts), {}, 0, 0
+    with open(path, "rb") as handle:  # every non-blank line of a validated JSONL file is a row
         for number, raw in enumerate(handle, 1):
-            if number in wanted:
-                offsets[number] = offset
+            if raw.decode("utf-8", errors="replace").strip():
+                if position in wanted:
+                    found[position] = (offset, number)
+                position += 1
             offset += len(raw)
-    return [{"index": i, "start": offsets[line], "line": line, "rows": n} for i, (line, n) in enumerate(zip(starts, sizes))]
+    return [{"index": i, "start": found[first][0], "line": found[first][1], "rows": n}
+            for i, (first, n) in enumerate(zip(firsts, sizes))]
 
 
-def _read_chunk(path: str, kind: str, chunk: dict[str, Any], fields: dict[str, str] | None,
-                label: str | None) -> list[Example]:
-    """The ``chunk["rows"]`` valid rows of a chunk, read from where it starts (the file was validated)."""
+class _ParquetSlices:
+    """Rows of a Parquet file by position, each row group decoded once and kept while chunks read from it
+    (a chunk converts only its own rows to Python: reading is linear in the file, not in chunks x group)."""
+
+    def __init__(self, path: str):
+        self.file = datasets.parquet_module().ParquetFile(path)
+        sizes = [self.file.metadata.row_group(g).num_rows for g in range(self.file.num_row_groups)]
+        self.firsts = [sum(sizes[:g]) for g in range(len(sizes))]
+        self.sizes = sizes
+        self._group: tuple[int, Any] | None = None
+
+    def rows(self, start: int, count: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(row number, row)`` of ``count`` rows from ``start`` (0-based)."""
+        position, end = start, start + count
+        for group, (first, size) in enumerate(zip(self.firsts, self.sizes)):
+            if position >= end:
+                return
+            if first + size <= position:
+                continue
+            if self._group is None or self._group[0] != group:
+                self._group = (group, self.file.read_row_group(group))
+            table = self._group[1]
+            piece = table.slice(position - first, min(end, first + size) - position)
+            for offset, row in enumerate(piece.to_pylist()):
+                yield position + offset, row
+            position = min(end, first + size)
+
+
+def _read_chunk(path: str, kind: str, chunk: dict[str, Any], fields: dict[str, str] | None, label: str | None,
+                parquet: _ParquetSlices | None = None) -> list[Example]:
+    """The ``chunk["rows"]`` rows of a chunk, read from where it starts (the file was validated)."""
     mapping = datasets.FieldMap(fields or {}, label)
     names, stem, problems, out = mapping.names(), Path(path).stem, [], []
 
@@ -76,16 +106,8 @@ def _read_chunk(path: str, kind: str, chunk: dict[str, Any], fields: dict[str, s
             out.append(example)
 
     if kind == "parquet":
-        pq = datasets.parquet_module()
-        handle = pq.ParquetFile(path)
-        start, first = chunk["start"], 0
-        for group in range(handle.num_row_groups):
-            count = handle.metadata.row_group(group).num_rows
-            if first + count > start and len(out) < chunk["rows"]:
-                for offset, row in enumerate(handle.read_row_group(group).to_pylist()):
-                    if first + offset >= start and len(out) < chunk["rows"]:
-                        add(first + offset + 1, {str(k): v for k, v in row.items() if v is not None})
-            first += count
+        for number, row in (parquet or _ParquetSlices(path)).rows(chunk["start"], chunk["rows"]):
+            add(number + 1, {str(k): v for k, v in row.items() if v is not None})
     else:
         with open(path, "rb") as handle:
             handle.seek(chunk["start"])
@@ -95,7 +117,7 @@ def _read_chunk(path: str, kind: str, chunk: dict[str, Any], fields: dict[str, s
                 text = raw.decode("utf-8-sig" if line == 1 else "utf-8")
                 if not text.strip():
                     continue
-                value, problem = parse_json(text, where=path, line=line, what="a JSON object")
+                value, problem = parse_json(text.rstrip("\r\n"), where=path, line=line, what="a JSON object")
                 if problem or not isinstance(value, dict):
                     problems.append(problem or f"{path}:{line}: row: expected a JSON object")
                     continue
@@ -106,35 +128,52 @@ def _read_chunk(path: str, kind: str, chunk: dict[str, Any], fields: dict[str, s
 
 
 class ChunkScorer:
-    """Ray Data actor: the frozen judge loaded once per actor; each batch of chunk descriptors read and scored."""
+    """Ray Data actor: the judge built once per actor from the driver's config; each batch of chunk
+    descriptors read and scored. ``server`` holds the LM's options (``n_threads`` for an in-process model)."""
 
-    def __init__(self, config_path: str, data: str, kind: str, fields: dict[str, str] | None, label: str | None,
-                 timeout: float, server: dict[str, Any]):
-        self.config = JudgeConfig.load(config_path)
-        self.lm = load_config_lm(self.config, timeout=timeout, **server)
+    def __init__(self, config: dict[str, Any], where: str, data: str, kind: str, fields: dict[str, str] | None,
+                 label: str | None, timeout: float, server: dict[str, Any]):
+        self.config = JudgeConfig.from_dict(config, where=where)
+        self.lm = load_config_lm(self.config, timeout=timeout, where=where, **server)
         self.judge = self.config.build_judge(self.lm)
         self.data, self.kind, self.fields, self.label = data, kind, fields, label
+        self.parquet = _ParquetSlices(data) if kind == "parquet" else None
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        indexes, payloads, failed, tokens = [], [], [], []
+        indexes, payloads, counts, tokens = [], [], [], []
         for i in range(len(batch["index"])):
             chunk = {key: _plain(batch[key][i]) for key in ("index", "start", "line", "rows")}
-            examples = _read_chunk(self.data, self.kind, chunk, self.fields, self.label)
+            examples = _read_chunk(self.data, self.kind, chunk, self.fields, self.label, self.parquet)
             before = dict(getattr(getattr(self.lm, "client", None), "usage", {}) or {})
             verdicts = self.judge.judge_all(examples)
             scores = self.config.calibrated(verdicts, self.judge, examples)
             rows = [output_row(e, v, s) for e, v, s in zip(examples, verdicts, scores)]
             after = dict(getattr(getattr(self.lm, "client", None), "usage", {}) or {})
+            tally = ScoreRun(Path(self.data))
+            _tally(tally, verdicts, scores)
             indexes.append(chunk["index"])
             payloads.append(b"".join(encode_row(r) for r in rows))
-            failed.append(json.dumps([r.get("failure") for r in rows if r["score"] is None][:1] +
-                                     [sum(r["score"] is None for r in rows)]))
+            counts.append(json.dumps({"failed": tally.failed, "first_failure": tally.first_failure,
+                                      "degraded": tally.degraded, "first_degraded": tally.first_degraded}))
             tokens.append(json.dumps({k: int(after.get(k, 0)) - int(before.get(k, 0)) for k in after}))
-        return {"index": indexes, "rows": payloads, "failed": failed, "tokens": tokens}
+        return {"index": indexes, "rows": payloads, "counts": counts, "tokens": tokens}
 
 
 def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
+
+
+def actor_threads(lm: Any, workers: int, address: str | None) -> int:
+    """CPUs each actor reserves and runs on: an in-process model's threads (``$JUDGETUNE_THREADS``, else 2; on
+    a local cluster no more than this machine's cores shared by the workers), 1 for any other judge."""
+    if lm is None or getattr(lm, "client", None) is not None:
+        return 1
+    from judgetune.lm import embedded_threads
+
+    threads = embedded_threads()
+    if address is None:
+        threads = min(threads, max(1, (os.cpu_count() or 1) // workers))
+    return threads
 
 
 def score_on_ray(config_path: str | Path, data: str | Path, out: str | Path, *, fields: dict[str, str] | None = None,
@@ -142,10 +181,11 @@ def score_on_ray(config_path: str | Path, data: str | Path, out: str | Path, *, 
                  workers: int = 2, timeout: float = 60.0, server: dict[str, Any] | None = None,
                  progress: bool = False) -> ScoreRun:
     """Score a JSONL or Parquet file with a frozen judge on Ray into ``out``: the same output as in-process
-    scoring, resumed the same way. ``address``: a running cluster (None: a local one with ``workers`` CPUs).
+    scoring, resumed the same way. ``address``: a running cluster (None: a local one with ``workers`` actors).
 
     Raises:
-        JudgetuneError: Ray missing, a CSV/TSV input, or as in-process scoring (lock, existing out, another run).
+        JudgetuneError: Ray missing, a CSV/TSV input, an LM that does not load, or as in-process scoring (lock,
+            existing out, another run).
     """
     ray = _ray()
     out, start = Path(out), time.monotonic()
@@ -154,44 +194,61 @@ def score_on_ray(config_path: str | Path, data: str | Path, out: str | Path, *, 
         raise JudgetuneError(f"--engine ray: {data}: expected a .jsonl or .parquet file (a chunk of CSV cannot be "
                              "found by its offset); convert it, or score it in-process")
     config = JudgeConfig.load(config_path)
-    source = file_source(data, fields=fields, label=label)
-    run = ScoreRun(out)
-    with open_part(out, config, source, run, force=force) as part:
-        state = part.state
-        if state.get("validated") != source["sha256"]:
-            state["rows"] = validate_file(data, fields=fields, label=label)
-            state["validated"] = source["sha256"]
-            part.save_state(state)
-        run.total = state["rows"]
-        ids = part.ids()
-        for _, (_, example) in zip(range(run.resumed), datasets.iter_examples(data, [], fields=fields, label=label)):
-            if next(ids) != example.id:
-                raise JudgetuneError(f"--out {out}: the rows written differ from the input's; pass --force to "
-                                     "start over")
-        plan = chunk_plan(data, kind, run.resumed, chunk_size, fields, label)
-        usage = dict(state.get("usage") or {})
-        if plan:
-            for chunk_rows, failed, spent in _ray_chunks(ray, plan, str(Path(config_path).resolve()),
+    server = dict(server or {})
+    where = str(server.pop("where", config_path))
+    lm = load_config_lm(config, timeout=timeout, where=where, **server)  # fails here, in one line, as in-process
+    try:  # the driver's LM names the run's identity (as in-process) and is closed before the actors start
+        threads = actor_threads(lm, workers, address)
+        in_process_model = lm is not None and getattr(lm, "client", None) is None
+        source = file_source(data, fields=fields, label=label)
+        run = ScoreRun(out)
+        with open_part(out, config, source, run, force=force, lm=lm) as part:
+            lm = _closed(lm)
+            run.total = _validated_rows(part, source, run)
+            state = part.state
+            if run.resumed:  # the rows written must be the input's first rows
+                rest = _skip_written(iter(example for _, example in datasets.iter_examples(
+                    data, [], fields=fields, label=label)), part, run.resumed)
+                next(rest, None)
+            plan = chunk_plan(data, kind, run.resumed, run.total, chunk_size)
+            usage = dict(state.get("usage") or {})
+            if in_process_model:
+                server["n_threads"] = threads
+            for chunk_rows, counts, spent in _ray_chunks(ray, plan, config.to_dict(), where,
                                                          str(Path(data).resolve()), kind, fields, label, address,
-                                                         workers, timeout, server or {}, run, progress):
+                                                         workers, threads, timeout, server, run, progress):
+                usage = {k: int(usage.get(k, 0)) + int(spent.get(k, 0)) for k in {*usage, *spent}}
+                if any(spent.values()):
+                    state["usage"] = usage
+                    part.save_state(state)
                 part.append_bytes(chunk_rows)
                 run.scored += chunk_rows.count(b"\n")
-                run.failed += failed[-1]
-                run.first_failure = run.first_failure or (failed[0] if len(failed) > 1 else None)
-                usage = {k: int(usage.get(k, 0)) + int(spent.get(k, 0)) for k in {*usage, *spent}}
-                state["usage"] = usage
-                part.save_state(state)
-        run.rows = run.resumed + run.scored
-        run.usage = {k: v for k, v in usage.items() if v}
-        part.finish(chunk_size=chunk_size)
+                run.failed += counts["failed"]
+                run.first_failure = run.first_failure or counts["first_failure"]
+                run.degraded += counts["degraded"]
+                run.first_degraded = run.first_degraded or counts["first_degraded"]
+            run.rows = run.resumed + run.scored
+            run.usage = {k: v for k, v in usage.items() if v}
+            part.finish(chunk_size=chunk_size)
+    finally:
+        _closed(lm)
     run.seconds = time.monotonic() - start
     return run
 
 
-def _ray_chunks(ray: Any, plan: list[dict[str, Any]], config_path: str, data: str, kind: str,
-                fields: dict[str, str] | None, label: str | None, address: str | None, workers: int, timeout: float,
-                server: dict[str, Any], run: ScoreRun, progress: bool) -> Iterator[tuple[bytes, list, dict]]:
-    """Scored chunks from the cluster, in input order."""
+def _closed(lm: Any) -> None:
+    if lm is not None:
+        lm.close()
+
+
+def _ray_chunks(ray: Any, plan: list[dict[str, Any]], config: dict[str, Any], where: str, data: str, kind: str,
+                fields: dict[str, str] | None, label: str | None, address: str | None, workers: int, threads: int,
+                timeout: float, server: dict[str, Any], run: ScoreRun,
+                progress: bool) -> Iterator[tuple[bytes, dict[str, Any], dict[str, int]]]:
+    """Scored chunks from the cluster, in input order. A local cluster is shut down when the run ends, however it
+    ends (SIGTERM included); an actor's failure becomes one line."""
+    if not plan:
+        return
     started = False
     if not ray.is_initialized():
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
@@ -200,26 +257,54 @@ def _ray_chunks(ray: Any, plan: list[dict[str, Any]], config_path: str, data: st
         if address:
             ray.init(address=address, **options)
         else:
-            ray.init(num_cpus=workers, **options)
+            ray.init(num_cpus=workers * threads, **options)
         started = True
+    previous = _terminate_as_exit() if started else None
     try:
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True
         context.enable_progress_bars = False
         dataset = ray.data.from_items(plan, override_num_blocks=min(len(plan), max(1, workers * 4)))
-        scored = dataset.map_batches(ChunkScorer, batch_size=1, concurrency=workers, num_cpus=1,
-                                     fn_constructor_kwargs={"config_path": config_path, "data": data, "kind": kind,
-                                                            "fields": fields, "label": label, "timeout": timeout,
-                                                            "server": server})
+        scored = dataset.map_batches(ChunkScorer, batch_size=1, concurrency=workers, num_cpus=threads,
+                                     fn_constructor_kwargs={"config": config, "where": where, "data": data,
+                                                            "kind": kind, "fields": fields, "label": label,
+                                                            "timeout": timeout, "server": server})
         with _Meter(run.total, run.resumed, enabled=progress, stream=sys.stderr) as meter:
             expected = 0
-            for row in scored.iter_rows():
+            for row in _actor_errors_as_one_line(scored.iter_rows()):
                 if int(row["index"]) != expected:
                     raise JudgetuneError(f"ray: chunk {row['index']} arrived where chunk {expected} was due")
                 expected += 1
                 payload = bytes(row["rows"])
                 meter.update(payload.count(b"\n"))
-                yield payload, json.loads(row["failed"]), json.loads(row["tokens"])
+                yield payload, json.loads(row["counts"]), json.loads(row["tokens"])
     finally:
         if started:
             ray.shutdown()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _actor_errors_as_one_line(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Ray wraps an actor's exception in its own, with the remote traceback: a judgetune error (an LM that a
+    worker cannot load, a file changed mid-run) is raised again as itself, one line."""
+    try:
+        yield from rows
+    except JudgetuneError:
+        raise
+    except Exception as err:  # noqa: BLE001  (Ray's wrappers have no common public base to catch)
+        cause = err
+        while cause is not None and not isinstance(cause, JudgetuneError):
+            cause = getattr(cause, "cause", None) or cause.__cause__
+        if cause is None:
+            raise
+        raise JudgetuneError(f"ray worker: {str(cause).splitlines()[0]}") from None
+
+
+def _terminate_as_exit() -> Any:
+    """Turn SIGTERM into SystemExit while a local cluster runs, so that it is shut down (its daemons would
+    otherwise outlive the driver); the previous handler, or None off the main thread."""
+    try:
+        return signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    except ValueError:  # not the main thread
+        return None
