@@ -8,7 +8,6 @@ The API (``load``, ``tune``, ``evaluate``, ``compare``, ``FrozenJudge``) is impo
 stays light.
 """
 
-from judgetune import _offline  # noqa: F401  (keeps litellm off the network; see _offline.py)
 from judgetune.errors import DataValidationError, JudgetuneError
 
 __version__ = "0.1.0"

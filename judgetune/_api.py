@@ -33,6 +33,7 @@ from judgetune._frozen import (
     load,
     records_of,
 )
+from judgetune._offline import keep_litellm_offline
 from judgetune.config import JudgeConfig
 from judgetune.errors import JudgetuneError, SettingsError
 
@@ -117,6 +118,7 @@ def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "loca
     from judgetune import tuning
     from judgetune.judges import judge_class
 
+    keep_litellm_offline()
     judge_class(judge)  # an unknown kind is refused before the data is read or a run folder is made
     _check_run_settings(name, settings)
     run_dir = Path(runs_dir) / name
@@ -263,6 +265,7 @@ def evaluate(judge: str | FrozenJudge, data: Any, *, split: str = "test", lm: An
     :func:`judgetune.datasets.read_examples`); ``lm`` is a spec, a ``load_lm`` result or a ``dspy.LM``. ``seed``
     seeds the split (default 0); a frozen judge is scored on the split it was tuned on (its recorded seed; another
     ``seed`` is refused, and data it was not tuned on is said in a warning)."""
+    keep_litellm_offline()
     with tempfile.TemporaryDirectory(prefix="judgetune-") as tmp:
         return Rows(_evaluate(judge, _data_file(data, Path(tmp)), split=split, lm=lm, seed=seed,
                               n_resamples=n_resamples, fields=fields, label=label, params=params))
@@ -315,6 +318,7 @@ def compare(judges: Mapping[str, FrozenJudge | str | Path] | Sequence[FrozenJudg
     different splits; data they were not tuned on is said in a warning)."""
     from judgetune import datasets, evaluation
 
+    keep_litellm_offline()
     named = dict(judges) if isinstance(judges, Mapping) else {
         (str(j) if isinstance(j, (str, Path)) else f"{i}: {j.config.judge}"): j for i, j in enumerate(judges)}
     configs = [j.config if isinstance(j, FrozenJudge) else JudgeConfig.load(j) for j in named.values()]

@@ -34,15 +34,23 @@ def test_data_fetch_from_mirror_and_errors(tmp_path, mirror, monkeypatch, capsys
     assert "not in mirror" in capsys.readouterr().err
 
 
-def test_import_keeps_litellm_offline():
+def test_import_writes_no_environment_and_the_entry_points_keep_litellm_offline(tmp_path):
+    """Issue 50: importing judgetune changes no environment variable; the CLI sets litellm's offline switch before
+    any work (a user's own setting wins)."""
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
-    code = "import os, judgetune; print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    # scikit-learn sets two KMP_ variables at its import: imported first, so only judgetune's writes are seen
+    imported = ("import os, sklearn; before = dict(os.environ); import judgetune, judgetune.cli, judgetune.tuning, "
+                "judgetune.scoring, judgetune.lm; print(dict(os.environ) == before)")
+    out = subprocess.run([sys.executable, "-c", imported], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "False"  # a user's own setting wins
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    entry = ("import os, sys; from judgetune import cli; cli.main(['data', 'list']); "
+             "print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'], file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", entry], env=env, capture_output=True, text=True, check=True)
+    assert out.stderr.strip().splitlines()[-1] == "True"
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "False"
+    out = subprocess.run([sys.executable, "-c", entry], env=env, capture_output=True, text=True, check=True)
+    assert out.stderr.strip().splitlines()[-1] == "False"

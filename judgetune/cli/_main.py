@@ -11,6 +11,7 @@ import traceback
 from pathlib import Path
 
 from judgetune._files import open_regular
+from judgetune._offline import keep_litellm_offline
 from judgetune.cli._options import EXIT_INTERRUPTED, EXIT_NOTHING_JUDGED, EXIT_USER_ERROR
 from judgetune.cli._parser import build_parser
 from judgetune.errors import JudgetuneError, NothingJudgedError, printable, redact
@@ -20,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command. Exit codes: 0 success; 2 a user error (bad input or options, nothing run);
     3 the command ran but not one item could be judged; 130 interrupted (Ctrl-C)."""
     args = build_parser().parse_args(argv)  # a bad option: one line and SystemExit(2)
+    keep_litellm_offline()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_Redact())
