@@ -55,10 +55,12 @@ import numpy as np  # noqa: E402
 import optuna  # noqa: E402
 from scipy.stats import t as student_t  # noqa: E402
 
-from judgetune.stats import correlation  # noqa: E402
+from judgetune.stats import (
+    correlation,  # noqa: E402
+    jackknife_spearman,  # noqa: E402
+)
 from judgetune.testing.planted import TESTBEDS, gate_testbed  # noqa: E402
 from judgetune.tuning import RunSpec, tune  # noqa: E402
-from judgetune.tuning._selection import CandidateScores, pseudo_values  # noqa: E402
 
 # the sets of the issue, each with the judges that apply (embedding: the cheap control)
 GRADED = ("hybrid", "rubric", "embedding")
@@ -211,8 +213,7 @@ def _sim_draw(signal: tuple[float, ...], rng: np.random.Generator, n_search: int
         return best if rho[best] > rho[0] else None
 
     def advantage(j: int, idx: np.ndarray) -> tuple[float, np.ndarray]:
-        pair = [CandidateScores({}, r[idx], r[idx], None, 0.0) for r in (raws[0], raws[j])]
-        whole, pseudo = pseudo_values("spearman", pair, gold[idx])
+        whole, pseudo = jackknife_spearman(np.stack([raws[0][idx], raws[j][idx]]), gold[idx])
         return float(whole[1] - whole[0]), pseudo[:, 1] - pseudo[:, 0]
 
     search, dev = np.arange(n_search), np.arange(n_search, n)

@@ -17,10 +17,11 @@ import numpy as np
 from scipy import stats as sps
 
 from judgetune.stats._gain import filled
-from judgetune.stats._metrics import spearman_rows
+from judgetune.stats._metrics import correlation, spearman_rows
 
 __all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
-           "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_unit_differences", "t_interval",
+           "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages", "paired_unit_differences",
+           "t_interval",
            "units_of", "units_to_pass"]
 
 FOLDS = 5  # the nested gate's folds of the labeled items
@@ -144,6 +145,55 @@ def one_sided_lower(differences: np.ndarray, alpha: float = 0.05) -> dict[str, A
     result = sps.ttest_1samp(d, 0.0, alternative="greater")
     low = result.confidence_interval(confidence_level=1 - alpha).low
     return {**out, "lower": float(low), "p": float(result.pvalue)}
+
+
+def _unit_values(rule: str, raw: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+                 units: Sequence[np.ndarray]) -> np.ndarray:
+    """One candidate's objective (higher is better) on each unit: minus its MAE (``pred``), or the Spearman of its
+    ``raw`` scores; NaN where undefined."""
+    if rule == "mae":
+        return np.array([-np.mean(np.abs(pred[u] - gold[u])) for u in units])
+    raw = filled(raw)
+    return np.array([np.nan if (v := correlation(raw[u], gold[u])) is None else v for u in units])
+
+
+def paired_advantages(rule: str, raw: np.ndarray, pred: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None,
+                      confidence: float) -> list[dict[str, Any]]:
+    """Each candidate's advantage over candidate 0 (the default) on these items, higher is better (for ``mae``, the
+    default's MAE of ``pred`` minus the candidate's; for ``spearman``, of ``raw``), with its paired Student t interval
+    at ``confidence``. ``raw`` and ``pred``: shape ``(C, n)``.
+
+    With groups: the mean over questions of the per-question difference, on the questions where the objective is
+    defined for both (a question undefined for either is dropped for both), the t interval over those differences.
+    Without: the difference on all items, the t interval over the items' jackknife pseudo-values of the difference
+    (for MAE, the items' error differences: a paired t)."""
+    raw, pred, gold = np.asarray(raw, dtype=float), np.asarray(pred, dtype=float), np.asarray(gold, dtype=float)
+    out = []
+    if groups is not None:
+        units = units_of(groups, len(gold))
+        base = _unit_values(rule, raw[0], pred[0], gold, units)
+        for j in range(len(raw)):
+            diff = _unit_values(rule, raw[j], pred[j], gold, units) - base
+            diff = diff[np.isfinite(diff)]
+            mean = float(diff.mean()) if diff.size else np.nan
+            out.append({"advantage": _finite(mean), "interval": t_interval(mean, diff, confidence),
+                        "units": int(diff.size), "method": "t over questions"})
+        return out
+    if rule == "mae":
+        pseudo = -np.abs(pred - gold).T  # (n, C): each item's own error
+        whole = pseudo.mean(axis=0)
+    else:
+        whole, pseudo = jackknife_spearman(_filled(raw), gold)
+    for j in range(len(raw)):
+        estimate = float(whole[j] - whole[0])
+        out.append({"advantage": _finite(estimate), "interval": t_interval(estimate, pseudo[:, j] - pseudo[:, 0],
+                                                                            confidence),
+                    "units": len(gold), "method": "jackknife t over items"})
+    return out
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
 
 
 def _folds(n: int, groups: Sequence[str] | None, folds: int, seed: int) -> list[np.ndarray]:

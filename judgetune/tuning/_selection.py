@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 import optuna
 
+from judgetune import stats
 from judgetune.calibration import CALIBRATORS, cross_fitted
 from judgetune.datasets import Example, groups_of
-from judgetune.stats import FOLDS, correlation, filled, jackknife_spearman, nested_gate, t_interval, units_of, units_to_pass
+from judgetune.stats import FOLDS, correlation, filled, nested_gate, units_of, units_to_pass
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import default_params, judge_for, settled_params
@@ -154,50 +155,11 @@ def rejection(row: dict[str, Any], reject: Reject | None = None) -> str | None:
     return reject(row) if reject is not None else None
 
 
-def unit_values(rule: str, scored: CandidateScores, gold: np.ndarray, units: Sequence[np.ndarray]) -> np.ndarray:
-    """The rule's objective (higher is better) of one candidate on each unit (question); NaN where undefined."""
-    if rule == "mae":
-        return np.array([-np.mean(np.abs(scored.pred[u] - gold[u])) for u in units])
-    raw = filled(scored.raw)
-    return np.array([np.nan if (v := correlation(raw[u], gold[u])) is None else v for u in units])
-
-
-def pseudo_values(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Ungrouped items: each candidate's objective (higher is better) on all items, shape (C,), and its
-    jackknife pseudo-values, shape (n, C): ``n * whole - (n - 1) * without item i`` (for MAE, minus each
-    item's own error). Their mean and spread give a t interval over the items."""
-    if rule == "mae":
-        errors = np.column_stack([np.abs(c.pred - gold) for c in scored])  # (n, C)
-        return -errors.mean(axis=0), -errors
-    return jackknife_spearman(np.stack([filled(c.raw) for c in scored]), gold)
-
-
 def paired_advantages(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray,
                       groups: Sequence[str] | None) -> list[dict[str, Any]]:
-    """Each candidate's advantage over candidate 0 (the default) on these items, higher is better (for MAE,
-    the default's MAE minus the candidate's), with its paired Student t interval (``CONFIDENCE``, 90%).
-
-    With groups: the mean over questions of the per-question difference, on the questions where the
-    objective is defined for both (paired: a question undefined for either is dropped for both), the t
-    interval over those differences. Without: the difference on all items, the t interval over the
-    items' jackknife pseudo-values of the difference (for MAE, the items' error differences: a paired t)."""
-    out = []
-    if groups is not None:
-        units = units_of(groups, len(gold))
-        base = unit_values(rule, scored[0], gold, units)
-        for s in scored:
-            diff = unit_values(rule, s, gold, units) - base
-            diff = diff[np.isfinite(diff)]
-            mean = float(diff.mean()) if diff.size else np.nan
-            out.append({"advantage": _num(mean), "interval": t_interval(mean, diff, CONFIDENCE), "units": int(diff.size),
-                        "method": "t over questions"})
-        return out
-    whole, pseudo = pseudo_values(rule, scored, gold)
-    for j in range(len(scored)):
-        estimate = float(whole[j] - whole[0])
-        out.append({"advantage": _num(estimate), "interval": t_interval(estimate, pseudo[:, j] - pseudo[:, 0], CONFIDENCE),
-                    "units": len(gold), "method": "jackknife t over items"})
-    return out
+    """Each candidate's advantage over candidate 0 with its paired t interval (``stats.paired_advantages``)."""
+    return stats.paired_advantages(rule, np.stack([c.raw for c in scored]), np.stack([c.pred for c in scored]), gold,
+                                   groups, CONFIDENCE)
 
 
 def gate(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray, groups: Sequence[str] | None,
