@@ -75,7 +75,9 @@ def make_data(rows: int, folder: Path) -> Path:
 
 def run(command: list[str], *, kill_when: tuple[Path, int] | None = None) -> dict:
     """Run a scoring process; its wall time, peak RSS (MB) and exit; SIGKILL it when the part file has that many rows."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_WAIT_POLICY": "PASSIVE"}
+    # a fresh answer cache per run: an LM judge's answers are computed, never read from an earlier run's cache
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_WAIT_POLICY": "PASSIVE",
+           "JUDGETUNE_CACHE_DIR": tempfile.mkdtemp(prefix="score-scale-cache-")}
     start = time.monotonic()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     killed = False
