@@ -75,6 +75,29 @@ def test_batched_prefix_scoring_equals_from_scratch(uncached_lm):
 
 
 @pytest.mark.slow
+def test_many_items_in_one_call_never_hold_every_items_logits(uncached_lm):
+    """Each item's vocabulary-wide logits rows are reduced to its target's log-probabilities as soon as they are
+    computed: 60 items of ~20 target tokens would hold 60 x 20 x 49,152 floats (about 240 MB) at once; a call
+    allocates at most a few groups' worth (measured with tracemalloc, which sees numpy's buffers)."""
+    import tracemalloc
+
+    model = uncached_lm.model
+    system = {"role": "system", "content": "Say the same thing in other words."}
+    items = [(model.tokenize(model.render([system, {"role": "user", "content": f"Sentence {i} about town {i}."}])),
+              model.tokenize(f"In town {i} the weather was calm and sunny all day, the report number {i} said.",
+                             special=False)) for i in range(60)]
+    tokens = sum(len(t) for _, t in items)
+    tracemalloc.start()
+    try:
+        out = model.target_logprobs(items)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [len(o) for o in out] == [len(t) for _, t in items]
+    whole = tokens * model.n_vocab * 4  # bytes of every item's logits rows held together
+    assert peak < whole / 5, f"peak {peak / 1e6:.0f} MB of {whole / 1e6:.0f} MB"
+
+
 def test_judge_agrees_with_human_paraphrase_scores(uncached_lm, msrpar):
     train, test, _ = msrpar
     items = test[:40]

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -210,8 +211,8 @@ class LlamaCppModel:
                                  f"of {self.n_ctx}")
             if len(prompt) + len(target) < 3:
                 raise ValueError("a one-token prompt with a one-token target cannot be scored in a batched pass")
-        rows = self._score([(prompt + target[:-1], len(prompt) - 1) for prompt, target in items], reuse)
-        return [_token_logprobs(r, target) for r, (_, target) in zip(rows, items)]
+        return self._score([(prompt + target[:-1], len(prompt) - 1) for prompt, target in items], reuse,
+                           lambda i, rows: _token_logprobs(rows, items[i][1]))
 
     def next_logprobs_many(self, prompts: Sequence[list[int]], *, reuse: bool | None = None) -> list[np.ndarray]:
         """``next_logprobs`` of every prompt, several prompts per ``llama_decode`` over their shared, cached
@@ -228,12 +229,16 @@ class LlamaCppModel:
                 raise ValueError("scoring next tokens needs prompts of two tokens or more")
             if len(prompt) + max(len(path) - 1, 0) >= self.n_ctx:
                 raise PromptTooLongError(f"prompt of {len(prompt)} tokens does not fit the context of {self.n_ctx}")
-        rows = self._score([(prompt + path[:-1], len(prompt) - 1) for prompt, path in items], reuse)
-        return [(log_softmax(r[0]), _token_logprobs(r[1:], path[1:]) if len(path) > 1 else np.zeros(0))
-                for r, (_, path) in zip(rows, items)]
+        def reduce(i: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            path = items[i][1]
+            return log_softmax(rows[0]), _token_logprobs(rows[1:], path[1:]) if len(path) > 1 else np.zeros(0)
 
-    def _score(self, items: list[tuple[list[int], int]], reuse: bool | None) -> list[np.ndarray]:
-        """The scoring context's logits rows for ``(tokens, out_from)`` items (see ``_ScoringContext``)."""
+        return self._score([(prompt + path[:-1], len(prompt) - 1) for prompt, path in items], reuse, reduce)
+
+    def _score(self, items: list[tuple[list[int], int]], reuse: bool | None,
+               reduce: Callable[[int, np.ndarray], Any]) -> list[Any]:
+        """``reduce(i, logits rows)`` of every ``(tokens, out_from)`` item ``i``, each item's rows reduced as soon as
+        they are computed (see ``_ScoringContext``)."""
         with self._lock:
             if self._scoring is None:
 
@@ -243,9 +248,9 @@ class LlamaCppModel:
             reuse = self.reuse_prefix if reuse is None else reuse
             try:
                 if not reuse:
-                    out = [scoring.score_alone(t, o) for t, o in items]
+                    out = [reduce(i, scoring.score_alone(t, o)) for i, (t, o) in enumerate(items)]
                 else:
-                    out = scoring.score_shared(items, tree=self.share_sources)
+                    out = scoring.score_shared(items, tree=self.share_sources, reduce=reduce)
             except BaseException:
                 scoring.clear()  # what the sequences hold is unknown after a failed decode
                 raise

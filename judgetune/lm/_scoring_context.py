@@ -4,7 +4,7 @@ decoded side by side in groups of near-equal length."""
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -158,9 +158,12 @@ class _ScoringContext:
         llama_cpp.llama_memory_seq_rm(self._memory, seq, start, -1)
         self.held[seq] = self.held[seq][:start]
 
-    def score_shared(self, items: Sequence[tuple[list[int], int]], *, tree: bool = True) -> list[np.ndarray]:
+    def score_shared(self, items: Sequence[tuple[list[int], int]], *, tree: bool = True,
+                     reduce: Callable[[int, np.ndarray], Any] | None = None) -> list[Any]:
         """The logits rows of ``tokens[out_from:]`` for every ``(tokens, out_from)`` item, ``SCORE_SEQUENCES - 1``
-        items per decode, each continuing from a prefix that sequence 0 holds.
+        items per decode, each continuing from a prefix that sequence 0 holds. ``reduce(i, rows)``, when given,
+        replaces item ``i``'s rows as soon as they are computed (a vocabulary-wide row per token would otherwise
+        be held for every item of the call: gigabytes for a thousand items).
 
         With ``tree`` the items are scored phase by phase down their prefix tree (``plan_phases``): a
         prefix that several items share beyond the instruction (their source) is evaluated once, in
@@ -171,7 +174,7 @@ class _ScoringContext:
             return []
         # each item runs its first output position itself, and at least two tokens of its own
         caps = [min(o, len(t) - 2) for t, o in items]
-        out: list[np.ndarray | None] = [None] * len(items)
+        out: list[Any] = [None] * len(items)
         for phase in plan_phases([t for t, _ in items], caps, self.prefix, tree=tree):
             if not phase.prefix:
                 self.clear()
@@ -191,6 +194,6 @@ class _ScoringContext:
                     self._hold(seq, tokens, start)
                     jobs.append((seq, start, tokens[start:], out_from - start))
                 for seq, i, rows in zip(range(1, len(group) + 1), group, self._run(jobs)):
-                    out[i] = rows
+                    out[i] = rows if reduce is None else reduce(i, rows)
                     self.held[seq] = list(items[i][0])
         return out
