@@ -137,21 +137,41 @@ def tune(data: Any, *, judge: str = "rubric", name: str = "run", lm: Any = "loca
         raise SettingsError(str(err)) from None
     try:
         _data_file(data, run_dir)
-        extra = {key: value for key, value in (("lm", model), ("sampler", sampler), ("storage", storage))
-                 if value is not None}
-        with _quiet_optuna():
-            config, run_dir, study = tuning.tune(spec, runs_dir=runs_dir, **extra)
+        config, run_dir, study = run_tuning(spec, runs_dir=runs_dir, lm=model, sampler=sampler, storage=storage,
+                                            report=report, data_file=data_arg, created=created)
     except BaseException:
         if owned:
             model.close()
-        if created and run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {Path(data_arg).name, ".lock"}:
+        raise
+    return TunedJudge(config, study=study, run_dir=run_dir, lm=model if owned else None)
+
+
+def run_tuning(spec: Any, *, runs_dir: str | Path = "runs", lm: Any = None, sampler: Any = None, storage: Any = None,
+               report: bool = True, heartbeat: int = 10, timeout: float = 60.0, data_file: str | None = None,
+               created: bool | None = None) -> tuple[Any, Path, Any]:
+    """The one way a run is made, for ``tune`` and the CLI's ``tune`` alike: ``tuning.tune`` with Optuna's
+    INFO lines quieted, the report written, and a run folder refused before any work removed again.
+    Returns ``(config, run_dir, study)``. ``data_file``: the rows file written for rows given in memory (the
+    only other thing such a refused folder may hold); ``created``: whether this call made the folder (None:
+    it did if it does not exist yet)."""
+    from judgetune import tuning
+
+    run_dir = Path(runs_dir) / spec.name
+    created = (not run_dir.exists()) if created is None else created
+    extra = {key: value for key, value in (("lm", lm), ("sampler", sampler), ("storage", storage)) if value is not None}
+    try:
+        with _quiet_optuna():
+            config, run_dir, study = tuning.tune(spec, runs_dir=runs_dir, heartbeat=heartbeat, timeout=timeout, **extra)
+    except BaseException:
+        keep = {".lock", *([Path(data_file).name] if data_file else [])}
+        if created and run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= keep:
             shutil.rmtree(run_dir, ignore_errors=True)  # refused before any work: no run is left behind
         raise
     if report:
         from judgetune.report import write_report
 
         write_report(run_dir, study=study, config=config)
-    return TunedJudge(config, study=study, run_dir=run_dir, lm=model if owned else None)
+    return config, run_dir, study
 
 
 def _check_run_settings(name: Any, settings: dict[str, Any]) -> None:

@@ -130,16 +130,14 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
 
 
 def _tune_one(spec: tuning.RunSpec, args: argparse.Namespace):
-    """One tuning run and its report: the frozen config and the run folder."""
-    from judgetune.report import write_report
-    from judgetune.tuning import tune
+    """One tuning run and its report, made as ``judgetune.tune`` makes it: the frozen config and the run folder."""
+    from judgetune._api import run_tuning
 
     try:
-        config, run_dir, study = tune(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat,
-                                      timeout=args.timeout)
+        config, run_dir, _ = run_tuning(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat,
+                                        timeout=args.timeout)
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
-    write_report(run_dir, study=study, config=config)
     test = config.metrics["test"]
     if test.get("items") and test.get("parse_failures", 0) >= test["items"]:
         raise NothingJudgedError(f"{spec.name}: not one of the {test['items']} test items could be judged "
