@@ -252,7 +252,7 @@ def meta(args: argparse.Namespace) -> dict[str, Any]:
             "command": " ".join(["python", *sys.argv]), "quick": args.quick, "user": args.user,
             "lm": args.lm, "sizes": {"search": args.search_items, "dev": args.dev_items, "test": args.test_items},
             "per_question": args.per_question, "proposals": args.proposals, "rounds": args.rounds,
-            "criterion": args.criterion}
+            "criterion": args.criterion, "nested_folds": args.nested_folds}
 
 
 def _fixed(text: str) -> tuple[str, Any]:
@@ -270,6 +270,17 @@ def _gate_testbeds(text: str) -> tuple[str, int]:
     if name not in TESTBEDS or not runs.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=N with NAME one of {', '.join(TESTBEDS)}")
     return name, int(runs)
+
+
+def _use_nested_folds(folds: int) -> None:
+    """Make tune's nested gate use ``folds`` folds (and need as many units) in this process."""
+    import functools
+
+    from judgetune.stats import nested_gate
+    from judgetune.tuning import _selection
+
+    _selection.nested_gate = functools.partial(nested_gate, folds=folds)
+    _selection.FOLDS = folds
 
 
 def main() -> None:
@@ -305,10 +316,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gate", choices=list(GATE_RULES), default="on",
                         help="the gate of the gated runs and the testbeds (on: the dev gate; nested: every label)")
+    parser.add_argument("--nested-folds", type=int, default=None,
+                        help="with --gate nested: folds of the nested gate instead of judgetune.stats.FOLDS (a benchmark "
+                             "knob: tune's own fold count is not a setting)")
     parser.add_argument("--fit-items", type=int, default=None)
     parser.add_argument("--per-question", type=int, default=None,
                         help="answers kept per question in every split (grouped sets: more questions, fewer answers each)")
     args = parser.parse_args()
+    if args.nested_folds:
+        _use_nested_folds(args.nested_folds)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     args.trials = args.trials or [4 if args.quick else 12]
