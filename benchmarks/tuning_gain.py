@@ -273,14 +273,13 @@ def _gate_testbeds(text: str) -> tuple[str, int]:
 
 
 def _use_nested_folds(folds: int) -> None:
-    """Make tune's nested gate use ``folds`` folds (and need as many units) in this process."""
+    """Make tune's nested gate use ``folds`` folds in this process (the least units it needs stay the default's)."""
     import functools
 
     from judgetune.stats import nested_gate
     from judgetune.tuning import _selection
 
     _selection.nested_gate = functools.partial(nested_gate, folds=folds)
-    _selection.FOLDS = folds
 
 
 def main() -> None:
