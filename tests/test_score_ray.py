@@ -195,3 +195,19 @@ def test_an_lm_judges_actors_reserve_the_threads_their_model_runs_on(monkeypatch
     assert actor_threads(Model(), 8, None) == 1
     assert actor_threads(Model(), 8, "auto") == 2  # a cluster's nodes have their own cores
     assert actor_threads(Server(), 2, None) == actor_threads(None, 2, None) == 1
+
+
+def test_jsonl_chunk_offsets_skip_blank_lines_as_the_reader_does(tmp_path):
+    """The chunk plan counts rows as the reader does: blank lines (a first line holding only a byte-order mark too)
+    are not rows, so every chunk starts at its own first row."""
+    from judgetune.scoring import ray_engine
+
+    rows = _rows(7)
+    lines = ["\ufeff\n", json.dumps(rows[0]) + "\n", "\n", *[json.dumps(r) + "\n" for r in rows[1:4]], "  \n",
+             *[json.dumps(r) + "\n" for r in rows[4:]]]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(lines), encoding="utf-8")
+    got = []
+    for chunk in ray_engine.chunk_plan(data, "jsonl", 0, 7, 3):
+        got += ray_engine._read_chunk(str(data), "jsonl", chunk, None, None)
+    assert [e.id for e in got] == [r["id"] for r in rows]

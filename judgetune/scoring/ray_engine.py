@@ -54,7 +54,7 @@ def chunk_plan(path: str | Path, kind: str, first_row: int, rows: int, chunk_siz
     wanted, found, position, offset = set(firsts), {}, 0, 0
     with open(path, "rb") as handle:  # every non-blank line of a validated JSONL file is a row
         for number, raw in enumerate(handle, 1):
-            if raw.decode("utf-8", errors="replace").strip():
+            if raw.decode("utf-8-sig" if number == 1 else "utf-8", errors="replace").strip():  # as the reader
                 if position in wanted:
                     found[position] = (offset, number)
                 position += 1
