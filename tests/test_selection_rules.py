@@ -98,6 +98,17 @@ def test_the_nested_gate_finds_a_clearly_better_candidate(groups):
     assert found >= 36  # 90%
 
 
+def test_the_nested_gate_corrects_by_the_folds_it_made_not_the_folds_asked_for():
+    """Seven questions and ten folds asked make seven folds, each holding out 1/6 of the rest, not 1/9."""
+    rng = np.random.default_rng(3)
+    scores, gold, keys = _matrix(rng, 70, [0.5, 1.0, 0.5], groups=7)
+    out = nested_gate(scores, gold, keys, folds=10, repeats=2, seed=0)
+    assert len(out["fold_choices"]) == 14
+    assert out["test_fraction"] == pytest.approx(1 / 6)
+    expected = corrected_lower(np.asarray(out["fold_differences"]), 1 / 6)
+    assert out["lower"] == pytest.approx(expected["lower"])
+
+
 def test_the_t_interval_is_scipys_and_matches_the_hand_formula():
     from judgetune.stats import t_interval
 

@@ -233,14 +233,16 @@ def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | No
     null draws in simulation). The candidate chosen on all items ships when the test passes; else the default.
 
     Returns ``passed``, ``chosen`` (the index chosen on all items), ``shipped`` (``chosen`` if passed, else 0),
-    the test's ``mean``, ``lower``, ``p`` and ``units`` (fold estimates), and each fold's choice."""
+    the test's ``mean``, ``lower``, ``p`` and ``units`` (fold estimates), each fold's choice and difference, and
+    ``test_fraction``, the mean held-out share ``n_test / n_train`` of the folds actually made."""
     scores, gold = np.asarray(scores, dtype=float), np.asarray(gold, dtype=float)
     n = len(gold)
     grp = None if groups is None else [str(g) for g in groups]
-    differences, choices = [], []
+    differences, choices, shares = [], [], []
     for r in range(repeats):
         for held in _folds(n, grp, folds, seed * 1009 + r):
             rest = np.setdiff1d(np.arange(n), held)
+            shares.append(len(held) / len(rest))
             pick = best_candidate_index(scores[:, rest], gold[rest],
                                         None if grp is None else [grp[i] for i in rest], allowed)
             choices.append(pick)
@@ -249,9 +251,11 @@ def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | No
                 continue
             fig = figures(scores[[0, pick]][:, held], gold[held], None if grp is None else [grp[i] for i in held])
             differences.append(float(fig[1] - fig[0]) if np.isfinite(fig).all() else np.nan)
-    test = corrected_lower(np.asarray(differences), 1 / (folds - 1), alpha)
+    # the folds actually made: fewer questions than folds make fewer, larger folds than ``1 / (folds - 1)``
+    test_fraction = float(np.mean(shares))
+    test = corrected_lower(np.asarray(differences), test_fraction, alpha)
     chosen = best_candidate_index(scores, gold, grp, allowed)
     passed = chosen != 0 and test["lower"] is not None and test["lower"] > 0
     return {**test, "passed": bool(passed), "chosen": int(chosen), "shipped": int(chosen) if passed else 0,
-            "fold_choices": choices, "folds": folds, "repeats": repeats, "alpha": alpha,
+            "fold_choices": choices, "fold_differences": differences, "folds": folds, "repeats": repeats, "alpha": alpha, "test_fraction": test_fraction,
             "method": f"nested {folds}-fold cross-validation x{repeats}, corrected resampled t"}
