@@ -41,7 +41,7 @@ from scipy import stats as sps
 from judgetune.stats import best_candidate_index, figures, nested_gate, one_sided_lower, paired_unit_differences
 
 RULES = ("gate", "gate-wide", "nested", "nested-k10", "old", "best-all", "oracle")
-DEFAULT_RULE = "gate"  # what `judgetune tune` uses by default (RunSpec.gate)
+DEFAULT_RULE = "nested"  # what `judgetune tune` uses by default (RunSpec.gate)
 
 
 def load_matrix(path: Path) -> dict[str, Any]:

@@ -135,7 +135,7 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
         yield gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start)
 
 
-def run_testbed(name: str, seed: int, folder, *, reject=None, gate: str = "on") -> dict:
+def run_testbed(name: str, seed: int, folder, *, reject=None, gate: str = "nested") -> dict:
     """One seeded run of the gate testbed ``name`` (``TESTBEDS``), its study in memory: judge.json's metrics."""
     spec, lm = gate_testbed(name, seed, folder)
     config, _, _ = tune(RunSpec(**{**spec, "gate": gate}), runs_dir=folder, storage=optuna.storages.InMemoryStorage(), lm=lm,
@@ -143,7 +143,7 @@ def run_testbed(name: str, seed: int, folder, *, reject=None, gate: str = "on") 
     return config.metrics
 
 
-def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None, gate: str = "on") -> dict[str, Any]:
+def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None, gate: str = "nested") -> dict[str, Any]:
     """``runs`` seeded runs of the gate testbed ``name`` (``TESTBEDS``): how often the default shipped, and how
     often the gate passed with a test gain whose interval is above 0. The figures are ``into[name]``, updated
     (and ``save`` called) as each run ends."""
@@ -313,8 +313,8 @@ def main() -> None:
     parser.add_argument("--criterion", help="the user's criterion (`judgetune tune --criterion`): the default judge's "
                         "instruction and what proposals are written from")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--gate", choices=list(GATE_RULES), default="on",
-                        help="the gate of the gated runs and the testbeds (on: the dev gate; nested: every label)")
+    parser.add_argument("--gate", choices=list(GATE_RULES), default="nested",
+                        help="the gate of the gated runs and the testbeds (nested, the default as in tune: every label; on: the dev gate)")
     parser.add_argument("--nested-folds", type=int, default=None,
                         help="with --gate nested: folds of the nested gate instead of judgetune.stats.FOLDS (a benchmark "
                              "knob: tune's own fold count is not a setting)")

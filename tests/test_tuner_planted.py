@@ -193,7 +193,7 @@ def run_testbed(name: str, seed: int, folder, *, reject=None, **override) -> dic
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
-    metrics = run_testbed("null", seed, tmp_path)
+    metrics = run_testbed("null", seed, tmp_path, gate="on")
     gain, selection = metrics["gain"], metrics["selection"]
     assert selection["default_shipped"] and gain["default_shipped"] and selection["chosen_trial"] == 0
     assert len(selection["rows"]) >= 2  # a challenger was compared and turned away
@@ -201,7 +201,7 @@ def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
 
 
 def test_on_the_grouped_null_testbed_the_default_ships_after_a_test_over_the_dev_questions(tmp_path):
-    metrics = run_testbed("null-grouped", 1, tmp_path)
+    metrics = run_testbed("null-grouped", 1, tmp_path, gate="on")
     selection = metrics["selection"]
     test = selection["gate_result"]
     assert selection["default_shipped"] and 3 <= test["groups"] <= 5 and test["method"] == "t over questions"
@@ -210,7 +210,7 @@ def test_on_the_grouped_null_testbed_the_default_ships_after_a_test_over_the_dev
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_on_the_planted_testbed_the_gate_passes_and_the_gain_shows_on_test(tmp_path, seed):
-    metrics = run_testbed("planted", seed, tmp_path)
+    metrics = run_testbed("planted", seed, tmp_path, gate="on")
     gain, selection = metrics["gain"], metrics["selection"]
     chosen = next(r for r in selection["rows"] if r["chosen"])
     texts = GATE_SPEC["instructions"]

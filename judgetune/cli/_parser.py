@@ -134,12 +134,13 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--demo-draws", type=int, default=8, help="seeded demo draws searched (the demo_seed knob)")
     tune.add_argument("--rescore", type=int, default=4, help="strongest trials (by search figures) scored on every "
                       "non-test item beside the default judge before choosing")
-    tune.add_argument("--gate", default="on", choices=GATES, help="on: a tuned judge replaces the default only "
-                      "on a dev gain above zero by a one-sided 5%% test (see docs/tuning.md); nested: every labeled "
-                      "item chooses and confirms (nested cross-validation of the choice, Spearman)")
+    tune.add_argument("--gate", default="nested", choices=GATES, help="nested (default): every labeled non-test "
+                      "item chooses and confirms (the choice cross-validated, 3 x 5 folds, Spearman; see "
+                      "docs/tuning.md); on: a tuned judge replaces the default only on a dev gain above zero by a "
+                      "one-sided 5%% test")
     tune.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
                       help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "
-                           "(repeatable; with --gate on; see docs/audit.md)")
+                           "(repeatable; see docs/audit.md)")
     tune.add_argument("--pick", default="spearman", choices=PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
     _timeout_option(tune)

@@ -161,9 +161,11 @@ def gain_line(metrics: dict[str, Any]) -> str:
     g = metrics.get("gain")
     if not g or g.get("spearman") is None:
         return "gain over the default judge: not measured"
-    parts = gain_parts(g)
-    verdict = "the default shipped" if g["default_shipped"] else "a tuned judge shipped"
-    line = f"gain over the default judge on {g['n']} test items (paired 95%): {', '.join(parts)}; {verdict}"
+    if g["default_shipped"]:  # the shipped judge is the default: a gain of exactly 0 says nothing
+        line = f"gain over the default judge on {g['n']} test items: none claimed, the default shipped (the gate below)"
+    else:
+        line = (f"gain over the default judge on {g['n']} test items (paired 95%): {', '.join(gain_parts(g))}; "
+                "a tuned judge shipped")
     gate = gate_line(metrics.get("selection"))
     if gate:
         line += f"\n{gate}"

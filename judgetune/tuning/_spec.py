@@ -49,8 +49,8 @@ class RunSpec:
     rescore: int = 4  # Pareto-front candidates re-scored on dev before one is picked
     fields: dict[str, str] = field(default_factory=dict)  # Example field -> the data file's column
     label: str | None = None  # the data file's column holding the human score (None: label / preference)
-    gate: str = "on"  # "on": a challenger replaces the default only on a reliable dev gain; "nested": every labeled
-    # item chooses and confirms (nested cross-validation of the choice); "off": the old dev pick
+    gate: str = "nested"  # "nested" (default): every labeled item chooses and confirms (nested cross-validation of
+    # the choice); "on": a challenger replaces the default only on a reliable dev gain; "off": the old dev pick
     audit_max: dict[str, float] = field(default_factory=dict)  # audit probe -> largest |effect| a challenger may show
     protocol: str | None = None  # None: every item scored alone; "group" / "linkage": see judges.apply_protocol
     per_grade: int = 1  # linkage: references drawn per grade for each question
