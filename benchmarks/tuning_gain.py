@@ -314,7 +314,8 @@ def main() -> None:
                         "instruction and what proposals are written from")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gate", choices=list(GATE_RULES), default="nested",
-                        help="the gate of the gated runs and the testbeds (nested, the default as in tune: every label; on: the dev gate)")
+                        help="the gate of the gated runs and the testbeds (nested, the default as in tune: every "
+                             "label; on: the dev gate)")
     parser.add_argument("--nested-folds", type=int, default=None,
                         help="with --gate nested: folds of the nested gate instead of judgetune.stats.FOLDS (a benchmark "
                              "knob: tune's own fold count is not a setting)")

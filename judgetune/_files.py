@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import filelock
+
 from judgetune.errors import JudgetuneError
 
 try:
@@ -104,29 +106,23 @@ class FileTooLargeError(JudgetuneError):
 
 @contextlib.contextmanager
 def exclusive(path: str | Path, what: str) -> Iterator[None]:
-    """Hold an exclusive lock on the file ``path`` (created when missing) for the block; another process
-    holding it: :class:`LockedError` at once, naming ``what``. The lock goes with the process (a killed
-    run leaves no lock behind); the lock file itself stays.
+    """Hold an exclusive lock on the file ``path`` (created when missing; ``filelock``) for the block; another
+    process holding it: :class:`LockedError` at once, naming ``what``. The lock goes with the process (a
+    killed run leaves no lock behind); the lock file itself stays.
     """
-    path = Path(path)
-    if fcntl is None:
-        yield
-        return
+    lock = filelock.FileLock(path, timeout=0)
     try:
-        handle = path.open("a+b")
-    except OSError:
-        yield  # a read-only folder: nothing is written there either
-        return
-    with handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LockedError(f"{what} is in use by another judgetune process; wait for it to finish, or use "
-                              "another name") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        lock.acquire()
+    except filelock.Timeout:
+        raise LockedError(f"{what} is in use by another judgetune process; wait for it to finish, or use "
+                          "another name") from None
+    except OSError:  # a read-only folder: nothing is written there either
+        lock = None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 STALE_AFTER = 2.0  # seconds: a temporary file younger than this may be one a writer has just created
@@ -261,10 +257,11 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
 
 
 class OutputLock:
-    """One writer per output: an exclusive ``fcntl`` lock on ``.NAME.lock`` beside ``path``, held while the
+    """One writer per output: an exclusive lock (``filelock``) on ``.NAME.lock`` beside ``path``, held while the
     ``with`` block runs and released by the OS if the process dies (a SIGKILL leaves no stale lock).
 
-    A second writer is refused at once with a one-line :class:`JudgetuneError` naming the holder's pid.
+    A second writer is refused at once with a one-line :class:`JudgetuneError` naming the holder's pid (the
+    holder writes it into the lock file).
 
     Example:
         >>> with OutputLock("scores.jsonl", what="judgetune score"):  # doctest: +SKIP
@@ -275,36 +272,28 @@ class OutputLock:
         self.path = Path(path)
         self.lock_path = self.path.with_name(f".{self.path.name}.lock")
         self.what = what
-        self._fd: int | None = None
+        self._lock: filelock.BaseFileLock | None = None
 
     def __enter__(self) -> OutputLock:
-        import fcntl
-
-        while True:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        lock = filelock.FileLock(self.lock_path, timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
-                os.close(fd)
-                raise JudgetuneError(f"{self.path}: {self.what} is already writing it (pid {holder}); wait for it "
-                                     "to finish, or write elsewhere") from None
-            try:  # the file we locked may have been removed by the holder we waited for: lock the new one
-                same = os.fstat(fd).st_ino == os.stat(self.lock_path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
+                holder = self.lock_path.read_text(encoding="ascii", errors="replace").strip()[:32] or "unknown"
+            except OSError:
+                holder = "unknown"
+            raise JudgetuneError(f"{self.path}: {self.what} is already writing it (pid {holder}); wait for it "
+                                 "to finish, or write elsewhere") from None
+        with contextlib.suppress(OSError):
+            self.lock_path.write_text(str(os.getpid()), encoding="ascii")
+        self._lock = lock
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._fd is None:
+        if self._lock is None:
             return
         with contextlib.suppress(OSError):
             os.unlink(self.lock_path)
-        os.close(self._fd)  # releases the lock
-        self._fd = None
+        self._lock.release()
+        self._lock = None

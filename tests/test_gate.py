@@ -21,9 +21,8 @@ import judgetune
 from judgetune import datasets
 from judgetune.errors import JudgetuneError
 from judgetune.stats import filled, gain, harmful_gain
-from judgetune.tuning import RunSpec, gain_line, gate, prepare_splits
+from judgetune.tuning import RunSpec, gain_line, gate, gate_line, prepare_splits
 from judgetune.tuning._objective import clearly_dominated
-from judgetune.tuning._run import gate_line
 from judgetune.tuning._selection import CandidateScores
 
 REF = {"target": "reference"}

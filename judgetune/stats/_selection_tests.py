@@ -257,5 +257,6 @@ def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | No
     chosen = best_candidate_index(scores, gold, grp, allowed)
     passed = chosen != 0 and test["lower"] is not None and test["lower"] > 0
     return {**test, "passed": bool(passed), "chosen": int(chosen), "shipped": int(chosen) if passed else 0,
-            "fold_choices": choices, "fold_differences": differences, "folds": folds, "repeats": repeats, "alpha": alpha, "test_fraction": test_fraction,
+            "fold_choices": choices, "fold_differences": differences, "folds": folds, "repeats": repeats,
+            "alpha": alpha, "test_fraction": test_fraction,
             "method": f"nested {folds}-fold cross-validation x{repeats}, corrected resampled t"}

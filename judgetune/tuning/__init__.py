@@ -18,13 +18,12 @@ from judgetune.tuning._proposals import (
 from judgetune.tuning._run import (
     finish,
     freeze,
-    gain_line,
-    gate_line,
     proposals_summary,
     tune,
     write_predictions,
 )
 from judgetune.tuning._selection import Reject, candidate_trials, gate, rejection, select, select_on_dev
+from judgetune.tuning._sentences import gain_line, gate_line
 from judgetune.tuning._space import default_params, judge_for, pool_seeds, settled_params, suggest
 from judgetune.tuning._spec import GATES, PICK_RULES, RUN_NAME, SAMPLERS, RunSpec
 from judgetune.tuning._splits import Splits, fit_space, prepare_splits

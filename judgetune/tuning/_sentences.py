@@ -1,0 +1,82 @@
+"""What a tuning run says to its user: the gate's verdict and the gain over the default, one line each
+(printed by the CLI and the demo, from ``judge.json``'s metrics alone)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from judgetune.stats import gain_parts
+
+__all__ = ["gain_line", "gate_line"]
+
+
+def gate_line(selection: dict[str, Any] | None) -> str | None:
+    """What the gate saw, in one line: the challenger chosen on the search items, its dev advantage with
+    its interval, and why the default shipped when it did (None for a run without the gate)."""
+    if not selection or selection.get("gate") not in ("on", "nested"):
+        return None
+    test, rows = selection.get("gate_result") or {}, selection["rows"]
+    name, fmt = selection["rule"], (lambda x: "-" if x is None else f"{x:+.3f}")  # noqa: E731
+    if selection["gate"] == "nested":
+        return _nested_line(test, rows, fmt)
+    name = "Spearman" if name == "spearman" else "MAE (default's minus its own)"
+    if test.get("refused"):
+        return f"gate: no test ({test['refused']})"
+    if test.get("winner") is None:
+        best = max((r for r in rows[1:] if r.get("search_figure") is not None and not r.get("rejected")),
+                   key=lambda r: r["search_figure"], default=None)
+        if best is None:
+            return "gate: no challenger left to test; the default shipped"
+        return (f"gate: no challenger beat the default on the search items (best {best['search_figure']:.3f}, trial "
+                f"{best['number']}, vs the default's {rows[0]['search_figure']:.3f}); the default shipped")
+    win = rows[test["winner"]]
+    low, high = win.get("advantage_dev_ci") or (None, None)
+    line = (f"gate: trial {win['number']}, best on the search items ({win['search_figure']:.3f} vs the default's "
+            f"{rows[0]['search_figure']:.3f}), had a dev advantage of {fmt(test.get('winner_advantage'))} "
+            f"[{fmt(low)}, {fmt(high)}] in {name} on {test.get('items')} dev items ({test.get('method')}, "
+            f"{test.get('level', '95%')})")
+    guard = test.get("guard") or {}
+    if test.get("passed"):
+        return line + "; it shipped"
+    if guard.get("worse"):
+        return line + f", but its {guard['objective']} was worse than the default's beyond noise; the default shipped"
+    needed = test.get("units_to_pass")
+    more = (f" (were the advantage and its spread to hold, about {needed} dev "
+            f"{'questions' if test.get('groups') else 'items'} would pass it in 80% of runs)") if needed else ""
+    return line + f": not above zero; the default shipped{more}"
+
+
+def _nested_line(test: dict[str, Any], rows: list[dict[str, Any]], fmt) -> str:
+    if test.get("refused"):
+        return f"gate (nested): no test ({test['refused']})"
+    if test.get("winner") is None:
+        return (f"gate (nested): no challenger beat the default on the {test.get('items')} search and dev items; "
+                "the default shipped")
+    win = rows[test["winner"]]
+    line = (f"gate (nested): trial {win['number']}, best on all {test.get('items')} search and dev items; the choice "
+            f"cross-validated gained {fmt(test.get('winner_advantage'))} Spearman over the default on held-out folds "
+            f"(one-sided 95% lower bound {fmt(test.get('lower_bound'))}, {test.get('method')})")
+    return line + ("; it shipped" if test.get("passed") else ": not above zero; the default shipped")
+
+
+def gain_line(metrics: dict[str, Any]) -> str:
+    """What tuning bought: the gain over the default on test and the gate's verdict in one line, then what
+    the gate saw (``gate_line``) and any warning, one line each."""
+    g = metrics.get("gain")
+    if not g or g.get("spearman") is None:
+        return "gain over the default judge: not measured"
+    if g["default_shipped"]:  # the shipped judge is the default: a gain of exactly 0 says nothing
+        line = f"gain over the default judge on {g['n']} test items: none claimed, the default shipped (the gate below)"
+    else:
+        line = (f"gain over the default judge on {g['n']} test items (paired 95%): {', '.join(gain_parts(g))}; "
+                "a tuned judge shipped")
+    gate = gate_line(metrics.get("selection"))
+    if gate:
+        line += f"\n{gate}"
+    if g.get("warning"):
+        line += f"\nwarning: {g['warning']}"
+    if metrics.get("vs_constant", {}).get("worse"):
+        c = metrics["vs_constant"]["mae"]
+        line += (f"\nwarning: test MAE is worse than the constant predictor's (the training median) by "
+                 f"{c['value']:.3f} [{c['low']:.3f}, {c['high']:.3f}]")
+    return line
