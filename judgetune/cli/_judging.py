@@ -1,34 +1,23 @@
-"""The commands that judge against human labels: evaluate, tune, demo, worker, compare, regrade, audit."""
+"""The commands that judge with a given judge against human labels: evaluate, compare, regrade, audit."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import sys
 import warnings
 from pathlib import Path
 
 from judgetune import datasets
-from judgetune._files import (
-    make_folder,
-    write_text,
-)
 from judgetune._progress import stage
 from judgetune.cli._options import (
-    _audit_bounds,
+    _cost_free,
     _load_data,
     _mapping,
-    _protocol_field,
-    _read_instructions,
-    _run_name,
     _some_judged,
-    _text_or_file,
     _tuned_mapping,
     evaluation,
     judges,
-    tuning,
 )
 from judgetune.errors import JudgetuneError, NothingJudgedError, printable
 
@@ -108,158 +97,6 @@ def _evaluate(args: argparse.Namespace) -> None:
     else:
         print(f"protocol {args.protocol or 'none (every item scored alone)'}")
     print(evaluation.format_rows(result["rows"]))
-
-
-def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunSpec:
-    name = args.run or _run_name(re.sub(r"[^A-Za-z0-9._-]+", "-", f"{args.judge}-{Path(args.data).stem}").strip("-."))
-    proposals = args.proposals if args.proposals is not None else (3 if args.proposer else 0)
-    try:
-        return tuning.RunSpec(name=name, judge=args.judge, data=args.data, lm=args.lm, api_base=args.api_base,
-                              seed=args.seed, n_trials=args.trials, sampler=args.sampler, search_items=args.search_items,
-                              chunk=args.chunk, dev_items=args.dev_items, test_items=args.test_items,
-                              max_calls=args.max_calls, per_question=args.per_question,
-                              fit_items=args.fit_items, fixed=dict(args.fix or []),
-                              instructions=_read_instructions(args.instructions), pick=args.pick,
-                              scale=None if args.scale is None else [args.scale.low, args.scale.high],
-                              criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
-                              rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
-                              gate=args.gate, audit_max=_audit_bounds(args.audit_max),
-                              **_mapping(args, label), **_protocol_field(args))
-    except ValueError as err:
-        raise JudgetuneError(str(err)) from None
-
-
-def _tune_one(spec: tuning.RunSpec, args: argparse.Namespace):
-    """One tuning run and its report, made as ``judgetune.tune`` makes it: the frozen config and the run folder."""
-    from judgetune._api import run_tuning
-
-    try:
-        config, run_dir, _ = run_tuning(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat,
-                                        timeout=args.timeout)
-    except ValueError as err:
-        raise JudgetuneError(str(err)) from None
-    test = config.metrics["test"]
-    if test.get("items") and test.get("parse_failures", 0) >= test["items"]:
-        raise NothingJudgedError(f"{spec.name}: not one of the {test['items']} test items could be judged "
-                                 f"(see {run_dir / 'test_predictions.jsonl'})")
-    return config, run_dir
-
-
-def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
-    config, run_dir = _tune_one(spec, args)
-    test, search = config.metrics["test"], config.metrics["search"]
-    if args.json:
-        print(json.dumps({"run": str(run_dir), "config": str(run_dir / "judge.json"), "metrics": config.metrics},
-                         indent=2))
-        return
-    print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen trial {search['chosen_trial']}")
-    print(f"  settings: {json.dumps(config.params)}; calibrator {config.calibrator['kind']}")
-    baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]
-    print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free({**test, **config.metrics["cost"]["test"]})},
-                                  *baselines]))
-    print(tuning.gain_line(config.metrics))
-    print(f"frozen judge: {run_dir / 'judge.json'}\nreport: {run_dir / 'report.html'}")
-
-
-def _cost_free(row: dict) -> dict:
-    """A metrics row with its failure rate, and zero cost where it records none (the trivial baselines)."""
-    failures = row.get("parse_failures") or 0
-    items = row.get("items") or row.get("n") or 0
-    return {"parse_failure_rate": failures / items if items else 0, "tokens_per_item": 0, "seconds_per_item": 0, **row}
-
-
-def _tune(args: argparse.Namespace) -> None:
-    if not args.labels:
-        _tune_and_print(_run_spec(args), args)
-        return
-    if args.label:
-        raise JudgetuneError("--label and --labels: give one column with --label, or several with --labels")
-    _tune_criteria(args)
-
-
-def _tune_criteria(args: argparse.Namespace) -> None:
-    """One judge per criterion (``--labels A,B,C``): runs/NAME-A/, runs/NAME-B/, ... each a whole run
-    (judge.json, study, report), then one summary table, also written to runs/NAME/summary.json. The
-    LM and embedding caches are shared: a text encoded for one criterion is not encoded again."""
-    name = _run_spec(args, args.labels[0]).name
-    specs = [tuning.RunSpec(**{**_run_spec(args, label).to_dict(), "name": _run_name(f"{name}-{label}")})
-             for label in args.labels]
-    for spec in specs:  # every criterion's data is checked before the first is tuned
-        datasets.load_data(spec.data, mirror=getattr(args, "mirror", None), fields=spec.fields, label=spec.label,
-                           scale=None if spec.scale is None else datasets.Scale(*spec.scale))
-    criteria, rows = [], []
-    for spec, label in zip(specs, args.labels):
-        print(f"criterion {label}: run {spec.name}", file=sys.stderr)
-        config, run_dir = _tune_one(spec, args)
-        test, baselines = config.metrics["test"], config.metrics["baselines"]
-        criteria.append({"label": label, "run": str(run_dir), "config": str(run_dir / "judge.json"),
-                         "params": config.params, "test": test, "baselines": baselines,
-                         "gain": config.metrics.get("gain"), "vs_constant": config.metrics.get("vs_constant")})
-        rows += [{"name": f"{label}: tuned (test)", **_cost_free(test)},
-                 *({"name": f"{label}: {b}", **_cost_free(r)} for b, r in baselines.items())]
-    summary_dir = make_folder(args.runs_dir / name)
-    summary = {"data": args.data, "judge": args.judge, "criteria": criteria}
-    write_text(summary_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-    if args.json:
-        print(json.dumps({"summary": str(summary_dir / "summary.json"), **summary}, indent=2))
-        return
-    print(f"{len(criteria)} criteria tuned on {printable(str(args.data))} with the {args.judge} judge "
-          "(test split, calibrated)")
-    print(evaluation.format_rows(rows))
-    for c in criteria:
-        print(f"{c['label']}: " + tuning.gain_line({"gain": c["gain"], "vs_constant": c["vs_constant"]}))
-    print("frozen judges: " + ", ".join(c["config"] for c in criteria) + f"\nsummary: {summary_dir / 'summary.json'}")
-
-
-def _demo(args: argparse.Namespace) -> None:
-
-    from judgetune._demo import run_demo
-
-    mirror = Path(__file__).resolve().parents[2] / "shared" / "data"
-    if "JUDGETUNE_DATA_MIRROR" not in os.environ and mirror.is_dir():
-        os.environ["JUDGETUNE_DATA_MIRROR"] = str(mirror)  # the checkout's sibling copy of the catalog
-    summary = run_demo(name=args.run, runs_dir=args.runs_dir, seed=args.seed)
-    if args.json:
-        print(json.dumps({key: summary[key] for key in ("chosen", "rows", "versus", "gain", "python", "seconds")},
-                         indent=2))
-        return
-    print(f"\nHeld-out MSRpar test ({summary['rows'][0]['n']} pairs), calibrated on dev; chosen on dev: "
-          f"{summary['chosen']} (best LM-only judge: {summary['best_lm_only']}). Random: mean and 2.5-97.5% spread "
-          f"over 200 seeds; others: 95% bootstrap intervals.")
-    print(evaluation.format_rows([_cost_free(r) for r in summary["rows"]]))
-    signed = lambda x: "-" if x is None else f"{x:+.3f}"  # noqa: E731
-    for other, diff in summary["versus"].items():
-        figures = ", ".join(f"{label} {signed(diff[key])} [{', '.join(signed(v) for v in diff[key + '_ci'])}]"
-                            for label, key in (("Spearman", "spearman"), ("MAE", "mae")))
-        print(f"{summary['chosen']} minus {other} on the same {diff['n']} pairs (paired bootstrap, 95%): {figures}")
-    for family, line in summary["gain_lines"].items():
-        print(f"{family} judge, tuned vs its default settings: {line}")
-    print(f"frozen judge: {Path(args.runs_dir) / args.run / 'judge.json'}  (each family: "
-          f"{', '.join(summary['runs'].values())})")
-    py = summary["python"]
-    print(f"from Python: {py['code']} -> {py['score']:.2f} on {py['label_range'][0]:g}-{py['label_range'][1]:g} "
-          f"for answer {py['answer']!r}, reference {py['reference']!r}")
-    print(f"demo finished in {summary['seconds']:.0f} s")
-
-
-def _worker(args: argparse.Namespace) -> None:
-    try:
-        study, spec = tuning.join_study(args.study, args.storage, heartbeat=args.heartbeat)
-    except (ValueError, KeyError) as err:
-        raise JudgetuneError(str(err)) from None
-    from judgetune.lm import same_endpoint
-
-    named = args.api_base is not None  # the spec comes from a shared storage: its endpoint is trusted when named
-    if named and not (spec.api_base and same_endpoint(args.api_base, spec.api_base)):
-        raise JudgetuneError(f"--api-base {args.api_base}: study {spec.name} runs on {spec.api_base or 'no server'}; "
-                             "name that endpoint (to send it your key) or leave --api-base out")
-    lm = tuning.load_run_lm(spec, timeout=args.timeout, trusted=named)
-    try:
-        tuning.run_trials(study, spec, lm, tuning.prepare_splits(spec))
-    finally:
-        if lm is not None:
-            lm.close()
-    print(f"worker done: study {spec.name} has {tuning.finished_trials(study)} finished trials")
 
 
 def _audit(args: argparse.Namespace) -> None:

@@ -283,3 +283,10 @@ def _audit_bounds(texts: list[str] | None) -> dict[str, float]:
     from judgetune.audit import parse_bounds
 
     return parse_bounds(texts or [])
+
+
+def _cost_free(row: dict) -> dict:
+    """A metrics row with its failure rate, and zero cost where it records none (the trivial baselines)."""
+    failures = row.get("parse_failures") or 0
+    items = row.get("items") or row.get("n") or 0
+    return {"parse_failure_rate": failures / items if items else 0, "tokens_per_item": 0, "seconds_per_item": 0, **row}

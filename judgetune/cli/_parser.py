@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from judgetune import datasets
-from judgetune.cli._judging import _audit, _compare, _demo, _evaluate, _tune, _worker
+from judgetune.cli._judging import _audit, _compare, _evaluate
 from judgetune.cli._options import (
     GATES,
     JUDGE_KINDS,
@@ -42,6 +42,7 @@ from judgetune.cli._other import (
     _threshold,
 )
 from judgetune.cli._scoring import _export, _pick, _score
+from judgetune.cli._tuning import _demo, _tune, _worker
 
 
 def build_parser() -> argparse.ArgumentParser:
