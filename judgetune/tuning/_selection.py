@@ -249,22 +249,22 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
     on_dev = [CandidateScores(s.params, s.raw[dev], search_calibrated(s.raw, gold, n_search, groups,
                                                                       label_range=splits.label_range, seed=spec.seed),
                               s.calibrator, s.failure_rate) for s in scored]
-    test = gate(spec.pick, on_dev, gold[dev], groups_of(splits.dev), challengers, winner)
+    gate_result = gate(spec.pick, on_dev, gold[dev], groups_of(splits.dev), challengers, winner)
     if spec.gate == "nested":  # every labeled item chooses and confirms (see judgetune.stats.nested_gate)
-        winner, test = nested_test(scored, gold, groups, challengers, seed=spec.seed, described=test)
-    chosen = winner if winner is not None and test["passed"] else 0
-    if test["refused"]:
-        log.warning("%s: the gate made no test: %s", spec.name, test["refused"])
+        winner, gate_result = nested_test(scored, gold, groups, challengers, seed=spec.seed, described=gate_result)
+    chosen = winner if winner is not None and gate_result["passed"] else 0
+    if gate_result["refused"]:
+        log.warning("%s: the gate made no test: %s", spec.name, gate_result["refused"])
     if chosen == 0 and rows[0]["flagged"]:
         log.warning("%s: the default judge ships but was itself flagged: %s", spec.name, rows[0]["flagged"])
     for i, row in enumerate(rows):
-        row["advantage_dev"] = test["advantage"].get(i)
-        row["advantage_dev_ci"] = test["interval"].get(i)
+        row["advantage_dev"] = gate_result["advantage"].get(i)
+        row["advantage_dev_ci"] = gate_result["interval"].get(i)
         row["chosen"] = i == chosen
-    test = {k: v for k, v in test.items() if k not in ("advantage", "interval")}
+    gate_result = {k: v for k, v in gate_result.items() if k not in ("advantage", "interval")}
     record = {"rule": spec.pick, "gate": spec.gate, "items": len(items), "dev_items": len(splits.dev),
               "groups": len(set(groups)) if groups else None, "rows": rows, "best_candidate": winner,
-              "gate_result": test, "default_shipped": chosen == 0, "chosen_trial": rows[chosen]["number"],
+              "gate_result": gate_result, "default_shipped": chosen == 0, "chosen_trial": rows[chosen]["number"],
               "lm_calls": lm_calls(lm) - calls0}
     return trials[chosen][1], record
 
