@@ -442,3 +442,28 @@ def test_a_stacked_hybrid_takes_the_lms_likelihood_beside_the_signals_and_freeze
     config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=(0.0, 5.0))
     frozen = JudgeConfig.from_dict(json.loads(json.dumps(config.to_dict()))).build_judge(embedded_lm)
     assert [frozen.judge_all([e])[0].score for e in test] == pytest.approx([v.score for v in verdicts], abs=1e-9)
+
+
+@pytest.mark.model
+def test_a_stacking_run_searches_the_lms_features_and_keeps_the_signal_only_hybrid_as_the_default(tmp_path):
+    """Issue 48: ``RunSpec(stack=True)`` lets the search add the LM's likelihood beside the signals (MSRpar has
+    no questions, so only the reference direction); the incumbent is the signal-only hybrid, the gate's default;
+    the frozen judge names the LM only when it uses it. Without ``stack`` the LM features are never searched."""
+    from judgetune.tuning import RunSpec, tune
+
+    sizes = {"search_items": 12, "dev_items": 12, "test_items": 8, "fit_items": 24, "sampler": "random"}
+    few = {f"use_{n}": n in ("minilm-reference", "overlap") for n in SIGNALS}  # two cheap signals, fixed
+    spec = RunSpec(name="stacked", judge="hybrid", data="sts2012-msrpar", n_trials=3, fixed=few, stack=True, **sizes)
+    config, _, study = tune(spec, runs_dir=tmp_path / "runs", progress=False, n_resamples=50)
+    incumbent, *others = study.trials
+    assert incumbent.params["use_likelihood-reference"] is False and incumbent.user_attrs["incumbent"]
+    assert all("use_likelihood-reference" in t.distributions and "use_likelihood-question" not in t.params
+               for t in others)
+    assert config.metrics["selection"]["rows"][0]["params"]["use_likelihood-reference"] is False
+    assert (config.lm is not None) == config.params["use_likelihood-reference"]
+
+    plain = RunSpec(name="plain", judge="hybrid", data="sts2012-msrpar", n_trials=2, fixed=few, **sizes)
+    _, _, study = tune(plain, runs_dir=tmp_path / "runs", progress=False, n_resamples=50)
+    assert not any(name.startswith("use_likelihood") for t in study.trials for name in t.params)
+    with pytest.raises(ValueError, match="stack: the rubric judge has no LM features"):
+        RunSpec(name="x", judge="rubric", data="sts2012-msrpar", stack=True)

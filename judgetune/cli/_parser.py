@@ -126,6 +126,9 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--fit-items", type=_count, help="training items a fitted judge (hybrid) fits on and demos come "
                       "from: a seeded subset taken question by question (default all)")
     tune.add_argument("--fix", type=_param, action="append", metavar="KEY=VALUE", help="a setting not to search")
+    tune.add_argument("--stack", action="store_true", help="hybrid: let the search add --lm's likelihood features "
+                      "beside the signals; a stacked judge ships only if the gate finds it beats the signal-only "
+                      "hybrid (the default)")
     tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
     tune.add_argument("--criterion", metavar="TEXT|FILE", help="what is judged (and what each score means)")
     tune.add_argument("--proposer", metavar="SPEC", help="LM that writes candidate instructions (default: --lm); "

@@ -38,7 +38,8 @@ class Judge(dspy.Module):
     graded references drawn from the training examples, seeded); ``seeded`` (it takes the spec's
     seed); ``uses_prompt`` (an instruction and demos picked from training examples); ``fits``
     (fitted on training examples, its fitted state checked by :meth:`check_fitted`); and
-    :meth:`data_defaults`, settings that fit the data when the user sets none.
+    :meth:`data_defaults`, settings that fit the data when the user sets none; ``STACKED``, the settings
+    that add an LM's features, searched only in a stacking run.
 
     What a judge reads when it scores: its own state and the item (with the references the item
     carries), never another item, unless :meth:`needs_groups_with` says its settings compare an item
@@ -52,6 +53,9 @@ class Judge(dspy.Module):
     seeded: ClassVar[bool] = False
     uses_prompt: ClassVar[bool] = False
     fits: ClassVar[bool] = False
+    # settings that switch an LM's features on beside a judge's own (off by default, not searched): the tuner
+    # searches them only when a run asks to stack (``RunSpec.stack``)
+    STACKED: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def needs_groups_with(cls, params: dict[str, Any]) -> bool:

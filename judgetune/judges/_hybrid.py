@@ -103,6 +103,7 @@ class HybridJudge(Judge):
 
     kind = "hybrid"
     needs_lm = False
+    STACKED = tuple(f"use_{name}" for name in LM_SIGNALS)
     seeded = True
     fits = True
 
@@ -151,10 +152,10 @@ class HybridJudge(Judge):
     @staticmethod
     def signal_needs(name: str) -> str | None:
         """What an item must carry for the signal to apply (a key of ``_NEEDS``), None for nothing."""
-        kind, settings = SIGNALS[name]
+        kind, settings = ALL_SIGNALS[name]
         if kind == ReferenceSimilarityJudge.kind:
             return "graded"
-        return settings.get("target")
+        return settings.get("source") if kind == LikelihoodJudge.kind else settings.get("target")
 
     @classmethod
     def left_out(cls, examples: Sequence[Example], *, protocol: str | None = None) -> dict[str, tuple[Any, str]]:
@@ -164,7 +165,7 @@ class HybridJudge(Judge):
         ``rank`` read the other items of a group) and when every group holds one item."""
         labeled = [e for e in examples if e.judgment is not None]
         out: dict[str, tuple[Any, str]] = {}
-        for name, (_, settings) in SIGNALS.items():
+        for name, (_, settings) in ALL_SIGNALS.items():  # the LM's ones matter to a stacking run alone
             encoder = settings.get("model")
             needs = cls.signal_needs(name)
             if encoder is not None and not encoder_available(encoder):

@@ -35,10 +35,12 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, data_fixed: dict[str, 
     scoring mode, and ``data_fixed``, those the data decides). With an instruction pool, ``instruction``
     is an id into it; with demos, ``demo_seed`` says which seeded draw of them."""
     settled = {**(data_fixed or {}), **settled_params(spec, lm)}
-    space = judge_class(spec.judge).space_for(settled)
+    cls = judge_class(spec.judge)
+    space = cls.space_for(settled)
+    stacked = set(cls.STACKED) if spec.stack else set()
     params: dict[str, Any] = {}
     for p in space:
-        if p.name in settled or not p.searched:  # not searched: settled, or the data decides (data defaults)
+        if p.name in settled or not (p.searched or p.name in stacked):  # settled, or the data decides
             continue
         if p.name == "instruction" and instructions:
             params[p.name] = trial.suggest_int(p.name, 0, len(instructions) - 1)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from judgetune.datasets import unwritable
-from judgetune.judges import PROTOCOLS
+from judgetune.judges import PROTOCOLS, judge_class
 
 SAMPLERS = ("tpe", "nsga2", "random")
 PICK_RULES = ("spearman", "mae")
@@ -54,6 +54,8 @@ class RunSpec:
     audit_max: dict[str, float] = field(default_factory=dict)  # audit probe -> largest |effect| a challenger may show
     protocol: str | None = None  # None: every item scored alone; "group" / "linkage": see judges.apply_protocol
     per_grade: int = 1  # linkage: references drawn per grade for each question
+    stack: bool = False  # hybrid: the search may add the LM's features beside the signals (the judge's STACKED
+    # settings); the signal-only hybrid stays the default the gate tests a stacked judge against
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:
@@ -65,6 +67,9 @@ class RunSpec:
             raise ValueError(f"gate must be one of {GATES}, got {self.gate!r}")
         if self.protocol not in (None, *PROTOCOLS):
             raise ValueError(f"protocol must be one of {PROTOCOLS} or None, got {self.protocol!r}")
+        if self.stack and not judge_class(self.judge).STACKED:
+            raise ValueError(f"stack: the {self.judge} judge has no LM features to add beside its own; stack "
+                             "the hybrid judge (--judge hybrid --stack)")
         if self.per_grade < 1:
             raise ValueError(f"per_grade must be >= 1, got {self.per_grade}")
         if self.pick not in PICK_RULES:

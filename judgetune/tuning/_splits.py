@@ -44,7 +44,8 @@ def fit_space(spec: RunSpec, train: list[Example]) -> dict[str, Any]:
     decide = getattr(kind, "left_out", None)
     takes_protocol = decide is not None and "protocol" in inspect.signature(decide).parameters
     decided = {} if decide is None else decide(train, protocol=spec.protocol) if takes_protocol else decide(train)
-    left = {k: v for k, v in decided.items() if k not in spec.fixed}
+    unsearched = () if spec.stack else getattr(kind, "STACKED", ())  # the LM's features: off, and not searched
+    left = {k: v for k, v in decided.items() if k not in spec.fixed and k not in unsearched}
     by_reason: dict[tuple[str, str], list[str]] = {}
     for name, (value, why) in left.items():  # a switch turned off is left out; any other knob is fixed
         by_reason.setdefault(("left out", why) if value is False else ("fixed", why), []).append(
