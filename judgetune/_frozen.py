@@ -102,17 +102,10 @@ class FrozenJudge:
         return scored.score
 
     def score_many(self, examples: Iterable[Example | Mapping[str, Any]] | str | Path, *, protocol: str | None = None,
-                   per_grade: int = 1, seed: int = 0, progress: bool = False, out: str | Path | None = None,
-                   chunk_size: int = 1000, force: bool = False, max_tokens: int | None = None,
-                   prices: tuple[float, float] | None = None) -> Scores | ScoreRun:
-        """Scores of many items (Examples, or dicts with the fields of a data file's rows), in order.
+                   per_grade: int = 1, seed: int = 0, progress: bool = False) -> Scores:
+        """Scores of many items (Examples, dicts with the fields of a data file's rows, a DataFrame or a data
+        file's path), in order, held in memory (:meth:`score_to` streams into a file instead).
         A failed judgment has ``score`` None and says why in ``verdict.raw``.
-
-        With ``out`` (a .jsonl, .csv or .parquet file) the items (any iterable, a DataFrame or a data file's
-        path) are scored ``chunk_size`` at a time and appended to the output as ``judgetune score`` does:
-        memory holds one chunk, a call after an interruption resumes where the output stopped, and the
-        result is a :class:`judgetune.scoring.ScoreRun` (rows, failures, tokens) instead of the scores.
-        ``max_tokens`` and ``prices`` (per million prompt and completion tokens) as ``score``'s options.
 
         ``protocol``: None (each item alone), ``group`` (a judge may compare an item with the other items
         of its ``group``; every item needs one) or ``linkage`` (per group, ``per_grade`` labeled answers of
@@ -121,10 +114,6 @@ class FrozenJudge:
         Raises:
             JudgetuneError: a protocol's requirement unmet, or a judge that needs one scored without it.
         """
-        if out is not None:
-            return self._score_into(examples, Path(out), protocol=protocol, per_grade=per_grade, seed=seed,
-                                    progress=progress, chunk_size=chunk_size, force=force, max_tokens=max_tokens,
-                                    prices=prices)
         items = [self._example(e, i) for i, e in enumerate(records_of(examples))]
         _refuse_repeated_ids(items)
         scoring = score_protocol(self.config, items, self._lm, protocol=protocol, per_grade=per_grade, seed=seed,
@@ -144,9 +133,16 @@ class FrozenJudge:
             scoring = score_protocol(self.config, chunk, self._lm, judge=self.judge)
             yield from (Scored(e.id, s, v.score, v) for e, v, s in zip(scoring.items, scoring.verdicts, scoring.scores))
 
-    def _score_into(self, examples: Any, out: Path, *, protocol: str | None, per_grade: int, seed: int,
-                    progress: bool, chunk_size: int, force: bool, max_tokens: int | None,
-                    prices: tuple[float, float] | None) -> ScoreRun:
+    def score_to(self, examples: Any, out: str | Path, *, protocol: str | None = None, per_grade: int = 1,
+                 seed: int = 0, progress: bool = False, chunk_size: int = 1000, force: bool = False,
+                 max_tokens: int | None = None, prices: tuple[float, float] | None = None) -> ScoreRun:
+        """Score ``examples`` (any iterable of Examples or dicts, a DataFrame or a data file's path) into ``out``
+        (a .jsonl, .csv or .parquet file) as ``judgetune score`` does: ``chunk_size`` at a time, memory holding
+        one chunk, a call after an interruption resuming where the output stopped (``force``: start over).
+        ``max_tokens`` and ``prices`` (per million prompt and completion tokens) as ``score``'s options;
+        ``protocol`` as :meth:`score_many` (its rows are held in memory and written at the end). Returns the
+        run's record (rows, failures, tokens)."""
+        out = Path(out)
         if protocol is not None:
             items = [self._example(e, i) for i, e in enumerate(records_of(examples))]
             scoring = score_protocol(self.config, items, self._lm, protocol=protocol, per_grade=per_grade, seed=seed,

@@ -183,12 +183,12 @@ def test_a_lone_surrogate_never_loses_a_run(tmp_path, judge_path):
     line = encode_row({"id": "a\ud800b", "score": 1.0})
     assert json.loads(line.decode("utf-8")) == {"id": "a\ud800b", "score": 1.0}
     with load(judge_path) as judge, pytest.raises(DataValidationError, match="item 0: id: .*lone surrogate"):
-        judge.score_many([{"id": "x\udc80", "answer": "cat sat", "reference": "the cat sat"},
-                          {"id": "y", "answer": "dog", "reference": "a dog ran"}], out=tmp_path / "s.jsonl")
+        judge.score_to([{"id": "x\udc80", "answer": "cat sat", "reference": "the cat sat"},
+                        {"id": "y", "answer": "dog", "reference": "a dog ran"}], tmp_path / "s.jsonl")
     assert not (tmp_path / "s.jsonl").exists()
 
 
-def test_score_many_streams_an_iterable_into_a_file_and_resumes(tmp_path, judge_path):
+def test_score_to_streams_an_iterable_into_a_file_and_resumes(tmp_path, judge_path):
     rows = _rows(30)
     out = tmp_path / "s.jsonl"
     _interrupted(judge_path, rows, out, after=13)
@@ -200,7 +200,7 @@ def test_score_many_streams_an_iterable_into_a_file_and_resumes(tmp_path, judge_
                 consumed.append(row["id"])
                 yield row
 
-        run = judge.score_many(items(), out=out, chunk_size=4)
+        run = judge.score_to(items(), out, chunk_size=4)
         lazy = list(judge.score_iter(iter(rows), chunk_size=4))
     assert (run.resumed, run.scored, run.rows) == (12, 18, 30)
     assert consumed == [r["id"] for r in rows]  # read once, in order
@@ -360,10 +360,10 @@ def test_a_resume_with_other_python_items_of_the_same_ids_is_refused(tmp_path, j
     other = [{**r, "answer": r["answer"] + " changed"} for r in rows]
     with load(judge_path) as judge:
         with pytest.raises(KeyboardInterrupt):
-            judge.score_many(stopping(rows, 13), out=out, chunk_size=4)
+            judge.score_to(stopping(rows, 13), out, chunk_size=4)
         with pytest.raises(JudgetuneError, match=r"same ids, other contents"):
-            judge.score_many(other, out=out, chunk_size=4)
-        run = judge.score_many(rows, out=out, chunk_size=4)  # the same items resume
+            judge.score_to(other, out, chunk_size=4)
+        run = judge.score_to(rows, out, chunk_size=4)  # the same items resume
     assert run.resumed == 12 and run.rows == 30
 
 
