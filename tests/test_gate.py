@@ -23,14 +23,14 @@ from judgetune.errors import JudgetuneError
 from judgetune.stats import filled, gain, harmful_gain
 from judgetune.tuning import RunSpec, gain_line, gate, gate_line, prepare_splits
 from judgetune.tuning._objective import clearly_dominated
-from judgetune.tuning._selection import CandidateScores
+from judgetune.tuning._selection import CandidateFigures
 
 REF = {"target": "reference"}
 
 
-def scored(raw, pred=None) -> CandidateScores:
+def scored(raw, pred=None) -> CandidateFigures:
     raw = np.asarray(raw, dtype=float)
-    return CandidateScores({}, raw, raw if pred is None else np.asarray(pred, dtype=float), None, 0.0)
+    return CandidateFigures({}, raw, raw if pred is None else np.asarray(pred, dtype=float), None, 0.0)
 
 
 # 1. evaluate() and compare() of a frozen judge use the split it was tuned on

@@ -10,11 +10,11 @@ from judgetune.datasets import Example
 from judgetune.errors import JudgetuneError
 from judgetune.judges import PROTOCOLS, Judge, Verdict, apply_protocol, judge_class
 
-__all__ = ["Scoring", "load_config_lm", "score_examples", "score_protocol"]
+__all__ = ["ProtocolRun", "load_config_lm", "score_examples", "score_protocol"]
 
 
 @dataclass(frozen=True)
-class Scoring:
+class ProtocolRun:
     """A frozen judge's scores under a protocol: the scored ``items`` (under ``linkage`` the candidates,
     carrying their drawn references; the drawn answers are no candidates), their verdicts and calibrated
     scores, and the protocol record every figure made from them carries."""
@@ -27,7 +27,7 @@ class Scoring:
 
 def score_protocol(config: JudgeConfig, examples: list[Example], lm=None, *, protocol: str | None = None,
                    per_grade: int = 1, seed: int = 0, grades: list[float] | None = None, judge: Judge | None = None,
-                   progress: bool = False) -> Scoring:
+                   progress: bool = False) -> ProtocolRun:
     """Score ``examples`` with a frozen judge under ``protocol`` (None: each item from the judge's state and
     the item alone). ``judge``: the config's judge, already built (built here otherwise).
 
@@ -46,7 +46,7 @@ def score_protocol(config: JudgeConfig, examples: list[Example], lm=None, *, pro
     verdicts = judge.judge_all(draw.candidates, progress=progress)
     record = {"protocol": protocol} if protocol != "linkage" else {
         **draw.summary(), "qualified": draw.qualified, "skipped": draw.skipped}
-    return Scoring(draw.candidates, verdicts, config.calibrated(verdicts, judge, draw.candidates), record)
+    return ProtocolRun(draw.candidates, verdicts, config.calibrated(verdicts, judge, draw.candidates), record)
 
 
 def score_examples(config: JudgeConfig, examples: list[Example], lm=None, *, protocol: str | None = None,

@@ -58,7 +58,7 @@ MIN_FOLD_ITEMS = 10  # the nested gate's held-out fold: fewer items in each, and
 
 
 @dataclass
-class CandidateScores:
+class CandidateFigures:
     """One candidate on the selection items: raw scores (NaN where it failed), out-of-fold calibrated
     predictions (a failure gets the labels' median: failing costs what guessing costs)."""
 
@@ -89,7 +89,7 @@ def candidate_trials(study: optuna.Study, spec: RunSpec, *, exclude: Sequence[di
 
 
 def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
-                    items: list[Example]) -> CandidateScores:
+                    items: list[Example]) -> CandidateFigures:
     """Raw scores of the judge of ``params`` on ``items`` and their out-of-fold calibrated predictions."""
     full = {**params, **splits.data_fixed, **settled_params(spec, lm)}
     judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, label_range=splits.label_range,
@@ -102,7 +102,7 @@ def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, i
     if ok.sum() >= 4:
         pred[ok], kind, _ = cross_fitted(raw[ok], gold[ok], label_range=splits.label_range,
                                          groups=[e.group_key for e, k in zip(items, ok) if k], seed=spec.seed)
-    return CandidateScores(params, raw, pred, kind, float(1 - ok.mean()))
+    return CandidateFigures(params, raw, pred, kind, float(1 - ok.mean()))
 
 
 def spearman_figure(raw: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None) -> float | None:
@@ -115,7 +115,7 @@ def spearman_figure(raw: np.ndarray, gold: np.ndarray, groups: Sequence[str] | N
     return float(np.mean(values)) if values else None
 
 
-def search_figure(rule: str, scored: CandidateScores, gold: np.ndarray, groups: Sequence[str] | None, *,
+def search_figure(rule: str, scored: CandidateFigures, gold: np.ndarray, groups: Sequence[str] | None, *,
                   label_range: tuple[float, float], seed: int) -> float:
     """A candidate's figure on the search items alone (higher is better): the Spearman of its raw scores,
     or minus the MAE of its scores calibrated out of fold on these items only (dev stays out of the choice)."""
@@ -155,14 +155,14 @@ def rejection(row: dict[str, Any], reject: Reject | None = None) -> str | None:
     return reject(row) if reject is not None else None
 
 
-def paired_advantages(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray,
+def paired_advantages(rule: str, scored: Sequence[CandidateFigures], gold: np.ndarray,
                       groups: Sequence[str] | None) -> list[dict[str, Any]]:
     """Each candidate's advantage over candidate 0 with its paired t interval (``stats.paired_advantages``)."""
     return stats.paired_advantages(rule, np.stack([c.raw for c in scored]), np.stack([c.pred for c in scored]), gold,
                                    groups, CONFIDENCE)
 
 
-def gate(rule: str, scored: Sequence[CandidateScores], gold: np.ndarray, groups: Sequence[str] | None,
+def gate(rule: str, scored: Sequence[CandidateFigures], gold: np.ndarray, groups: Sequence[str] | None,
          challengers: list[int], winner: int | None) -> dict[str, Any]:
     """The paired test of ``winner`` (an index into ``scored``, chosen on other items; 0 is the default) on
     these items: it passes when the lower end of its advantage's 90% interval (a one-sided 95% bound) is
@@ -220,7 +220,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
     trials += [(t.number, dict(t.params)) for t in candidate_trials(study, spec, exclude=[default])]
     calls0, front, every = lm_calls(lm), {t.number for t in study.best_trials}, study.get_trials(deepcopy=False)
     scored = [score_candidate(p, spec, splits, lm, instructions, items) for _, p in trials]
-    on_search = [CandidateScores(s.params, s.raw[:n_search], s.pred[:n_search], s.calibrator, s.failure_rate)
+    on_search = [CandidateFigures(s.params, s.raw[:n_search], s.pred[:n_search], s.calibrator, s.failure_rate)
                  for s in scored]
     rows = []
     for i, ((number, params), s) in enumerate(zip(trials, scored)):
@@ -246,7 +246,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
     winner = best if best is not None and figure[best] > figure[0] else None  # chosen on the search items alone
     # the dev items take no part in choosing: each candidate's dev predictions come from a calibrator fitted (and
     # its form chosen) on the search items alone
-    on_dev = [CandidateScores(s.params, s.raw[dev], search_calibrated(s.raw, gold, n_search, groups,
+    on_dev = [CandidateFigures(s.params, s.raw[dev], search_calibrated(s.raw, gold, n_search, groups,
                                                                       label_range=splits.label_range, seed=spec.seed),
                               s.calibrator, s.failure_rate) for s in scored]
     gate_result = gate(spec.pick, on_dev, gold[dev], groups_of(splits.dev), challengers, winner)
@@ -269,7 +269,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
     return trials[chosen][1], record
 
 
-def nested_test(scored: Sequence[CandidateScores], gold: np.ndarray, groups: Sequence[str] | None,
+def nested_test(scored: Sequence[CandidateFigures], gold: np.ndarray, groups: Sequence[str] | None,
                 challengers: list[int], *, seed: int, described: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
     """The nested gate on every selection item (search and dev): the winner is the challenger best on all of
     them, and it passes when the nested cross-validated test of the whole choice does. ``described`` (the dev
