@@ -12,6 +12,8 @@ Rules (candidate 0 is the default; a rule that ships nothing ships the default):
 - ``gate-wide``: the same with every training item as a search item.
 - ``nested``: the nested cross-fitted gate (``judgetune.stats.nested_gate``): every label chooses and confirms.
 - ``nested-k10``: the same with 10 folds (x3 repeats) instead of 5.
+- ``nested-df14``: the nested gate as it was until session 9, its t read with 14 degrees of freedom (15 fold
+  estimates) instead of one cut's 4: the repeats re-use the same items, and it shipped too often on shuffled labels.
 - ``old``: ``--gate off``: the best of the search items' top four re-scored on dev; nothing tested.
 - ``best-all``: the best on all labeled items, nothing tested (what most tools report).
 - ``oracle``: the best on the test items (an upper bound no rule can reach).
@@ -40,7 +42,7 @@ from scipy import stats as sps
 
 from judgetune.stats import best_candidate_index, figures, nested_gate, one_sided_lower, paired_unit_differences
 
-RULES = ("gate", "gate-wide", "nested", "nested-k10", "old", "best-all", "oracle")
+RULES = ("gate", "gate-wide", "nested", "nested-k10", "nested-df14", "old", "best-all", "oracle")
 DEFAULT_RULE = "nested"  # what `judgetune tune` uses by default (RunSpec.gate)
 
 
@@ -128,6 +130,8 @@ def apply_rule(rule: str, m: dict[str, Any], lab: np.ndarray, test: np.ndarray, 
         return nested_gate(s, gold_lab, g, seed=seed)["shipped"]
     if rule == "nested-k10":
         return nested_gate(s, gold_lab, g, folds=10, seed=seed)["shipped"]
+    if rule == "nested-df14":
+        return nested_gate(s, gold_lab, g, df=14, seed=seed)["shipped"]
     if rule == "old":
         return old_rule(s, gold_lab, g, ag, rng)
     if rule == "best-all":

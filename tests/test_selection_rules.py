@@ -70,6 +70,8 @@ def test_the_corrected_resampled_t_inflates_the_variance_by_the_test_share():
     assert out["p"] == pytest.approx(sps.t.sf(d.mean() / se, 9))
     naive = one_sided_lower(d)
     assert out["lower"] < naive["lower"]  # wider than the naive t over folds
+    fewer = corrected_lower(d, 0.25, df=4)  # one cut's degrees of freedom: wider still
+    assert fewer["lower"] == pytest.approx(d.mean() - sps.t.ppf(0.95, 4) * se) and fewer["lower"] < out["lower"]
 
 
 @pytest.mark.slow
@@ -99,14 +101,16 @@ def test_the_nested_gate_finds_a_clearly_better_candidate(groups):
 
 
 def test_the_nested_gate_corrects_by_the_folds_it_made_not_the_folds_asked_for():
-    """Seven questions and ten folds asked make seven folds, each holding out 1/6 of the rest, not 1/9."""
+    """Seven questions and ten folds asked make seven folds, each holding out 1/6 of the rest, not 1/9; the t is
+    read with one cut's degrees of freedom (7 folds: 6), not the 14 estimates' 13."""
     rng = np.random.default_rng(3)
     scores, gold, keys = _matrix(rng, 70, [0.5, 1.0, 0.5], groups=7)
     out = nested_gate(scores, gold, keys, folds=10, repeats=2, seed=0)
     assert len(out["fold_choices"]) == 14
     assert out["test_fraction"] == pytest.approx(1 / 6)
-    expected = corrected_lower(np.asarray(out["fold_differences"]), 1 / 6)
-    assert out["lower"] == pytest.approx(expected["lower"])
+    expected = corrected_lower(np.asarray(out["fold_differences"]), 1 / 6, df=6)
+    assert out["lower"] == pytest.approx(expected["lower"]) and out["p"] == pytest.approx(expected["p"])
+    assert "(6 df)" in out["method"]
 
 
 def test_the_t_interval_is_scipys_and_matches_the_hand_formula():
