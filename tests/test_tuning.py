@@ -130,6 +130,8 @@ def test_report_is_rebuilt_and_renders_in_headless_chromium(run, tmp_path):
     assert main(["report", str(run)]) == 0
     page = (run / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') >= 4 and "<script" not in page
+    # the default gate (nested) is reported as what it is, not as the old rule
+    assert "Gate off" not in page and ("The nested gate" in page or "No challenger beat the default on the" in page)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         if os.environ.get("JUDGETUNE_REQUIRE_CHROMIUM"):

@@ -69,7 +69,20 @@ def selection_section(selection: dict[str, Any] | None) -> str:
         f"<td>{_f((r.get('search') or {}).get('mae'))}</td><td>{_f(r['mae'])}</td>"
         f"<td>{_f(r.get('advantage_dev'))}</td></tr>" for r in selection["rows"])
     test = selection.get("gate_result") or {}
-    if selection.get("gate") == "on":
+    if selection.get("gate") == "nested":
+        if test.get("refused"):
+            verdict = f"The nested gate made no test: {html.escape(test['refused'])}. "
+        elif test.get("winner") is None:
+            verdict = f"No challenger beat the default on the {test.get('items')} search and dev items. "
+        else:
+            verdict = (f"The nested gate {'passed' if test.get('passed') else 'did not pass'}: choosing the challenger "
+                       f"best on the {test.get('items')} search and dev items gained {_f(test.get('winner_advantage'))} "
+                       f"Spearman over the default on held-out folds, one-sided 95% lower bound "
+                       f"{_f(test.get('lower_bound'))} ({html.escape(str(test.get('method')))}). ")
+        verdict += "The default judge shipped." if selection.get("default_shipped") else "The challenger shipped."
+        intro = (f"Candidates scored on {selection.get('items')} non-test items ({selection.get('lm_calls', 0)} LM "
+                 f"calls), MAE out of fold. {verdict}")
+    elif selection.get("gate") == "on":
         if test.get("refused"):
             verdict = f"The gate made no test: {html.escape(test['refused'])}. "
         elif test.get("winner") is None:
@@ -99,10 +112,12 @@ def gain_paragraph(metrics: dict[str, Any]) -> str:
     g = metrics.get("gain")
     if not g or not g.get("spearman"):
         return ""
-    parts = gain_parts(g)
-    verdict = "the default judge shipped (no reliable gain found)" if g["default_shipped"] else "a tuned judge shipped"
+    if g["default_shipped"]:
+        return (f"<h2>Gain over the default judge</h2><p>None claimed: the default judge shipped (no reliable gain "
+                f"found; see Selection), so its {g['n']} test items score as the untuned judge's.</p>")
     return (f"<h2>Gain over the default judge</h2><p>Shipped minus default on the same {g['n']} test items (paired "
-            f"95% interval; MAE: negative is better): {html.escape(', '.join(parts))}; {verdict}.</p>")
+            f"95% interval; MAE: negative is better): {html.escape(', '.join(gain_parts(g)))}; a tuned judge "
+            "shipped.</p>")
 
 
 def proposals_section(proposals: dict[str, Any] | None) -> str:
