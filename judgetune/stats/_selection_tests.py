@@ -259,11 +259,11 @@ def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | No
             differences.append(float(fig[1] - fig[0]) if np.isfinite(fig).all() else np.nan)
     # the folds actually made: fewer questions than folds make fewer, larger folds than ``1 / (folds - 1)``
     test_fraction = float(np.mean(shares))
-    test = corrected_lower(np.asarray(differences), test_fraction, alpha, df=made - 1 if df is None else df)
+    df = made - 1 if df is None else df  # one cut's folds, unless the caller says otherwise
+    test = corrected_lower(np.asarray(differences), test_fraction, alpha, df=df)
     chosen = best_candidate_index(scores, gold, grp, allowed)
     passed = chosen != 0 and test["lower"] is not None and test["lower"] > 0
     return {**test, "passed": bool(passed), "chosen": int(chosen), "shipped": int(chosen) if passed else 0,
             "fold_choices": choices, "fold_differences": differences, "folds": folds, "repeats": repeats,
             "alpha": alpha, "test_fraction": test_fraction,
-            "method": f"nested {folds}-fold cross-validation x{repeats}, corrected resampled t "
-                      f"({made - 1 if df is None else df} df)"}
+            "method": f"nested {folds}-fold cross-validation x{repeats}, corrected resampled t ({df} df)"}
