@@ -248,7 +248,7 @@ def tuned_row(dataset: str, method: str, spec: RunSpec, tmp: Path) -> tuple[dict
     extra.update(calibrator=(config.calibrator or {}).get("kind"), calibrator_cv_mae=m.get("calibrator_cv_mae"),
                  distinct_test_scores=len({predictions[e.id]["score"] for e in test}),
                  raw_spearman=raw.get("spearman_per_group", raw.get("spearman")))
-    return row(dataset, method, m["test"], m["search"]["lm_calls"] + m["selection"]["lm_calls"],
+    return row(dataset, method, m["test"], m["study"]["lm_calls"] + m["selection"]["lm_calls"],
                time.perf_counter() - start, chosen=config.params, **extra), m
 
 
@@ -289,7 +289,7 @@ def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods:
         result, m = tuned_row(dataset, f"judgetune ({kind} judge, proposals)", spec, tmp)
         rows.append(result)
         budget = result["lm_calls"] or budget
-        search_budget = m["search"]["lm_calls"] if m else budget
+        search_budget = m["study"]["lm_calls"] if m else budget
     if "random" in wanted:
         random_spec = RunSpec(name=f"opt-{kind}-random", judge=kind, fixed=fixed, n_trials=200, sampler="random",
                               max_calls=search_budget, proposals=2, rounds=2, **common)

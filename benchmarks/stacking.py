@@ -10,7 +10,8 @@ questions; the rest test) fits and chooses every judge on the labeled items alon
 - ``lm``: the best LM-only candidate on the labeled items (what tuning the LM judge alone ships, untested);
   ``lm-default``: the untuned LM judge;
 - ``panel``: the mean of the within-draw ranks of the three candidates best on the labeled items (``panel-all``:
-  every candidate);
+  every candidate); ``panel-calibrated``: the mean of those three members' calibrated scores, each member calibrated
+  on the labeled items, so an item's score needs that item alone (what a frozen panel would ship);
 - each member (``default``, ``c1``, ...).
 
 Rows give test Spearman (global) and MAE (LM-only and panel scores calibrated on the labeled items by the
@@ -19,8 +20,17 @@ items: ``vs_signals``, ``vs_lm``, ``vs_best_member`` (the member best on the lab
 whole comparison on that many seeded draws and reports each judge's mean Spearman difference against the signals
 and the share of draws it was ahead.
 
-    python benchmarks/stacking.py benchmarks/results/matrix-smollm2-likelihood-sts2012-msrpar.json [--labels 300]
-        [--draws 50] [--seed 0] [--out PATH]
+``crossfit`` uses every item as a test item once, for intervals on more than one draw's remainder: the items are cut
+into parts of whole questions (four when 300 of 400 are labels); for each part, every judge is fitted and chosen on
+about ``--labels`` items of the other parts and scores the part. Spearman is taken over the pooled test scores (the
+best LM candidate, which may differ between folds, standardized on its labeled scores), with paired bootstrap
+intervals over all the items.
+
+    python benchmarks/stacking.py benchmarks/results/matrix-smollm2-likelihood-sts2012-msrpar.json [MATRIX ...]
+        [--labels 300] [--draws 50] [--seed 0] [--out PATH]
+
+Several matrices of one LM on the same items (e.g. the rubric and likelihood judges) are compared as one: their
+candidates are pooled (named ``<judge>:<candidate>``) and the stacked judge takes every LM judge's scores.
 
 Writes ``benchmarks/results/stacking-<lm>-<set>.json``.
 """
@@ -44,6 +54,26 @@ from judgetune.judges import BuildContext, build
 from judgetune.judges._hybrid_model import HybridModel
 from judgetune.judges._spec import JudgeSpec
 from judgetune.stats import bootstrap_interval, correlation, figures, filled, mae, paired_difference
+
+
+def load_matrices(paths: list[Path]) -> dict[str, Any]:
+    """One matrix, or several on the same items pooled: candidates named by judge, cut to the items all scored."""
+    loaded = [load_matrix(p) for p in paths]
+    if len(loaded) == 1:
+        return loaded[0]
+    ids = [json.loads(p.read_text())["items"]["ids"] for p in paths]
+    if any(i != ids[0] for i in ids) or len({m["meta"]["lm"] for m in loaded}) > 1:
+        sys.exit("matrices to pool must share their LM and their items")
+    n = min(m["n"] for m in loaded)
+    first = loaded[0]
+    candidates = [{**c, "name": f"{m['meta']['judge']}:{c['name']}"} for m in loaded for c in m["candidates"]]
+    scores = np.vstack([m["scores"][:, :n] for m in loaded])
+    # the first matrix's default is the default LM judge
+    meta = {**first["meta"], "judge": "+".join(m["meta"]["judge"] for m in loaded),
+            "complete": all(m["meta"]["complete"] for m in loaded)}
+    return {"meta": meta, "candidates": candidates, "scores": scores, "gold": first["gold"][:n],
+            "groups": None if first["groups"] is None else first["groups"][:n], "all_groups": first["all_groups"][:n],
+            "n": n}
 
 
 def signal_features(dataset: str, ids: list[str], pool_ids: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -70,6 +100,13 @@ def calibrated(raw_lab: np.ndarray, gold_lab: np.ndarray, raw_test: np.ndarray, 
     return CALIBRATORS[kind](label_range).fit(raw_lab, gold_lab).predict(raw_test)
 
 
+def standardized(row: np.ndarray, lab: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """``row``'s test scores on the scale of its labeled scores (mean 0, sd 1): the same ranks within a draw, and
+    comparable across folds when the chosen candidate differs between them."""
+    fit = filled(row[lab])
+    return (row[test] - fit.mean()) / (fit.std() or 1.0)
+
+
 def ranks(scores: np.ndarray) -> np.ndarray:
     """Each row's scores as ranks in [0, 1] (a failure in the middle)."""
     return np.stack([(rankdata(filled(r)) - 1) / max(1, len(r) - 1) for r in scores])
@@ -88,14 +125,18 @@ def judges_on_draw(m: dict[str, Any], x: np.ndarray, lab: np.ndarray, test: np.n
     raw = {"signals": ridge_scores(x, gold, lab, test),
            "stacked": ridge_scores(np.hstack([x, lm_cols]), gold, lab, test),
            "stacked-default": ridge_scores(np.hstack([x, lm_cols[:, :1]]), gold, lab, test),
-           "lm": scores[best, test], "lm-default": scores[0, test],
+           "lm": standardized(scores[best], lab, test), "lm-default": scores[0, test],
            "panel": rank_all[top3][:, test].mean(axis=0), "panel-all": rank_all[:, test].mean(axis=0)}
     panel_lab = {"panel": rank_all[top3][:, lab].mean(axis=0), "panel-all": rank_all[:, lab].mean(axis=0)}
     names = [c["name"] for c in m["candidates"]]
     for j, name in enumerate(names):
         raw[name] = scores[j, test]
-    pred = {}
+    members = [calibrated(scores[j, lab], gl, scores[j, test], label_range) for j in top3]
+    raw["panel-calibrated"] = np.mean(members, axis=0)
+    pred = {"panel-calibrated": raw["panel-calibrated"]}
     for name, r in raw.items():
+        if name in pred:
+            continue
         if name in ("signals", "stacked", "stacked-default"):
             pred[name] = np.clip(r, *label_range)
         elif name in panel_lab:
@@ -107,18 +148,71 @@ def judges_on_draw(m: dict[str, Any], x: np.ndarray, lab: np.ndarray, test: np.n
     return {k: filled(v) for k, v in raw.items()}, pred, chosen
 
 
+def fold_splits(all_groups: list[str], labels: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every item tested once: the items cut into ``ceil(n / (n - labels))`` parts of whole questions; each part is
+    a fold's test items and about ``labels`` items drawn from the others (whole questions) its labeled items."""
+    n = len(all_groups)
+    folds = int(np.ceil(n / max(1, n - labels)))
+    keys = list(dict.fromkeys(all_groups))
+    order = np.random.default_rng([seed, 999]).permutation(len(keys))
+    part = {keys[i]: r % folds for r, i in enumerate(order)}
+    splits = []
+    for k in range(folds):
+        test = np.array([i for i, g in enumerate(all_groups) if part[g] == k])
+        rest = np.array([i for i, g in enumerate(all_groups) if part[g] != k])
+        sub, _ = _split_units([all_groups[i] for i in rest], labels, np.random.default_rng([seed, 1000 + k]))
+        splits.append((np.sort(rest[sub]), test))
+    return splits
+
+
+def crossfit_rows(m: dict[str, Any], x: np.ndarray, labels: int, seed: int, label_range) -> dict[str, Any]:
+    """Each judge fitted and chosen on a fold's labeled items and scored on its test items, every item tested once;
+    Spearman over the pooled test scores, paired differences with bootstrap intervals over all the items."""
+    gold = m["gold"]
+    splits = fold_splits(m["all_groups"], labels, seed)
+    raw: dict[str, np.ndarray] = {}
+    pred: dict[str, np.ndarray] = {}
+    chosen_per_fold = []
+    for lab, test in splits:
+        r, p, chosen = judges_on_draw(m, x, lab, test, label_range)
+        chosen_per_fold.append(chosen)
+        for name in r:
+            raw.setdefault(name, np.full(len(gold), np.nan))[test] = r[name]
+            pred.setdefault(name, np.full(len(gold), np.nan))[test] = p[name]
+    best = [c["best_member"] for c in chosen_per_fold]
+    groups = m["groups"]
+    rows = []
+    for name in raw:
+        ci = bootstrap_interval(correlation, raw[name], gold, groups, seed=seed)
+        row: dict[str, Any] = {"judge": name, "spearman": correlation(raw[name], gold), "spearman_ci": [ci.low, ci.high],
+                               "mae": mae(pred[name], gold)}
+        for key, other in (("vs_signals", "signals"), ("vs_lm", "lm")):
+            if other != name:
+                d = paired_difference(correlation, raw[name], raw[other], gold, groups, seed=seed)
+                row[key] = {"value": d["difference"], "low": d["ci"][0], "high": d["ci"][1]}
+        if name.startswith("panel") and len(set(best)) == 1:  # the best member is one candidate in every fold
+            d = paired_difference(correlation, raw[name], raw[best[0]], gold, groups, seed=seed)
+            row["vs_best_member"] = {"value": d["difference"], "low": d["ci"][0], "high": d["ci"][1]}
+        elif name.startswith("panel"):  # else against the per-fold best, on its standardized scores
+            d = paired_difference(correlation, raw[name], raw["lm"], gold, groups, seed=seed)
+            row["vs_best_member"] = {"value": d["difference"], "low": d["ci"][0], "high": d["ci"][1]}
+        rows.append(row)
+    return {"folds": len(splits), "labels_per_fold": [int(len(lab)) for lab, _ in splits], "items": int(len(gold)),
+            "chosen": chosen_per_fold, "rows": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("matrix", type=Path)
+    parser.add_argument("matrix", type=Path, nargs="+")
     parser.add_argument("--labels", type=int, default=300)
     parser.add_argument("--draws", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    m = load_matrix(args.matrix)
+    m = load_matrices(args.matrix)
     meta = m["meta"]
-    full = json.loads(args.matrix.read_text())
+    full = json.loads(args.matrix[0].read_text())
     ids = full["items"]["ids"][:m["n"]]
     x, names = signal_features(meta["dataset"], ids, meta["demo_pool"])
     label_range = tuple(meta["label_range"])
@@ -153,13 +247,14 @@ def main() -> None:
         diffs = np.asarray(over[row["judge"]])
         row["draws_vs_signals_mean"] = float(diffs.mean())
         row["draws_ahead_of_signals"] = float((diffs > 0).mean())
-    record = {"meta": {"lm": meta["lm"], "dataset": meta["dataset"], "judge": meta["judge"], "matrix": args.matrix.name,
+    crossfit = crossfit_rows(m, x, args.labels, args.seed, label_range)
+    record = {"meta": {"lm": meta["lm"], "dataset": meta["dataset"], "judge": meta["judge"], "matrix": [p.name for p in args.matrix],
                        "commit": meta.get("commit"), "command": "python " + " ".join(sys.argv),
                        "complete": bool(meta["complete"]), "labels": int(len(lab)), "test_items": int(len(test)),
                        "signal_features": names, "draws": args.draws, "chosen": chosen},
-              "rows": rows}
+              "rows": rows, "crossfit": crossfit}
     lm = meta["lm"].split(":", 1)[-1]
-    out = args.out or args.matrix.parent / f"stacking-{lm}-{meta['dataset']}.json"
+    out = args.out or args.matrix[0].parent / f"stacking-{lm}-{meta['dataset']}.json"
     out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"{meta['dataset']} ({meta['lm']}, {meta['judge']}): {len(lab)} labels, {len(test)} test items; "
           f"chosen {chosen}")
@@ -171,6 +266,13 @@ def main() -> None:
         print(f"  {row['judge']:16} spearman {row['spearman']:.3f}  mae {row['mae']:.3f}  vs signals "
               f"{vs.get('value', 0):+.3f} [{vs.get('low', 0):+.3f}, {vs.get('high', 0):+.3f}]  "
               f"draws: {row['draws_vs_signals_mean']:+.3f} mean, ahead {row['draws_ahead_of_signals']:.0%}")
+    print(f"cross-fitted: {crossfit['folds']} folds of ~{args.labels} labels, every one of {crossfit['items']} items "
+          "tested once")
+    for row in crossfit["rows"]:
+        vs, vb = row.get("vs_signals") or {}, row.get("vs_best_member")
+        extra = f"  vs best member {vb['value']:+.3f} [{vb['low']:+.3f}, {vb['high']:+.3f}]" if vb else ""
+        print(f"  {row['judge']:16} spearman {row['spearman']:.3f}  vs signals {vs.get('value', 0):+.3f} "
+              f"[{vs.get('low', 0):+.3f}, {vs.get('high', 0):+.3f}]{extra}")
     print(f"wrote {out}")
 
 

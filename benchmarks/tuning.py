@@ -144,7 +144,7 @@ def main() -> None:
             start = time.perf_counter()
             config, _, _ = tune(spec, runs_dir=tmp / "runs")
             seconds = time.perf_counter() - start
-            search_calls = config.metrics["search"]["lm_calls"]
+            search_calls = config.metrics["study"]["lm_calls"]
             rows.append(row(dataset, f"tuned + {config.calibrator['kind']} calibration", config.metrics["test"],
                             cache_size(tmp / f"{kind}-tuned"), seconds))
             metrics, calls, seconds, candidates = bootstrap_random_search(signature, instruction, splits, search_calls,

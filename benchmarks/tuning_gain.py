@@ -101,7 +101,7 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
             "warning": gain.get("warning"),
             "proposed": sum(i.get("round") is not None for i in m.get("proposals", {}).get("instructions", [])),
             "lm": config.lm["spec"] if config.lm else None,
-            "lm_calls": m["search"]["lm_calls"] + m["selection"].get("lm_calls", 0), "seconds": round(seconds, 1)}
+            "lm_calls": m["study"]["lm_calls"] + m["selection"].get("lm_calls", 0), "seconds": round(seconds, 1)}
 
 
 def _winner_trial(selection: dict[str, Any]) -> int | None:

@@ -421,7 +421,7 @@ def test_the_same_tune_with_the_same_seed_gives_identical_figures(tmp_path, data
                      "--run", name, "--runs-dir", str(tmp_path)]) == 0
         configs.append(JudgeConfig.load(tmp_path / name / "judge.json"))
     first, again = configs
-    assert first.metrics["search"]["lm_calls"] == again.metrics["search"]["lm_calls"] > 0  # both computed afresh
+    assert first.metrics["study"]["lm_calls"] == again.metrics["study"]["lm_calls"] > 0  # both computed afresh
     assert [t.params for t in study_trials(tmp_path / "first")] == [t.params for t in study_trials(tmp_path / "again")]
     assert (again.params, again.instruction, again.demos) == (first.params, first.instruction, first.demos)
     assert _without_timings(again.metrics) == _without_timings(first.metrics)

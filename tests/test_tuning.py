@@ -53,7 +53,7 @@ def test_tune_writes_a_frozen_judge_config(run):
     assert len(data["demos"]) == data["params"]["k"] and all("label" in d for d in data["demos"])
     assert data["calibrator"]["kind"] in ("isotonic", "linear", "constant")
     assert set(data["data"]["files"]) and all(len(h) == 64 for h in data["data"]["files"].values())
-    search = data["metrics"]["search"]
+    search = data["metrics"]["study"]
     assert search["trials"] == {"COMPLETE": 2}
     assert search["lm_calls"] > 0 and search["tokens"] > 0
     trials = study_of(run).get_trials()

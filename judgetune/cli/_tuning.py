@@ -63,7 +63,7 @@ def _tune_one(spec: tuning.RunSpec, args: argparse.Namespace):
 
 def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     config, run_dir = _tune_one(spec, args)
-    test, search = config.metrics["test"], config.metrics["search"]
+    test, search = config.metrics["test"], config.metrics["study"]
     if args.json:
         print(json.dumps({"run": str(run_dir), "config": str(run_dir / "judge.json"), "metrics": config.metrics},
                          indent=2))

@@ -180,7 +180,7 @@ def build_report(*, study: optuna.Study, config: JudgeConfig, predictions: list[
     raw, calibrated, human = ([p["raw_score"] for p in kept], [p["score"] for p in kept], [p["human"] for p in kept])
     rows = [(f"judge ({split})", metrics[split]) for split in ("search_items", "dev", "test") if split in metrics]
     rows += [(f"{name} (test)", row) for name, row in metrics.get("baselines", {}).items()]
-    search = metrics.get("search", {})
+    search = metrics.get("study", {})
     figures = [
         _figure("Pareto front", _plots.pareto_front(study, search.get("chosen_trial"))),
         _figure("Optimization history", _plots.history(study)),

@@ -38,7 +38,7 @@ from judgetune.tuning._study import (
     make_sampler,
     open_study,
     run_trials,
-    search_summary,
+    study_summary,
     storage_for,
     total_calls,
 )
@@ -51,5 +51,5 @@ __all__ = ["GATES", "MAX_FAILURE_RATE", "PICK_RULES", "RUN_NAME", "SAMPLERS",
            "gain_line", "gate", "gate_line", "join_study", "judge_for", "lm_calls",
            "load_proposer", "load_run_lm", "load_study", "make_sampler", "objectives", "open_study", "pool_seeds",
            "prepare_splits", "proposal_prompt", "proposal_round", "proposals_summary", "propose_round", "ranked",
-           "refusal", "rejection", "run_trials", "search_key", "search_summary", "seed_instructions", "select",
+           "refusal", "rejection", "run_trials", "search_key", "seed_instructions", "select", "study_summary",
            "select_on_dev", "settled_params", "storage_for", "suggest", "total_calls", "tune", "write_predictions"]

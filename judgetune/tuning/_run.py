@@ -43,7 +43,7 @@ from judgetune.tuning._selection import Reject, select, select_on_dev
 from judgetune.tuning._space import default_params, judge_for, settled_params
 from judgetune.tuning._spec import RunSpec
 from judgetune.tuning._splits import Splits, prepare_splits
-from judgetune.tuning._study import default_storage, load_run_lm, open_study, run_trials, search_summary
+from judgetune.tuning._study import default_storage, load_run_lm, open_study, run_trials, study_summary
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     metrics["gain"]["spearman_raw"] = raw_gain
     _against_baselines(metrics, test_scores, spec, splits, scale, n_resamples)
     metrics["calibrator_cv_mae"] = cv
-    metrics["search"] = {**search_summary(study), "chosen_trial": selection["chosen_trial"], "pick_rule": spec.pick}
+    metrics["study"] = {**study_summary(study), "chosen_trial": selection["chosen_trial"], "pick_rule": spec.pick}
     metrics["selection"] = selection
     metrics["proposals"] = proposals_summary(study, selection)
     config.metrics = metrics

@@ -267,7 +267,7 @@ def load_run_lm(spec: RunSpec, *, timeout: float = 60.0, trusted: bool = True) -
                    endpoint_source=f"study {spec.name}")
 
 
-def search_summary(study: optuna.Study) -> dict[str, Any]:
+def study_summary(study: optuna.Study) -> dict[str, Any]:
     trials = study.get_trials(deepcopy=False)
     by_state: dict[str, int] = {}
     for t in trials:
