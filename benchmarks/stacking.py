@@ -10,8 +10,8 @@ questions; the rest test) fits and chooses every judge on the labeled items alon
 - ``lm``: the best LM-only candidate on the labeled items (what tuning the LM judge alone ships, untested);
   ``lm-default``: the untuned LM judge;
 - ``panel``: the mean of the within-draw ranks of the three candidates best on the labeled items (``panel-all``:
-  every candidate); ``panel-calibrated``: the mean of those three members' calibrated scores, each member calibrated
-  on the labeled items, so an item's score needs that item alone (what a frozen panel would ship);
+  every candidate); ``panel-z`` and ``panel-all-z``: the same members' scores each standardized by the mean and sd
+  of its labeled scores, then averaged, so an item's score needs that item alone (what a frozen panel would ship);
 - each member (``default``, ``c1``, ...).
 
 Rows give test Spearman (global) and MAE (LM-only and panel scores calibrated on the labeled items by the
@@ -131,12 +131,11 @@ def judges_on_draw(m: dict[str, Any], x: np.ndarray, lab: np.ndarray, test: np.n
     names = [c["name"] for c in m["candidates"]]
     for j, name in enumerate(names):
         raw[name] = scores[j, test]
-    members = [calibrated(scores[j, lab], gl, scores[j, test], label_range) for j in top3]
-    raw["panel-calibrated"] = np.mean(members, axis=0)
-    pred = {"panel-calibrated": raw["panel-calibrated"]}
+    for name, members in (("panel-z", top3), ("panel-all-z", range(len(scores)))):
+        raw[name] = np.mean([standardized(scores[j], lab, test) for j in members], axis=0)
+        panel_lab[name] = np.mean([standardized(scores[j], lab, lab) for j in members], axis=0)
+    pred = {}
     for name, r in raw.items():
-        if name in pred:
-            continue
         if name in ("signals", "stacked", "stacked-default"):
             pred[name] = np.clip(r, *label_range)
         elif name in panel_lab:

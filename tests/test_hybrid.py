@@ -444,6 +444,35 @@ def test_a_stacked_hybrid_takes_the_lms_likelihood_beside_the_signals_and_freeze
     assert [frozen.judge_all([e])[0].score for e in test] == pytest.approx([v.score for v in verdicts], abs=1e-9)
 
 
+def test_label_entropy_is_zero_for_a_sure_label_and_one_for_a_uniform_distribution():
+    from judgetune.judges._hybrid import label_entropy
+
+    assert label_entropy({"1": 1.0, "2": 0.0, "3": 0.0}) == 0.0
+    assert label_entropy({str(v): 0.2 for v in range(1, 6)}) == pytest.approx(1.0)
+    assert 0.0 < label_entropy({"1": 0.7, "2": 0.2, "3": 0.1}) < 1.0
+
+
+@pytest.mark.model
+def test_a_stacked_hybrid_takes_the_rubric_judges_label_and_doubt_and_freezes_with_them(data_root, embedded_lm):
+    """Issue 48: ``use_rubric`` puts the untuned rubric judge's expected label (on its 1-5 scale) and the entropy of
+    its label distribution beside the signals; the frozen judge scores an item alone exactly as the fitted one."""
+    import json
+
+    msrpar = [e for e in datasets.load("sts2012-msrpar", root=data_root) if e.meta["split"] == "train"]
+    train, test = msrpar[:24], msrpar[24:28]
+    params = {**{f"use_{n}": n == "overlap" for n in SIGNALS}, "use_rubric": True}
+    judge = make_judge("hybrid", embedded_lm, train=train, label_range=(0.0, 5.0), params=params)
+    assert judge.signals == ["overlap", "rubric"]
+    assert judge.model_.features == ["overlap", "rubric", "rubric:entropy"]
+    verdicts = judge.judge_all(test)
+    for v in verdicts:
+        features = v.detail["features"]
+        assert v.parsed and 1.0 <= features["rubric"] <= 5.0 and 0.0 <= features["rubric:entropy"] <= 1.0
+    config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=(0.0, 5.0))
+    frozen = JudgeConfig.from_dict(json.loads(json.dumps(config.to_dict()))).build_judge(embedded_lm)
+    assert [frozen.judge_all([e])[0].score for e in test] == pytest.approx([v.score for v in verdicts], abs=1e-9)
+
+
 @pytest.mark.model
 def test_a_stacking_run_searches_the_lms_features_and_keeps_the_signal_only_hybrid_as_the_default(tmp_path):
     """Issue 48: ``RunSpec(stack=True)`` lets the search add the LM's likelihood beside the signals (MSRpar has
@@ -456,11 +485,12 @@ def test_a_stacking_run_searches_the_lms_features_and_keeps_the_signal_only_hybr
     spec = RunSpec(name="stacked", judge="hybrid", data="sts2012-msrpar", n_trials=3, fixed=few, stack=True, **sizes)
     config, _, study = tune(spec, runs_dir=tmp_path / "runs", progress=False, n_resamples=50)
     incumbent, *others = study.trials
-    assert incumbent.params["use_likelihood-reference"] is False and incumbent.user_attrs["incumbent"]
-    assert all("use_likelihood-reference" in t.distributions and "use_likelihood-question" not in t.params
-               for t in others)
+    assert incumbent.params["use_likelihood-reference"] is incumbent.params["use_rubric"] is False
+    assert incumbent.user_attrs["incumbent"]
+    assert all("use_likelihood-reference" in t.distributions and "use_rubric" in t.distributions
+               and "use_likelihood-question" not in t.params for t in others)
     assert config.metrics["selection"]["rows"][0]["params"]["use_likelihood-reference"] is False
-    assert (config.lm is not None) == config.params["use_likelihood-reference"]
+    assert (config.lm is not None) == (config.params["use_likelihood-reference"] or config.params["use_rubric"])
 
     plain = RunSpec(name="plain", judge="hybrid", data="sts2012-msrpar", n_trials=2, fixed=few, **sizes)
     _, _, study = tune(plain, runs_dir=tmp_path / "runs", progress=False, n_resamples=50)

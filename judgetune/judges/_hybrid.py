@@ -17,7 +17,8 @@
    ``interactions`` adds the product of every pair of normalized features (squares included) to the
    model's inputs; it wants a larger ``alpha``.
 4. LM signals (``LM_SIGNALS``: the likelihood judge's score, p(answer | question) and p(question |
-   answer) averaged) are off by default; switched on, the hybrid needs an LM, which the builder hands
+   answer) averaged, or p(answer | reference) and p(reference | answer); the rubric judge's expected label
+   and the entropy of its label distribution, a measure of the LM's doubt) are off by default; switched on, the hybrid needs an LM, which the builder hands
    it from its context (and a frozen hybrid fitted with one reloads with its config's LM).
 
 The fitted model is plain JSON (``HybridModel.to_dict``) and lives in the frozen config's ``fitted``.
@@ -44,6 +45,7 @@ from judgetune.judges._hybrid_model import (
     HybridModel,
 )
 from judgetune.judges._likelihood import LikelihoodJudge
+from judgetune.judges._rubric import RubricJudge
 from judgetune.judges._signals import (
     GRADE_POSITIONS,
     BM25Judge,
@@ -66,6 +68,15 @@ def _warn_once(message: str) -> None:
         _warned.add(message)
         log.warning("%s", message)
 
+def label_entropy(distribution: dict[str, float]) -> float:
+    """The entropy of a label distribution over its labels' count (0: one label holds all the mass; 1: uniform)."""
+    p = np.array([v for v in distribution.values() if v > 0], dtype=float)
+    if len(distribution) < 2 or p.size == 0:
+        return 0.0
+    p = p / p.sum()
+    return float(-(p * np.log(p)).sum() / np.log(len(distribution)))
+
+
 # signal name -> (judge kind, settings); the kind's class is built with the settings (``_SIGNAL_CLASSES``)
 SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
     "minilm-question": ("embedding", {"model": "minilm", "target": "question"}),
@@ -79,7 +90,7 @@ SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
     "refsim-mpnet": ("refsim", {"model": "mpnet"}),
 }
 _SIGNAL_CLASSES: dict[str, type[Judge]] = {c.kind: c for c in (EmbeddingJudge, BM25Judge, OverlapJudge, LengthJudge,
-                                                               ReferenceSimilarityJudge, LikelihoodJudge)}
+                                                               ReferenceSimilarityJudge, LikelihoodJudge, RubricJudge)}
 # what a signal needs of an item: (what, test) ; a signal is searched only where most training items have it
 _NEEDS = {"question": ("a question", lambda ex: bool(ex.question and ex.question.strip())),
           "reference": ("a reference", lambda ex: bool(ex.references)),
@@ -93,6 +104,8 @@ LM_SIGNALS: dict[str, tuple[str, dict[str, Any]]] = {
     # the stacked judge's LM feature on reference data: p(answer | reference) and p(reference | answer), averaged
     "likelihood-reference": ("likelihood", {"instruction": "respond", "k": 0, "direction": "both",
                                             "source": "reference", "chat": True}),
+    # the rubric judge as it ships untuned (no demos, no reasoning): its expected label and its doubt
+    "rubric": ("rubric", {"k": 0, "reasoning": False, "scoring": "expected"}),
 }
 ALL_SIGNALS = {**SIGNALS, **LM_SIGNALS}
 
@@ -155,6 +168,8 @@ class HybridJudge(Judge):
         kind, settings = ALL_SIGNALS[name]
         if kind == ReferenceSimilarityJudge.kind:
             return "graded"
+        if kind == RubricJudge.kind:
+            return "auto"
         return settings.get("source") if kind == LikelihoodJudge.kind else settings.get("target")
 
     @classmethod
@@ -202,6 +217,8 @@ class HybridJudge(Judge):
     def feature_names(name: str) -> list[str]:
         if ALL_SIGNALS[name][0] == ReferenceSimilarityJudge.kind:
             return [f"{name}:{p}" for p in GRADE_POSITIONS]
+        if ALL_SIGNALS[name][0] == RubricJudge.kind:
+            return [name, f"{name}:entropy"]
         return [name]
 
     def signal_judge(self, name: str) -> Judge:
@@ -223,6 +240,8 @@ class HybridJudge(Judge):
                 failures[i] = f"{name}: {v.raw}"
             elif width == 1:
                 block[i, 0] = v.score
+            elif ALL_SIGNALS[name][0] == RubricJudge.kind:
+                block[i] = [v.score, label_entropy(v.distribution)]
             else:
                 block[i] = v.detail["by_grade"]
         return block, self.feature_names(name), failures
