@@ -247,7 +247,8 @@ def main() -> None:
         row["draws_vs_signals_mean"] = float(diffs.mean())
         row["draws_ahead_of_signals"] = float((diffs > 0).mean())
     crossfit = crossfit_rows(m, x, args.labels, args.seed, label_range)
-    record = {"meta": {"lm": meta["lm"], "dataset": meta["dataset"], "judge": meta["judge"], "matrix": [p.name for p in args.matrix],
+    record = {"meta": {"lm": meta["lm"], "dataset": meta["dataset"], "judge": meta["judge"],
+                       "matrix": [p.name for p in args.matrix],
                        "commit": meta.get("commit"), "command": "python " + " ".join(sys.argv),
                        "complete": bool(meta["complete"]), "labels": int(len(lab)), "test_items": int(len(test)),
                        "signal_features": names, "draws": args.draws, "chosen": chosen},

@@ -18,8 +18,9 @@
    model's inputs; it wants a larger ``alpha``.
 4. LM signals (``LM_SIGNALS``: the likelihood judge's score, p(answer | question) and p(question |
    answer) averaged, or p(answer | reference) and p(reference | answer); the rubric judge's expected label
-   and the entropy of its label distribution, a measure of the LM's doubt) are off by default; switched on, the hybrid needs an LM, which the builder hands
-   it from its context (and a frozen hybrid fitted with one reloads with its config's LM).
+   and the entropy of its label distribution, a measure of the LM's doubt) are off by default; switched on,
+   the hybrid needs an LM, which the builder hands it from its context (and a frozen hybrid fitted with one
+   reloads with its config's LM).
 
 The fitted model is plain JSON (``HybridModel.to_dict``) and lives in the frozen config's ``fitted``.
 """

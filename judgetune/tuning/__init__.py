@@ -38,8 +38,8 @@ from judgetune.tuning._study import (
     make_sampler,
     open_study,
     run_trials,
-    study_summary,
     storage_for,
+    study_summary,
     total_calls,
 )
 
