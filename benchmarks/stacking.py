@@ -6,7 +6,8 @@ questions; the rest test) fits and chooses every judge on the labeled items alon
 
 - ``signals``: the hybrid of the signals (the hybrid judge's ridge model on its default signals);
 - ``stacked``: the same model with the LM candidates' raw scores beside the signals (``stacked-default``: only the
-  untuned LM judge's);
+  first matrix's untuned LM judge's; ``stacked-defaults``: every pooled matrix's untuned judge, as a stacked hybrid
+  with the LM signals of those kinds would have);
 - ``lm``: the best LM-only candidate on the labeled items (what tuning the LM judge alone ships, untested);
   ``lm-default``: the untuned LM judge;
 - ``panel``: the mean of the within-draw ranks of the three candidates best on the labeled items (``panel-all``:
@@ -121,10 +122,12 @@ def judges_on_draw(m: dict[str, Any], x: np.ndarray, lab: np.ndarray, test: np.n
     best = int(np.argmax(fig))
     top3 = np.argsort(-fig, kind="stable")[:3]
     lm_cols = np.column_stack([filled(r) for r in scores])
+    defaults = [j for j, c in enumerate(m["candidates"]) if c["name"].split(":")[-1] == "default"]
     rank_all = ranks(scores)
     raw = {"signals": ridge_scores(x, gold, lab, test),
            "stacked": ridge_scores(np.hstack([x, lm_cols]), gold, lab, test),
            "stacked-default": ridge_scores(np.hstack([x, lm_cols[:, :1]]), gold, lab, test),
+           "stacked-defaults": ridge_scores(np.hstack([x, lm_cols[:, defaults]]), gold, lab, test),
            "lm": standardized(scores[best], lab, test), "lm-default": scores[0, test],
            "panel": rank_all[top3][:, test].mean(axis=0), "panel-all": rank_all[:, test].mean(axis=0)}
     panel_lab = {"panel": rank_all[top3][:, lab].mean(axis=0), "panel-all": rank_all[:, lab].mean(axis=0)}
@@ -136,7 +139,7 @@ def judges_on_draw(m: dict[str, Any], x: np.ndarray, lab: np.ndarray, test: np.n
         panel_lab[name] = np.mean([standardized(scores[j], lab, lab) for j in members], axis=0)
     pred = {}
     for name, r in raw.items():
-        if name in ("signals", "stacked", "stacked-default"):
+        if name.startswith("signals") or name.startswith("stacked"):
             pred[name] = np.clip(r, *label_range)
         elif name in panel_lab:
             pred[name] = calibrated(panel_lab[name], gl, r, label_range)
