@@ -491,9 +491,17 @@ def test_a_stacking_run_searches_the_lms_features_and_keeps_the_signal_only_hybr
                and "use_likelihood-question" not in t.params for t in others)
     assert config.metrics["selection"]["rows"][0]["params"]["use_likelihood-reference"] is False
     assert (config.lm is not None) == (config.params["use_likelihood-reference"] or config.params["use_rubric"])
+    versus = config.metrics["gain_vs_lm"]  # the shipped judge against the untuned rubric judge alone, on test
+    assert versus["lm_judge"]["judge"] == "rubric" and versus["lm_judge_failed"] == 0
+    assert versus["spearman"]["low"] <= versus["spearman"]["value"] <= versus["spearman"]["high"]
+    assert versus["lm_judge_cost"]["seconds_per_item"] > 0
+    from judgetune.tuning import lm_line
+
+    assert lm_line(config.metrics).startswith("vs the LM judge alone (untuned rubric")
 
     plain = RunSpec(name="plain", judge="hybrid", data="sts2012-msrpar", n_trials=2, fixed=few, **sizes)
-    _, _, study = tune(plain, runs_dir=tmp_path / "runs", progress=False, n_resamples=50)
+    plain_config, _, study = tune(plain, runs_dir=tmp_path / "runs", progress=False, n_resamples=50)
+    assert "gain_vs_lm" not in plain_config.metrics
     assert not any(name.startswith("use_likelihood") for t in study.trials for name in t.params)
     with pytest.raises(ValueError, match="stack: the rubric judge has no LM features"):
         RunSpec(name="x", judge="rubric", data="sts2012-msrpar", stack=True)

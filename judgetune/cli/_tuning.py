@@ -74,6 +74,9 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free({**test, **config.metrics["cost"]["test"]})},
                                   *baselines]))
     print(tuning.gain_line(config.metrics))
+    versus_lm = tuning.lm_line(config.metrics)
+    if versus_lm:
+        print(versus_lm)
     print(f"frozen judge: {run_dir / 'judge.json'}\nreport: {run_dir / 'report.html'}")
 
 

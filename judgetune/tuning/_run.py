@@ -29,9 +29,12 @@ from judgetune.judges import Verdict, judge_class
 from judgetune.lm import JudgeLM, parse_lm_spec
 from judgetune.stats import (
     constant_baseline,
+    correlation,
     evaluate_predictions,
+    filled,
     gain,
     harmful_gain,
+    paired_difference,
     random_baseline_spread,
     versus_constant,
 )
@@ -162,6 +165,9 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
                     seed=spec.seed)["spearman"]
     metrics["gain"]["spearman_raw"] = raw_gain
     _against_baselines(metrics, test_scores, spec, splits, scale, n_resamples)
+    if spec.stack:
+        with stage(f"{spec.name}: the untuned LM judge alone, on the test items", enabled=progress):
+            metrics["gain_vs_lm"] = _against_the_lm(test_raw, spec, splits, lm, n_resamples)
     metrics["calibrator_cv_mae"] = cv
     metrics["study"] = {**study_summary(study), "chosen_trial": selection["chosen_trial"], "pick_rule": spec.pick}
     metrics["selection"] = selection
@@ -194,6 +200,28 @@ def _against_baselines(metrics: dict[str, Any], test_scores: list, spec: RunSpec
     if harm:
         metrics["gain"]["warning"] = harm
         log.warning("%s: %s", spec.name, harm)
+
+
+def _against_the_lm(test_raw: list[float | None], spec: RunSpec, splits: Splits, lm,
+                    n_resamples: int) -> dict[str, Any]:
+    """A stacking run's other comparison: the shipped judge against the LM judge alone, the untuned rubric judge
+    (the ``rubric`` signal's settings), Spearman on the test items, paired; with both judges' seconds per item,
+    so a user sees what the LM adds beside the signals and what it costs. Spearman only: the ranks need no
+    calibration, and the LM judge is not tuned or calibrated here."""
+    from judgetune.judges import LM_SIGNALS, BuildContext, JudgeSpec, build
+
+    kind, settings = LM_SIGNALS["rubric"]
+    judge = build(JudgeSpec(kind, dict(settings), seed=spec.seed), BuildContext(lm=lm, label_range=splits.label_range))
+    verdicts, seconds = timed_verdicts(judge, splits.test)
+    lm_raw = np.array([v.score if v.parsed else np.nan for v in verdicts], dtype=float)
+    shipped = np.array([np.nan if s is None else s for s in test_raw], dtype=float)
+    gold = [e.judgment for e in splits.test]
+    diff = paired_difference(correlation, filled(shipped), filled(lm_raw), gold, groups_of(splits.test),
+                             n_resamples=n_resamples, seed=spec.seed)
+    return {"lm_judge": {"judge": kind, "params": dict(settings)},
+            "lm_judge_spearman": correlation(filled(lm_raw), gold), "lm_judge_failed": int(np.isnan(lm_raw).sum()),
+            "spearman": {"value": diff["difference"], "low": diff["ci"][0], "high": diff["ci"][1]},
+            "lm_judge_cost": cost_per_item(verdicts, seconds)}
 
 
 def _data_record(spec: RunSpec, splits: Splits) -> dict[str, Any]:

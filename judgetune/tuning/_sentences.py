@@ -7,7 +7,7 @@ from typing import Any
 
 from judgetune.stats import gain_parts
 
-__all__ = ["gain_line", "gate_line"]
+__all__ = ["gain_line", "gate_line", "lm_line"]
 
 
 def gate_line(selection: dict[str, Any] | None) -> str | None:
@@ -80,3 +80,18 @@ def gain_line(metrics: dict[str, Any]) -> str:
         line += (f"\nwarning: test MAE is worse than the constant predictor's (the training median) by "
                  f"{c['value']:.3f} [{c['low']:.3f}, {c['high']:.3f}]")
     return line
+
+
+def lm_line(metrics: dict[str, Any]) -> str | None:
+    """A stacking run's comparison with the LM judge alone, in one line (None for other runs)."""
+    vs = metrics.get("gain_vs_lm")
+    if not vs:
+        return None
+    d, lm_cost = vs["spearman"], vs["lm_judge_cost"].get("seconds_per_item")
+    shipped_cost = (metrics.get("cost", {}).get("test") or {}).get("seconds_per_item")
+    fmt = (lambda x: "-" if x is None else f"{x:+.3f}")  # noqa: E731
+    secs = (lambda x: "-" if x is None else f"{x:.2f} s")  # noqa: E731
+    spearman = vs["lm_judge_spearman"]
+    return (f"vs the LM judge alone (untuned {vs['lm_judge']['judge']}, test Spearman "
+            f"{'-' if spearman is None else f'{spearman:.3f}'}): {fmt(d['value'])} [{fmt(d['low'])}, "
+            f"{fmt(d['high'])}] Spearman; seconds per item: shipped {secs(shipped_cost)}, LM judge {secs(lm_cost)}")
