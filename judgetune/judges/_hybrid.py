@@ -69,6 +69,7 @@ def _warn_once(message: str) -> None:
         _warned.add(message)
         log.warning("%s", message)
 
+
 def label_entropy(distribution: dict[str, float]) -> float:
     """The entropy of a label distribution over its labels' count (0: one label holds all the mass; 1: uniform)."""
     p = np.array([v for v in distribution.values() if v > 0], dtype=float)
