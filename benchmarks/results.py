@@ -130,6 +130,24 @@ def headline(results_dir: Path) -> str:
                      f"{meta['test_items']}{'' if meta.get('complete') else ' (matrix incomplete)'} | "
                      f"{cell('lm-default')} | {cell('lm')} | {cell('signals')} | {cell('stacked')} | "
                      f"{_ci(const.get('mae'), const.get('mae_ci'))} | {path.stem} |")
+    lines += ["", "Cross-fitted on the same matrices (the files' `crossfit`: every item tested once, each judge fitted "
+              "and chosen on about 300 labels of the other parts; paired 95% bootstrap intervals over all the items): "
+              "the stacked judge against the signals, and the item-local panel of every candidate against the "
+              "best member.", "",
+              "| set | LM (judge) | folds / items | signals only | stacked | stacked - signals | panel (all, "
+              "item-local) - best member | file |", "|---|---|---|---|---|---|---|---|"]
+    for path in sorted(results_dir.glob("stacking-*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if "crossfit" not in data:
+            continue
+        meta, cf = data["meta"], data["crossfit"]
+        rows = {r["judge"]: r for r in cf["rows"]}
+        diff = lambda d: "-" if not d else _ci(d["value"], [d["low"], d["high"]])  # noqa: E731
+        lines.append(f"| {meta['dataset']} | {meta['lm']} ({meta.get('judge', '-')}) | {cf['folds']} / {cf['items']} | "
+                     f"{_ci(rows['signals']['spearman'], rows['signals']['spearman_ci'])} | "
+                     f"{_ci(rows['stacked']['spearman'], rows['stacked']['spearman_ci'])} | "
+                     f"{diff(rows['stacked'].get('vs_signals'))} | "
+                     f"{diff((rows.get('panel-all-z') or {}).get('vs_best_member'))} | {path.stem} |")
     lines += ["", "Selection rules on the same score matrices (`benchmarks/rules.py`): mean test-Spearman gain of the "
               "shipped "
               "judge over the untuned default per draw of 300 labels [95% interval over draws], the share of draws "
