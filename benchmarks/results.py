@@ -119,8 +119,8 @@ def headline(results_dir: Path) -> str:
              "bootstrap interval; the constant predictor (the labels' median) by MAE.", "",
              "| set | LM (judge) | labels / test | untuned LM judge | tuned LM judge (best on labels) | signals only "
              "(hybrid) | stacked (signals + LM) | constant MAE | file |", "|---|---|---|---|---|---|---|---|---|"]
-    for path in sorted(results_dir.glob("stacking-*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
+    stacking = [(path, json.loads(path.read_text(encoding="utf-8"))) for path in sorted(results_dir.glob("stacking-*.json"))]
+    for path, data in stacking:
         meta, rows = data["meta"], {r["judge"]: r for r in data["rows"]}
         cell = lambda name, rows=rows: _ci((rows.get(name) or {}).get("spearman"),  # noqa: E731
                                            (rows.get(name) or {}).get("spearman_ci"))
@@ -136,8 +136,7 @@ def headline(results_dir: Path) -> str:
               "best member.", "",
               "| set | LM (judge) | folds / items | signals only | stacked | stacked - signals | panel (all, "
               "item-local) - best member | file |", "|---|---|---|---|---|---|---|---|"]
-    for path in sorted(results_dir.glob("stacking-*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
+    for path, data in stacking:
         if "crossfit" not in data:
             continue
         meta, cf = data["meta"], data["crossfit"]

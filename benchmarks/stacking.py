@@ -192,11 +192,9 @@ def crossfit_rows(m: dict[str, Any], x: np.ndarray, labels: int, seed: int, labe
             if other != name:
                 d = paired_difference(correlation, raw[name], raw[other], gold, groups, seed=seed)
                 row[key] = {"value": d["difference"], "low": d["ci"][0], "high": d["ci"][1]}
-        if name.startswith("panel") and len(set(best)) == 1:  # the best member is one candidate in every fold
-            d = paired_difference(correlation, raw[name], raw[best[0]], gold, groups, seed=seed)
-            row["vs_best_member"] = {"value": d["difference"], "low": d["ci"][0], "high": d["ci"][1]}
-        elif name.startswith("panel"):  # else against the per-fold best, on its standardized scores
-            d = paired_difference(correlation, raw[name], raw["lm"], gold, groups, seed=seed)
+        if name.startswith("panel"):  # the best member if one candidate in every fold, else the per-fold best
+            best_member = best[0] if len(set(best)) == 1 else "lm"
+            d = paired_difference(correlation, raw[name], raw[best_member], gold, groups, seed=seed)
             row["vs_best_member"] = {"value": d["difference"], "low": d["ci"][0], "high": d["ci"][1]}
         rows.append(row)
     return {"folds": len(splits), "labels_per_fold": [int(len(lab)) for lab, _ in splits], "items": int(len(gold)),
