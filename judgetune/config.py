@@ -241,7 +241,7 @@ class JudgeConfig(BaseModel):
                 check_params(cls.space_for(self.params), self.params, judge=self.judge)
             except ValueError as err:
                 problems.append(f"params: {err}")
-        if cls.needs_lm_with(self.params) and self.lm is None:
+        if self.needs_lm() and self.lm is None:
             problems.append(f"lm: expected an object with the LM spec for judge {self.judge}, found nothing")
         try:
             demos_from_records(self.demos, where=where)
@@ -260,8 +260,13 @@ class JudgeConfig(BaseModel):
             try:
                 cls.check_fitted(self.fitted)
             except (TypeError, ValueError, KeyError) as err:
-                problems.append(str(err) if str(err).startswith("fitted") else f"fitted: {err}")
+                problems += [line if line.startswith("fitted") else f"fitted: {line}" for line in str(err).splitlines()]
         return [p if p.startswith(f"{where}: ") else f"{where}: {p}" for p in problems]
+
+    def needs_lm(self) -> bool:
+        """Whether the judge this config describes needs an LM (its settings, or a panel's members, say so)."""
+        with_fitted = {**self.params, **({"fitted": self.fitted} if self.fitted is not None else {})}
+        return judge_class(self.judge).needs_lm_with(with_fitted)
 
     def demo_examples(self) -> list[Example]:
         return demos_from_records(self.demos, where="config")

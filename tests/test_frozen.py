@@ -14,7 +14,7 @@ import pytest
 from judgetune import FrozenJudge, datasets
 from judgetune.config import JudgeConfig
 from judgetune.datasets import Example, Reference
-from judgetune.judges import KINDS, SIGNALS, judge_class, make_judge
+from judgetune.judges import KINDS, SIGNALS, JudgeSpec, build, judge_class, make_judge, member_record
 
 TOPICS = [("How do you boil an egg?", ["Put the egg in boiling water for eight minutes, then cool it.",
                                       "Boil it in water for a while.", "Eggs come from hens.",
@@ -54,7 +54,12 @@ def test_an_items_score_is_the_same_alone_in_any_batch_and_without_labels(kind, 
     params = {f"use_{n}": False for n in SIGNALS if "mpnet" in n} if kind == "hybrid" else {}
     if kind == "checklist":  # the fitted combiner's batch independence: tests/test_checklist.py
         params = {"combiner": "mean"}
-    judge = make_judge(kind, lm, train=train, label_range=(0.0, 3.0), params=params, seed=1)
+    if kind == "panel":  # made by the tuner from judges it scored: here two signals, with made-up centres
+        members = [member_record(make_judge(k, train=train, label_range=(0.0, 3.0)), 0.3, 0.2)
+                   for k in ("rouge1", "length")]
+        judge = build(JudgeSpec("panel", {}, fitted={"members": members, "label_range": [0.0, 3.0]}))
+    else:
+        judge = make_judge(kind, lm, train=train, label_range=(0.0, 3.0), params=params, seed=1)
     config = JudgeConfig.from_dict(json.loads(json.dumps(
         JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"} if lm else None, calibrator=None,
                                label_range=(0.0, 3.0)).to_dict())))

@@ -129,6 +129,9 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--stack", action="store_true", help="hybrid: let the search add --lm's likelihood features "
                       "beside the signals; a stacked judge ships only if the gate finds it beats the signal-only "
                       "hybrid (the default)")
+    tune.add_argument("--panel", action="store_true", help="add one candidate to the selection: the mean of every "
+                      "scored candidate's standardized scores (a panel, frozen with its members); it ships only if "
+                      "the gate finds it beats the default")
     tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
     tune.add_argument("--criterion", metavar="TEXT|FILE", help="what is judged (and what each score means)")
     tune.add_argument("--proposer", metavar="SPEC", help="LM that writes candidate instructions (default: --lm); "

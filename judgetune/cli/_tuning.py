@@ -40,6 +40,7 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
                               criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
                               rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
                               gate=args.gate, audit_max=_audit_bounds(args.audit_max), stack=args.stack,
+                              panel=args.panel,
                               **_mapping(args, label), **_protocol_field(args))
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
@@ -68,7 +69,9 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
         print(json.dumps({"run": str(run_dir), "config": str(run_dir / "judge.json"), "metrics": config.metrics},
                          indent=2))
         return
-    print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen trial {search['chosen_trial']}")
+    chosen = next((r for r in (config.metrics.get("selection") or {}).get("rows", []) if r.get("chosen")), None)
+    shipped = tuning.candidate_name(chosen) if chosen else f"trial {search['chosen_trial']}"
+    print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen: {shipped}")
     print(f"  settings: {json.dumps(config.params)}; calibrator {config.calibrator['kind']}")
     baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]
     print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free({**test, **config.metrics["cost"]["test"]})},

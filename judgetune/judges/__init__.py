@@ -14,6 +14,7 @@ from judgetune.judges._hybrid_model import HybridModel
 from judgetune.judges._likelihood import LikelihoodJudge
 from judgetune.judges._linkage import LinkageJudge, position_labels, position_to_score
 from judgetune.judges._pairwise import PairwiseJudge
+from judgetune.judges._panel import MAX_MEMBERS, PanelJudge, member_record
 from judgetune.judges._prompting import distribution_after_marker, forced_choice
 from judgetune.judges._protocols import (
     PROTOCOLS,
@@ -41,13 +42,15 @@ from judgetune.judges._space import Choice, IntRange, Param, check_params, defau
 from judgetune.judges._spec import BuildContext, JudgeSpec
 from judgetune.judges._verdict import Verdict, add_usage
 
-__all__ = ["COMBINERS", "ENCODERS", "KINDS", "LM_JUDGES", "LM_SIGNALS", "MPNET_PARTS", "PROTOCOLS", "SIGNALS",
+__all__ = ["COMBINERS", "ENCODERS", "KINDS", "LM_JUDGES", "LM_SIGNALS", "MAX_MEMBERS", "MPNET_PARTS", "PROTOCOLS", "SIGNALS",
            "BM25Judge", "BM25Scorer", "BuildContext", "ChecklistError", "ChecklistJudge", "Choice", "ConstantJudge",
            "CorrectnessJudge", "EmbeddingCache", "EmbeddingJudge", "FactCheckJudge", "ForcedChoiceAdapter",
            "GeneratedReferences", "HybridJudge", "HybridModel", "IntRange", "Judge", "JudgeSpec", "LMJudge",
-           "LengthJudge", "LexicalJudge", "LikelihoodJudge", "LinkageJudge", "OverlapJudge", "PairwiseJudge", "Param",
-           "ProtocolDraw", "RandomJudge", "ReferencePool", "ReferenceSimilarityJudge", "RubricJudge", "Verdict",
+           "LengthJudge", "LexicalJudge", "LikelihoodJudge", "LinkageJudge", "OverlapJudge", "PairwiseJudge",
+           "PanelJudge", "Param", "ProtocolDraw", "RandomJudge", "ReferencePool", "ReferenceSimilarityJudge",
+           "RubricJudge", "Verdict",
            "add_usage", "apply_protocol", "build", "build_judge", "check_params", "check_settings", "data_defaults",
            "defaults", "distribution_after_marker", "draw_references", "encode", "forced_choice", "judge_class",
-           "make_judge", "mpnet_available", "mpnet_path", "parse_checklist", "parse_fact_list", "pick_demos",
-           "position_labels", "position_to_score", "register", "registered_kinds", "require_groups", "target_text"]
+           "make_judge", "member_record", "mpnet_available", "mpnet_path", "parse_checklist", "parse_fact_list",
+           "pick_demos", "position_labels", "position_to_score", "register", "registered_kinds", "require_groups",
+           "target_text"]

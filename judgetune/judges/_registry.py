@@ -3,7 +3,8 @@
 Every path to a judge goes through :func:`build`: evaluation, the tuner's trials, frozen configs and
 NRP's rankers. A judge class declares what it needs on itself (``needs_lm``, ``uses_prompt``,
 ``uses_references``, ``fits``, ``data_defaults``); a kind is one module plus one ``register`` line
-below. ``KINDS`` is a live view of the registry: a kind registered later is in it at once.
+below (the panel, which builds its members here, registers itself in ``_panel``). ``KINDS`` is a live
+view of the registry: a kind registered later is in it at once.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any
 from judgetune.config import JudgeConfig
 from judgetune.datasets import Example
 from judgetune.errors import JudgetuneError
-from judgetune.judges import PROTOCOLS, Judge, Verdict, apply_protocol, judge_class
+from judgetune.judges import PROTOCOLS, Judge, Verdict, apply_protocol
 
 __all__ = ["ProtocolRun", "load_config_lm", "score_examples", "score_protocol"]
 
@@ -74,7 +74,7 @@ def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0, api_base: str 
     environment, and goes to the config's own endpoint only when the user trusts it (``where`` names the
     config in the warning; see ``judgetune.lm._endpoints``): a judge.json is untrusted input.
     """
-    if not judge_class(config.judge).needs_lm_with(config.params):
+    if not config.needs_lm():
         return None
     from judgetune.lm import load_lm
 

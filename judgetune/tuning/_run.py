@@ -25,7 +25,7 @@ from judgetune.config import JudgeConfig, examples_fingerprint
 from judgetune.datasets import Example, groups_of
 from judgetune.errors import JudgetuneError, NothingJudgedError, redact
 from judgetune.evaluation import agreement, cost_per_item, timed_verdicts
-from judgetune.judges import Verdict, judge_class
+from judgetune.judges import Verdict
 from judgetune.lm import JudgeLM, parse_lm_spec
 from judgetune.stats import (
     constant_baseline,
@@ -90,7 +90,7 @@ def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructio
     full = {**params, **splits.data_fixed, **settled_params(spec, lm)}
     judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, label_range=splits.label_range,
                       instructions=instructions)
-    needed = lm is not None and judge_class(spec.judge).needs_lm_with(full)  # a signal-only hybrid of a stacking run
+    needed = lm is not None and judge.lm is not None  # not for a signal-only hybrid of a stacking run
     lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if needed else None
     protocol = {} if spec.protocol is None else {"protocol": spec.protocol}
     staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed,

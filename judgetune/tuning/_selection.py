@@ -40,10 +40,11 @@ import optuna
 from judgetune import stats
 from judgetune.calibration import CALIBRATORS, cross_fitted
 from judgetune.datasets import Example, groups_of
+from judgetune.judges import MAX_MEMBERS
 from judgetune.stats import FOLDS, correlation, filled, nested_gate, units_of, units_to_pass
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
 from judgetune.tuning._pool import InstructionPool
-from judgetune.tuning._space import default_params, judge_for, settled_params
+from judgetune.tuning._space import PANEL, default_params, judge_for, settled_params
 from judgetune.tuning._spec import MIN_GATE_GROUPS, RunSpec
 from judgetune.tuning._splits import Splits
 
@@ -96,6 +97,12 @@ def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, i
                       instructions=instructions)
     verdicts = judge.judge_all(items)
     raw = np.asarray([v.score if v.parsed else np.nan for v in verdicts], dtype=float)
+    return figures_of(params, raw, spec, splits, items)
+
+
+def figures_of(params: dict[str, Any], raw: np.ndarray, spec: RunSpec, splits: Splits,
+               items: list[Example]) -> CandidateFigures:
+    """A candidate's figures from its raw scores on ``items``: out-of-fold calibrated predictions."""
     gold = np.asarray([e.judgment for e in items], dtype=float)
     ok = ~np.isnan(raw)
     pred, kind = np.full(len(items), float(np.median(gold))), None
@@ -103,6 +110,31 @@ def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, i
         pred[ok], kind, _ = cross_fitted(raw[ok], gold[ok], label_range=splits.label_range,
                                          groups=[e.group_key for e, k in zip(items, ok) if k], seed=spec.seed)
     return CandidateFigures(params, raw, pred, kind, float(1 - ok.mean()))
+
+
+def panel_candidate(scored: Sequence[CandidateFigures], members: Sequence[int], n_search: int, spec: RunSpec,
+                    splits: Splits, items: list[Example]) -> CandidateFigures | None:
+    """The panel of the candidates ``members`` (indices into ``scored``): each member's raw scores standardized by
+    their mean and spread on the search items (no labels read), averaged over the members that judged an item
+    (NaN where none did). Members with fewer than 4 judged search items or no spread are left out; None when
+    fewer than 2 remain. Its parameters hold the members' (``PANEL``), centres and scales: ``judge_for``
+    builds the same panel from them."""
+    kept, centers, scales = [], [], []
+    for i in members[:MAX_MEMBERS]:
+        search = scored[i].raw[:n_search]
+        search = search[~np.isnan(search)]
+        if len(search) >= 4 and float(np.std(search)) > 0:
+            kept.append(i)
+            centers.append(float(np.mean(search)))
+            scales.append(float(np.std(search)))
+    if len(kept) < 2:
+        return None
+    z = np.stack([(scored[i].raw - c) / s for i, c, s in zip(kept, centers, scales)])
+    judged = (~np.isnan(z)).sum(axis=0)
+    raw = np.full(z.shape[1], np.nan)
+    raw[judged > 0] = np.nansum(z[:, judged > 0], axis=0) / judged[judged > 0]
+    params = {PANEL: [scored[i].params for i in kept], "center": centers, "scale": scales}
+    return figures_of(params, raw, spec, splits, items)
 
 
 def spearman_figure(raw: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None) -> float | None:
@@ -220,12 +252,17 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
     trials += [(t.number, dict(t.params)) for t in candidate_trials(study, spec, exclude=[default])]
     calls0, front, every = lm_calls(lm), {t.number for t in study.best_trials}, study.get_trials(deepcopy=False)
     scored = [score_candidate(p, spec, splits, lm, instructions, items) for _, p in trials]
+    panel = panel_candidate(scored, range(len(scored)), n_search, spec, splits, items) if spec.panel else None
+    if panel is not None:  # one more candidate, from the members' scores: no LM call
+        trials.append((None, panel.params))
+        scored.append(panel)
     on_search = [CandidateFigures(s.params, s.raw[:n_search], s.pred[:n_search], s.calibrator, s.failure_rate)
                  for s in scored]
     rows = []
     for i, ((number, params), s) in enumerate(zip(trials, scored)):
         search = every[number].values if number is not None else None
         row = {"number": number, "default": i == 0, "params": params, "on_front": number in front,
+               **({"panel": True} if PANEL in params else {}),
                "search": {"mae": search[0], "spearman": search[1]} if search else None,
                "mae": float(np.mean(np.abs(s.pred - gold))), "spearman": spearman_figure(s.raw, gold, groups),
                "search_figure": _num(search_figure(spec.pick, on_search[i], gold[:n_search], groups_of(splits.search),

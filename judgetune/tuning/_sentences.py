@@ -7,7 +7,16 @@ from typing import Any
 
 from judgetune.stats import gain_parts
 
-__all__ = ["gain_line", "gate_line", "lm_line"]
+__all__ = ["candidate_name", "gain_line", "gate_line", "lm_line"]
+
+
+def candidate_name(row: dict[str, Any]) -> str:
+    """A selection row as its user reads it: ``default``, ``trial N``, or the panel and its size."""
+    if row.get("default"):
+        return "default"
+    if row.get("panel"):
+        return f"the panel of {len(row['params']['panel'])} candidates"
+    return f"trial {row['number']}"
 
 
 def gate_line(selection: dict[str, Any] | None) -> str | None:
@@ -31,7 +40,7 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
                 f"{best['number']}, vs the default's {rows[0]['search_figure']:.3f}); the default shipped")
     win = rows[test["winner"]]
     low, high = win.get("advantage_dev_ci") or (None, None)
-    line = (f"gate: trial {win['number']}, best on the search items ({win['search_figure']:.3f} vs the default's "
+    line = (f"gate: {candidate_name(win)}, best on the search items ({win['search_figure']:.3f} vs the default's "
             f"{rows[0]['search_figure']:.3f}), had a dev advantage of {fmt(test.get('winner_advantage'))} "
             f"[{fmt(low)}, {fmt(high)}] in {name} on {test.get('items')} dev items ({test.get('method')}, "
             f"{test.get('level', '95%')})")
@@ -53,7 +62,7 @@ def _nested_line(test: dict[str, Any], rows: list[dict[str, Any]], fmt) -> str:
         return (f"gate (nested): no challenger beat the default on the {test.get('items')} search and dev items; "
                 "the default shipped")
     win = rows[test["winner"]]
-    line = (f"gate (nested): trial {win['number']}, best on all {test.get('items')} search and dev items; the choice "
+    line = (f"gate (nested): {candidate_name(win)}, best on all {test.get('items')} search and dev items; the choice "
             f"cross-validated gained {fmt(test.get('winner_advantage'))} Spearman over the default on held-out folds "
             f"(one-sided 95% lower bound {fmt(test.get('lower_bound'))}, {test.get('method')})")
     return line + ("; it shipped" if test.get("passed") else ": not above zero; the default shipped")

@@ -10,10 +10,12 @@ from typing import Any
 import optuna
 
 from judgetune.datasets import Example
-from judgetune.judges import BuildContext, Choice, IntRange, JudgeSpec, build, judge_class, pick_demos
+from judgetune.judges import BuildContext, Choice, IntRange, JudgeSpec, build, judge_class, member_record, pick_demos
 from judgetune.lm import JudgeLM, resolve_scoring_mode
 from judgetune.tuning._pool import seed_instructions
 from judgetune.tuning._spec import RunSpec
+
+PANEL = "panel"  # the key of a panel candidate's parameters: its members' parameters
 
 
 def settled_params(spec: RunSpec, lm: JudgeLM | None) -> dict[str, Any]:
@@ -56,7 +58,16 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, data_fixed: dict[str, 
 def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo_pool: list[Example],
               label_range: tuple[float, float], instructions: Sequence[str] = ()):
     """The judge of a trial's parameters (the same builder serves the search and the final choice):
-    an integer ``instruction`` is an id into ``instructions`` (the pool), ``demo_seed`` draws the demos."""
+    an integer ``instruction`` is an id into ``instructions`` (the pool), ``demo_seed`` draws the demos.
+    A panel candidate's parameters (``PANEL``: its members' parameters, with ``center`` and ``scale``; other
+    keys apply to every member) give the panel of those judges."""
+    if PANEL in params:
+        shared = {k: v for k, v in params.items() if k not in (PANEL, "center", "scale")}
+        members = [judge_for({**member, **shared}, spec, lm, demo_pool=demo_pool, label_range=label_range,
+                             instructions=instructions) for member in params[PANEL]]
+        fitted = {"members": [member_record(m, c, s) for m, c, s in zip(members, params["center"], params["scale"])],
+                  "label_range": [float(label_range[0]), float(label_range[1])]}
+        return build(JudgeSpec("panel", {}, fitted=fitted, seed=spec.seed), BuildContext(lm=lm, label_range=label_range))
     params, text, demos = dict(params), None, None
     instruction = params.get("instruction")
     if isinstance(instruction, int) and not isinstance(instruction, bool):

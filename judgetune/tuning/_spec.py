@@ -56,6 +56,8 @@ class RunSpec:
     per_grade: int = 1  # linkage: references drawn per grade for each question
     stack: bool = False  # hybrid: the search may add the LM's features beside the signals (the judge's STACKED
     # settings); the signal-only hybrid stays the default the gate tests a stacked judge against
+    panel: bool = False  # selection adds one more candidate: the panel of every candidate scored (each standardized
+    # by its search-item scores, averaged), gated like any other and frozen with its members
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:
@@ -70,6 +72,11 @@ class RunSpec:
         if self.stack and not judge_class(self.judge).STACKED:
             raise ValueError(f"stack: the {self.judge} judge has no LM features to add beside its own; stack "
                              "the hybrid judge (--judge hybrid --stack)")
+        if self.panel and self.protocol is not None:
+            raise ValueError(f"panel: a panel's members score each item alone; it cannot be tuned under the "
+                             f"{self.protocol} protocol")
+        if self.panel and self.gate == "off":
+            raise ValueError("panel: a panel enters selection through the gate; use --gate nested or on")
         if self.per_grade < 1:
             raise ValueError(f"per_grade must be >= 1, got {self.per_grade}")
         if self.pick not in PICK_RULES:
