@@ -14,6 +14,11 @@ Rules (candidate 0 is the default; a rule that ships nothing ships the default):
 - ``nested-k10``: the same with 10 folds (x3 repeats) instead of 5.
 - ``nested-df14``: the nested gate as it was until session 9, its t read with 14 degrees of freedom (15 fold
   estimates) instead of one cut's 4: the repeats re-use the same items, and it shipped too often on shuffled labels.
+- ``nested-panel``: ``tune --panel``: the nested gate with one more candidate, the panel of every candidate (each
+  standardized by its mean and spread on the labeled items, no labels read; averaged over the candidates that
+  judged an item). In ``tune`` the panel's members are the scored candidates (default and up to eight trials) and
+  their centres come from the search items; here they are the matrix's candidates and the labeled items.
+- ``panel``: the same panel shipped always, with no test (its null ship rate is 1 by construction).
 - ``old``: ``--gate off``: the best of the search items' top four re-scored on dev; nothing tested.
 - ``best-all``: the best on all labeled items, nothing tested (what most tools report).
 - ``oracle``: the best on the test items (an upper bound no rule can reach).
@@ -42,7 +47,9 @@ from scipy import stats as sps
 
 from judgetune.stats import best_candidate_index, figures, nested_gate, one_sided_lower, paired_unit_differences
 
-RULES = ("gate", "gate-wide", "nested", "nested-k10", "nested-df14", "old", "best-all", "oracle")
+RULES = ("gate", "gate-wide", "nested", "nested-k10", "nested-df14", "nested-panel", "panel", "old", "best-all",
+         "oracle")
+PANEL_RULES = ("nested-panel", "panel")  # rules that see the panel as one more candidate (the last)
 DEFAULT_RULE = "nested"  # what `judgetune tune` uses by default (RunSpec.gate)
 
 
@@ -107,6 +114,18 @@ def old_rule(scores, gold, groups, all_groups, rng, search_items: int = 40, resc
     return int(top[int(np.argmax(dev_fig))])
 
 
+def panel_row(scores: np.ndarray, lab: np.ndarray) -> np.ndarray:
+    """The panel of every candidate on every item: each standardized by its mean and spread on the labeled items
+    ``lab`` (scores only), averaged over the candidates that judged the item (NaN where none did); candidates with
+    no spread there are left out (what ``judgetune.tuning`` does with ``--panel``)."""
+    keep = [c for c in range(len(scores)) if np.nanstd(scores[c, lab]) > 0]
+    z = np.stack([(scores[c] - np.nanmean(scores[c, lab])) / np.nanstd(scores[c, lab]) for c in keep])
+    judged = (~np.isnan(z)).sum(axis=0)
+    out = np.full(z.shape[1], np.nan)
+    out[judged > 0] = np.nansum(z[:, judged > 0], axis=0) / judged[judged > 0]
+    return out
+
+
 def significantly_worse(scores, gold, groups, shipped: int) -> bool:
     """The shipped judge's paired 95% interval (two-sided t over units) against the default lies below 0."""
     if shipped == 0:
@@ -132,6 +151,10 @@ def apply_rule(rule: str, m: dict[str, Any], lab: np.ndarray, test: np.ndarray, 
         return nested_gate(s, gold_lab, g, folds=10, seed=seed)["shipped"]
     if rule == "nested-df14":
         return nested_gate(s, gold_lab, g, df=14, seed=seed)["shipped"]
+    if rule == "nested-panel":
+        return nested_gate(s, gold_lab, g, seed=seed)["shipped"]
+    if rule == "panel":
+        return len(scores) - 1
     if rule == "old":
         return old_rule(s, gold_lab, g, ag, rng)
     if rule == "best-all":
@@ -153,16 +176,20 @@ def evaluate(m: dict[str, Any], labels: int, draws: int, seed: int, rules=RULES,
         gold_lab = m["gold"][lab]
         shuffled = gold_lab.copy()
         rng.shuffle(shuffled)
-        fig_test = figures(m["scores"][:, test], m["gold"][test], _sub(groups, test))
+        with_panel = {**m, "scores": np.vstack([m["scores"], panel_row(m["scores"], lab)])}
+        fig_test = figures(with_panel["scores"][:, test], m["gold"][test], _sub(groups, test))
         for rule in rules:
             rule_seed = seed * 100_003 + d
-            shipped = apply_rule(rule, m, lab, test, gold_lab, np.random.default_rng([seed, d, 1]), rule_seed)
+            mm = with_panel if rule in PANEL_RULES else m
+            shipped = apply_rule(rule, mm, lab, test, gold_lab, np.random.default_rng([seed, d, 1]), rule_seed)
             per[rule]["gain"].append(float(fig_test[shipped] - fig_test[0]))
             per[rule]["shipped"].append(shipped != 0)
-            per[rule]["worse"].append(significantly_worse(m["scores"][:, test], m["gold"][test], _sub(groups, test),
+            per[rule]["worse"].append(significantly_worse(mm["scores"][:, test], m["gold"][test], _sub(groups, test),
                                                           shipped))
+            if rule in PANEL_RULES and shipped == len(m["scores"]):
+                per[rule].setdefault("panel_shipped", []).append(True)
             if rule != "oracle":
-                null = apply_rule(rule, m, lab, test, shuffled, np.random.default_rng([seed, d, 1]), rule_seed)
+                null = apply_rule(rule, mm, lab, test, shuffled, np.random.default_rng([seed, d, 1]), rule_seed)
                 per[rule]["null_shipped"].append(null != 0)
         if progress:
             progress(d + 1)
@@ -175,7 +202,9 @@ def evaluate(m: dict[str, Any], labels: int, draws: int, seed: int, rules=RULES,
                      "gain_sd": float(gains.std(ddof=1)) if len(gains) > 1 else None,
                      "gain_p10": float(np.quantile(gains, 0.1)), "gain_p90": float(np.quantile(gains, 0.9)),
                      "worse_rate": float(np.mean(v["worse"])), "ship_rate": float(np.mean(v["shipped"])),
-                     "null_ship_rate": float(np.mean(v["null_shipped"])) if v["null_shipped"] else None}
+                     "null_ship_rate": float(np.mean(v["null_shipped"])) if v["null_shipped"] else None,
+                     **({"panel_ship_rate": len(v.get("panel_shipped", [])) / len(gains)} if rule in PANEL_RULES
+                        else {})}
     return {"rules": out, "test_items": {"min": int(min(test_sizes)), "max": int(max(test_sizes))}}
 
 
