@@ -36,10 +36,7 @@ import optuna  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
 from judgetune.lm import load_lm  # noqa: E402
-from judgetune.tuning import RunSpec  # noqa: E402
-from judgetune.tuning._pool import InstructionPool  # noqa: E402,F401  (keeps the tuner's import order)
-from judgetune.tuning._space import default_params, judge_for, pool_seeds, settled_params, suggest  # noqa: E402
-from judgetune.tuning._splits import fit_space  # noqa: E402
+from judgetune.tuning import RunSpec, default_params, fit_space, judge_for, pool_seeds, settled_params, suggest  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -51,10 +51,8 @@ from scipy.stats import rankdata
 
 from judgetune import datasets
 from judgetune.calibration import CALIBRATORS, cross_fitted
-from judgetune.judges import BuildContext, build
-from judgetune.judges._hybrid_model import HybridModel
-from judgetune.judges._spec import JudgeSpec
-from judgetune.stats import bootstrap_interval, correlation, figures, filled, mae, paired_difference
+from judgetune.judges import BuildContext, HybridModel, JudgeSpec, build
+from judgetune.stats import bootstrap_interval, correlation, difference_record, figures, filled, mae, paired_difference
 
 
 def load_matrices(paths: list[Path]) -> dict[str, Any]:
@@ -191,11 +189,11 @@ def crossfit_rows(m: dict[str, Any], x: np.ndarray, labels: int, seed: int, labe
         for key, other in (("vs_signals", "signals"), ("vs_lm", "lm")):
             if other != name:
                 d = paired_difference(correlation, raw[name], raw[other], gold, groups, seed=seed)
-                row[key] = {"value": d["difference"], "low": d["ci"][0], "high": d["ci"][1]}
+                row[key] = difference_record(d)
         if name.startswith("panel"):  # the best member if one candidate in every fold, else the per-fold best
             best_member = best[0] if len(set(best)) == 1 else "lm"
             d = paired_difference(correlation, raw[name], raw[best_member], gold, groups, seed=seed)
-            row["vs_best_member"] = {"value": d["difference"], "low": d["ci"][0], "high": d["ci"][1]}
+            row["vs_best_member"] = difference_record(d)
         rows.append(row)
     return {"folds": len(splits), "labels_per_fold": [int(len(lab)) for lab, _ in splits], "items": int(len(gold)),
             "chosen": chosen_per_fold, "rows": rows}
@@ -228,7 +226,7 @@ def main() -> None:
         for key, other in (("vs_signals", "signals"), ("vs_lm", "lm"), ("vs_best_member", chosen["best_member"])):
             if other != name:
                 d = paired_difference(correlation, raw[name], raw[other], g, seed=args.seed)
-                row[key] = {"value": d["difference"], "low": d["ci"][0], "high": d["ci"][1]}
+                row[key] = difference_record(d)
         rows.append(row)
     constant = np.full(len(test), float(np.median(gold[lab])))
     constant_ci = bootstrap_interval(mae, constant, g, seed=args.seed)

@@ -8,7 +8,7 @@ from judgetune.stats._evaluate import (
     random_baseline,
     random_baseline_spread,
 )
-from judgetune.stats._gain import filled, gain, harmful_gain, versus_constant
+from judgetune.stats._gain import difference_record, filled, gain, harmful_gain, versus_constant
 from judgetune.stats._gain_text import gain_parts
 from judgetune.stats._metrics import (
     CORRELATIONS,
@@ -56,7 +56,8 @@ __all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
            "t_interval", "units_of", "units_to_pass", "best_accuracy", "bootstrap_interval", "bootstrap_mean_interval",
            "bracket_accuracy", "bracket_of",
            "cohen_kappa", "constant_baseline", "correlation", "CORRELATIONS", "default_bracket_edges",
-           "DEFAULT_BRACKETS", "evaluate_predictions", "evaluate_with_baselines", "filled", "gain", "gain_parts",
+           "DEFAULT_BRACKETS", "difference_record", "evaluate_predictions", "evaluate_with_baselines", "filled",
+           "gain", "gain_parts",
            "grouped_correlation", "GroupedValue", "harmful_gain", "Interval", "interval_of", "mae", "ndcg",
            "paired_difference", "per_group_values", "random_baseline", "random_baseline_spread", "rbo",
            "resample_indices", "rescale", "snap_to_labels", "spearman_rows", "versus_constant"]

@@ -18,7 +18,7 @@ from judgetune.stats._metrics import (
     per_group_values,
 )
 
-__all__ = ["filled", "gain", "harmful_gain", "versus_constant"]
+__all__ = ["difference_record", "filled", "gain", "harmful_gain", "versus_constant"]
 
 
 def filled(values: np.ndarray, fallback: float | None = None) -> np.ndarray:
@@ -31,7 +31,8 @@ def filled(values: np.ndarray, fallback: float | None = None) -> np.ndarray:
     return np.where(ok, values, fill)
 
 
-def _interval(diff: dict) -> dict[str, float | None]:
+def difference_record(diff: dict) -> dict[str, float | None]:
+    """A ``paired_difference`` result as the records write it: ``{"value", "low", "high"}``."""
     return {"value": diff["difference"], "low": diff["ci"][0], "high": diff["ci"][1]}
 
 
@@ -56,8 +57,8 @@ def gain(shipped: Sequence[float | None], default: Sequence[float | None], examp
                                       "default": sum(x is None for x in default)}}
     if len(gold) < 2:
         return {**out, "spearman": None, "mae": None}
-    out["spearman"] = _interval(paired_difference(correlation, a, b, gold, groups, **common))
-    out["mae"] = _interval(paired_difference(_mae, a, b, gold, groups, **common))
+    out["spearman"] = difference_record(paired_difference(correlation, a, b, gold, groups, **common))
+    out["mae"] = difference_record(paired_difference(_mae, a, b, gold, groups, **common))
     if groups is not None:
         per_a = dict(zip(*_per_group(a, gold, groups)))
         per_b = dict(zip(*_per_group(b, gold, groups)))
@@ -89,7 +90,7 @@ def versus_constant(scores: Sequence[float | None], examples: Sequence[Example],
     if len(kept) < 2:
         return {"mae": None, "worse": False}
     pred = [s for s, _ in kept]
-    diff = _interval(paired_difference(_mae, pred, constant_baseline(train_labels, len(kept)),
+    diff = difference_record(paired_difference(_mae, pred, constant_baseline(train_labels, len(kept)),
                                        [e.judgment for _, e in kept], groups_of([e for _, e in kept]),
                                        n_resamples=n_resamples, seed=seed))
     return {"mae": diff, "worse": diff["low"] is not None and diff["low"] > 0}

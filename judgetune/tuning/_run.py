@@ -30,6 +30,7 @@ from judgetune.lm import JudgeLM, parse_lm_spec
 from judgetune.stats import (
     constant_baseline,
     correlation,
+    difference_record,
     evaluate_predictions,
     filled,
     gain,
@@ -220,7 +221,7 @@ def _against_the_lm(test_raw: list[float | None], spec: RunSpec, splits: Splits,
                              n_resamples=n_resamples, seed=spec.seed)
     return {"lm_judge": {"judge": kind, "params": dict(settings)},
             "lm_judge_spearman": correlation(filled(lm_raw), gold), "lm_judge_failed": int(np.isnan(lm_raw).sum()),
-            "spearman": {"value": diff["difference"], "low": diff["ci"][0], "high": diff["ci"][1]},
+            "spearman": difference_record(diff),
             "lm_judge_cost": cost_per_item(verdicts, seconds)}
 
 
