@@ -118,3 +118,41 @@ def test_a_panel_candidate_enters_selection_and_freezes_to_the_judge_it_was_figu
     assert judge.judge_all([splits.selection[3]])[0].score == pytest.approx(verdicts[3].score, abs=1e-12)
     with pytest.raises(ValueError, match="panel: a panel's members score each item alone"):
         RunSpec(name="x", judge="linkage", data="linkage-antique", panel=True, protocol="linkage")
+
+
+def _noisy_candidates(seed: int, n: int = 300, members: int = 4, noise: float = 2.0):
+    """Candidates that each see the labels through their own noise: their panel ranks better than any one."""
+    rng = np.random.default_rng(seed)
+    gold = rng.normal(size=n)
+    scores = np.stack([gold + rng.normal(scale=noise, size=n) for _ in range(members)])
+    panel = np.mean([(r - r.mean()) / r.std() for r in scores], axis=0)
+    return np.vstack([scores, panel]), gold
+
+
+def test_the_panel_first_gate_ships_a_panel_that_beats_the_default_and_else_tests_the_others_at_half_the_level():
+    from judgetune.stats import nested_gate, panel_first_gate
+
+    scores, gold = _noisy_candidates(0)
+    result = panel_first_gate(scores, gold, panel=4)
+    assert result["shipped"] == 4 and result["panel"]["passed"] and result["panel"]["alpha"] == 0.025
+    assert result["panel"]["lower"] > 0
+    weak = scores.copy()
+    weak[4] = np.random.default_rng(1).normal(size=len(gold))  # a panel that knows nothing
+    result = panel_first_gate(weak, gold, panel=4, allowed=[0, 1, 2], seed=3)
+    assert not result["panel"]["passed"] and result["chosen"] in (0, 1, 2) and result["alpha"] == 0.025
+    alone = nested_gate(weak, gold, allowed=[0, 1, 2], alpha=0.025, seed=3)
+    assert result["shipped"] == alone["shipped"] and result["lower"] == alone["lower"]
+
+
+def test_a_selection_with_a_panel_tests_it_first_and_says_so():
+    from judgetune.tuning import gate_line
+    from judgetune.tuning._selection import CandidateFigures, nested_test
+
+    scores, gold = _noisy_candidates(2)
+    rows = [{"number": i, "default": i == 0, "params": {}} for i in range(4)]
+    rows.append({"number": None, "default": False, "panel": True, "params": {"panel": [{}, {}, {}, {}]}})
+    scored = [CandidateFigures(r["params"], s, s, None, 0.0) for r, s in zip(rows, scores)]
+    winner, record = nested_test(scored, gold, None, [1, 2, 3, 4], seed=0, described={}, panel=4)
+    assert winner == 4 and record["passed"] and record["panel"]["passed"]
+    selection = {"gate": "nested", "rule": "spearman", "gate_result": record, "rows": rows}
+    assert gate_line(selection).startswith("gate (panel first): the panel of 4 candidates gained +")

@@ -20,8 +20,8 @@ from judgetune.stats._gain import filled
 from judgetune.stats._metrics import correlation, spearman_rows
 
 __all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
-           "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages", "paired_unit_differences",
-           "t_interval",
+           "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages",
+           "paired_unit_differences", "panel_first_gate", "t_interval",
            "units_of", "units_to_pass"]
 
 FOLDS = 5  # the nested gate's folds of the labeled items
@@ -267,3 +267,28 @@ def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | No
             "fold_choices": choices, "fold_differences": differences, "folds": folds, "repeats": repeats,
             "alpha": alpha, "test_fraction": test_fraction,
             "method": f"nested {folds}-fold cross-validation x{repeats}, corrected resampled t ({df} df)"}
+
+
+def panel_first_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None = None, *, panel: int,
+                     allowed: Sequence[int] | None = None, alpha: float = 0.05, seed: int = 0) -> dict[str, Any]:
+    """The nested gate with a panel tried first, the level split between the two tests (Bonferroni: a null run
+    ships something in at most ``alpha`` of draws). The panel (row ``panel``: made from the other candidates
+    without reading a label) is one fixed challenger, so no choice needs cross-validating: its Spearman advantage
+    over the default on every item, one-sided at ``alpha / 2`` (the paired t interval of ``paired_advantages``),
+    ships it when above zero; else the nested gate over the other candidates (of ``allowed``) at ``alpha / 2``.
+
+    Returns the nested gate's record (``chosen``, ``shipped``, ``passed``, ...) with ``panel`` (the panel's
+    ``advantage``, ``lower`` bound and ``passed``)."""
+    scores = np.asarray(scores, dtype=float)
+    half = alpha / 2
+    figure = paired_advantages("spearman", scores[[0, panel]], scores[[0, panel]], gold, groups, 1 - 2 * half)[1]
+    lower = figure["interval"][0]
+    record = {"advantage": figure["advantage"], "lower": lower, "passed": lower is not None and lower > 0,
+              "alpha": half}
+    if record["passed"]:
+        return {"passed": True, "chosen": int(panel), "shipped": int(panel), "mean": figure["advantage"],
+                "lower": lower, "p": None, "units": figure["units"], "fold_choices": [], "alpha": alpha,
+                "method": f"the panel alone against the default, paired t, one-sided {1 - half:.1%}",
+                "panel": record}
+    others = [j for j in (range(len(scores)) if allowed is None else allowed) if j != panel]
+    return {**nested_gate(scores, gold, groups, allowed=others, alpha=half, seed=seed), "panel": record}

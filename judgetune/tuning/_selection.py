@@ -41,7 +41,7 @@ from judgetune import stats
 from judgetune.calibration import CALIBRATORS, cross_fitted
 from judgetune.datasets import Example, groups_of
 from judgetune.judges import MAX_MEMBERS
-from judgetune.stats import FOLDS, correlation, filled, nested_gate, units_of, units_to_pass
+from judgetune.stats import FOLDS, correlation, filled, nested_gate, panel_first_gate, units_of, units_to_pass
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import PANEL, default_params, judge_for, settled_params
@@ -288,7 +288,9 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
                               s.calibrator, s.failure_rate) for s in scored]
     gate_result = gate(spec.pick, on_dev, gold[dev], groups_of(splits.dev), challengers, winner)
     if spec.gate == "nested":  # every labeled item chooses and confirms (see judgetune.stats.nested_gate)
-        winner, gate_result = nested_test(scored, gold, groups, challengers, seed=spec.seed, described=gate_result)
+        panel_index = len(scored) - 1 if panel is not None and len(scored) - 1 in challengers else None
+        winner, gate_result = nested_test(scored, gold, groups, challengers, seed=spec.seed, described=gate_result,
+                                          panel=panel_index)
     chosen = winner if winner is not None and gate_result["passed"] else 0
     if gate_result["refused"]:
         log.warning("%s: the gate made no test: %s", spec.name, gate_result["refused"])
@@ -307,15 +309,21 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
 
 
 def nested_test(scored: Sequence[CandidateFigures], gold: np.ndarray, groups: Sequence[str] | None,
-                challengers: list[int], *, seed: int, described: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
+                challengers: list[int], *, seed: int, described: dict[str, Any],
+                panel: int | None = None) -> tuple[int | None, dict[str, Any]]:
     """The nested gate on every selection item (search and dev): the winner is the challenger best on all of
-    them, and it passes when the nested cross-validated test of the whole choice does. ``described`` (the dev
-    gate's record) keeps its per-challenger dev figures, which are descriptive here."""
+    them, and it passes when the nested cross-validated test of the whole choice does. With a ``panel`` (its
+    index; made from the others' scores) the panel is tested first, alone, and the level split between the two
+    tests (``judgetune.stats.panel_first_gate``). ``described`` (the dev gate's record) keeps its per-challenger
+    dev figures, which are descriptive here."""
     raw = np.stack([c.raw for c in scored])
     allowed = [0, *challengers]
     units = len(units_of(groups, len(gold)))
     least = FOLDS if groups else MIN_FOLD_ITEMS * FOLDS  # a question, or 10 items, in every held-out fold
-    result = nested_gate(raw, gold, groups, allowed=allowed, seed=seed, alpha=ALPHA)
+    if panel is None:
+        result = nested_gate(raw, gold, groups, allowed=allowed, seed=seed, alpha=ALPHA)
+    else:
+        result = panel_first_gate(raw, gold, groups, panel=panel, allowed=allowed, seed=seed, alpha=ALPHA)
     winner = result["chosen"] or None
     refused = None
     if units < least:
@@ -326,7 +334,7 @@ def nested_test(scored: Sequence[CandidateFigures], gold: np.ndarray, groups: Se
                     "items": len(gold), "groups": units if groups else None,
                     "winner_advantage": result["mean"], "lower_bound": result["lower"], "p": result["p"],
                     "units": result["units"], "fold_choices": result["fold_choices"], "guard": None,
-                    "passed": passed, "units_to_pass": None}
+                    "passed": passed, "units_to_pass": None, **({"panel": result["panel"]} if "panel" in result else {})}
 
 
 def _trial_number(study: optuna.Study, params: dict[str, Any]) -> int | None:

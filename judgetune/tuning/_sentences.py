@@ -58,6 +58,16 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
 def _nested_line(test: dict[str, Any], rows: list[dict[str, Any]], fmt) -> str:
     if test.get("refused"):
         return f"gate (nested): no test ({test['refused']})"
+    panel = test.get("panel")
+    if panel and panel.get("passed"):
+        win = rows[test["winner"]]
+        return (f"gate (panel first): {candidate_name(win)} gained {fmt(panel['advantage'])} Spearman over the default "
+                f"on all {test.get('items')} search and dev items (one-sided {1 - panel['alpha']:.1%} lower bound "
+                f"{fmt(panel['lower'])}); it shipped")
+    if panel:  # tested first and not shown: the nested gate over the others, at the rest of the level
+        return (f"gate (panel first): the panel gained {fmt(panel['advantage'])} Spearman (one-sided "
+                f"{1 - panel['alpha']:.1%} lower bound {fmt(panel['lower'])}): not above zero; then "
+                + _nested_line({**test, "panel": None}, rows, fmt))
     if test.get("winner") is None:
         return (f"gate (nested): no challenger beat the default on the {test.get('items')} search and dev items; "
                 "the default shipped")
