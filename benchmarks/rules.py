@@ -18,9 +18,11 @@ Rules (candidate 0 is the default; a rule that ships nothing ships the default):
   standardized by its mean and spread on the labeled items, no labels read; averaged over the candidates that
   judged an item). In ``tune`` the panel's members are the scored candidates (default and up to eight trials) and
   their centres come from the search items; here they are the matrix's candidates and the labeled items.
-- ``panel-first``: ``tune --panel`` as it ships: the panel tested first, alone against the default on every label
-  (one fixed challenger, paired t, one-sided at 2.5%), else the nested gate over the other candidates at 2.5%
-  (``judgetune.stats.panel_first_gate``).
+- ``panel-gate``: ``tune --panel`` as it ships (``judgetune.stats.panel_gate``): the panel tested alone against
+  the default on every label (one fixed challenger, paired t, one-sided at 2.5%) beside the nested gate over the
+  other candidates at 2.5%; of those that pass, the larger estimated gain ships.
+- ``panel-first``: the same two tests, the panel shipped whenever it passes (the nested gate's choice only when
+  it does not).
 - ``panel``: the same panel shipped always, with no test (its null ship rate is 1 by construction).
 - ``old``: ``--gate off``: the best of the search items' top four re-scored on dev; nothing tested.
 - ``best-all``: the best on all labeled items, nothing tested (what most tools report).
@@ -54,12 +56,12 @@ from judgetune.stats import (
     nested_gate,
     one_sided_lower,
     paired_unit_differences,
-    panel_first_gate,
+    panel_gate,
 )
 
-RULES = ("gate", "gate-wide", "nested", "nested-k10", "nested-df14", "nested-panel", "panel-first", "panel", "old",
-         "best-all", "oracle")
-PANEL_RULES = ("nested-panel", "panel-first", "panel")  # rules that see the panel as one more candidate (the last)
+RULES = ("gate", "gate-wide", "nested", "nested-k10", "nested-df14", "nested-panel", "panel-gate", "panel-first",
+         "panel", "old", "best-all", "oracle")
+PANEL_RULES = ("nested-panel", "panel-gate", "panel-first", "panel")  # they see the panel as one more (last) candidate
 DEFAULT_RULE = "nested"  # what `judgetune tune` uses by default (RunSpec.gate)
 
 
@@ -163,8 +165,11 @@ def apply_rule(rule: str, m: dict[str, Any], lab: np.ndarray, test: np.ndarray, 
         return nested_gate(s, gold_lab, g, df=14, seed=seed)["shipped"]
     if rule == "nested-panel":
         return nested_gate(s, gold_lab, g, seed=seed)["shipped"]
+    if rule == "panel-gate":
+        return panel_gate(s, gold_lab, g, panel=len(scores) - 1, seed=seed)["shipped"]
     if rule == "panel-first":
-        return panel_first_gate(s, gold_lab, g, panel=len(scores) - 1, seed=seed)["shipped"]
+        out = panel_gate(s, gold_lab, g, panel=len(scores) - 1, seed=seed)
+        return len(scores) - 1 if out["panel"]["passed"] else out["nested"]["chosen"] if out["nested"]["passed"] else 0
     if rule == "panel":
         return len(scores) - 1
     if rule == "old":

@@ -129,22 +129,26 @@ def _noisy_candidates(seed: int, n: int = 300, members: int = 4, noise: float = 
     return np.vstack([scores, panel]), gold
 
 
-def test_the_panel_first_gate_ships_a_panel_that_beats_the_default_and_else_tests_the_others_at_half_the_level():
-    from judgetune.stats import nested_gate, panel_first_gate
+def test_the_panel_gate_ships_the_passing_test_with_the_larger_gain_each_at_half_the_level():
+    from judgetune.stats import nested_gate, panel_gate
 
     scores, gold = _noisy_candidates(0)
-    result = panel_first_gate(scores, gold, panel=4)
+    result = panel_gate(scores, gold, panel=4)
     assert result["shipped"] == 4 and result["panel"]["passed"] and result["panel"]["alpha"] == 0.025
-    assert result["panel"]["lower"] > 0
+    assert result["panel"]["lower"] > 0 and result["mean"] == result["panel"]["advantage"]
     weak = scores.copy()
     weak[4] = np.random.default_rng(1).normal(size=len(gold))  # a panel that knows nothing
-    result = panel_first_gate(weak, gold, panel=4, allowed=[0, 1, 2], seed=3)
-    assert not result["panel"]["passed"] and result["chosen"] in (0, 1, 2) and result["alpha"] == 0.025
+    result = panel_gate(weak, gold, panel=4, allowed=[0, 1, 2], seed=3)
     alone = nested_gate(weak, gold, allowed=[0, 1, 2], alpha=0.025, seed=3)
-    assert result["shipped"] == alone["shipped"] and result["lower"] == alone["lower"]
+    assert not result["panel"]["passed"] and result["shipped"] == alone["shipped"] and result["lower"] == alone["lower"]
+    strong = scores.copy()
+    strong[2] = gold + np.random.default_rng(2).normal(scale=0.2, size=len(gold))  # one prompt far better than all
+    result = panel_gate(strong, gold, panel=4, seed=3)
+    assert result["panel"]["passed"] and result["nested"]["passed"] and result["shipped"] == 2
+    assert result["mean"] > result["panel"]["advantage"]
 
 
-def test_a_selection_with_a_panel_tests_it_first_and_says_so():
+def test_a_selection_with_a_panel_tests_it_beside_the_nested_gate_and_says_so():
     from judgetune.tuning import gate_line
     from judgetune.tuning._selection import CandidateFigures, nested_test
 
@@ -155,4 +159,4 @@ def test_a_selection_with_a_panel_tests_it_first_and_says_so():
     winner, record = nested_test(scored, gold, None, [1, 2, 3, 4], seed=0, described={}, panel=4)
     assert winner == 4 and record["passed"] and record["panel"]["passed"]
     selection = {"gate": "nested", "rule": "spearman", "gate_result": record, "rows": rows}
-    assert gate_line(selection).startswith("gate (panel first): the panel of 4 candidates gained +")
+    assert gate_line(selection).startswith("gate (panel and nested): the panel of 4 candidates shipped: the panel +")

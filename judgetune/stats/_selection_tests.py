@@ -21,7 +21,7 @@ from judgetune.stats._metrics import correlation, spearman_rows
 
 __all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
            "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages",
-           "paired_unit_differences", "panel_first_gate", "t_interval",
+           "paired_unit_differences", "panel_gate", "t_interval",
            "units_of", "units_to_pass"]
 
 FOLDS = 5  # the nested gate's folds of the labeled items
@@ -269,26 +269,33 @@ def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | No
             "method": f"nested {folds}-fold cross-validation x{repeats}, corrected resampled t ({df} df)"}
 
 
-def panel_first_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None = None, *, panel: int,
-                     allowed: Sequence[int] | None = None, alpha: float = 0.05, seed: int = 0) -> dict[str, Any]:
-    """The nested gate with a panel tried first, the level split between the two tests (Bonferroni: a null run
-    ships something in at most ``alpha`` of draws). The panel (row ``panel``: made from the other candidates
-    without reading a label) is one fixed challenger, so no choice needs cross-validating: its Spearman advantage
-    over the default on every item, one-sided at ``alpha / 2`` (the paired t interval of ``paired_advantages``),
-    ships it when above zero; else the nested gate over the other candidates (of ``allowed``) at ``alpha / 2``.
+def panel_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None = None, *, panel: int,
+               allowed: Sequence[int] | None = None, alpha: float = 0.05, seed: int = 0) -> dict[str, Any]:
+    """The nested gate beside a panel, the level split between the two tests (Bonferroni: a null run ships
+    something in at most ``alpha`` of draws). The panel (row ``panel``: made from the other candidates without
+    reading a label) is one fixed challenger, so no choice needs cross-validating: its Spearman advantage over the
+    default on every item is tested one-sided at ``alpha / 2`` (the paired t interval of ``paired_advantages``).
+    The nested gate chooses among the other candidates (of ``allowed``) at ``alpha / 2``. Of the two, those that
+    pass, the one with the larger estimated gain ships (the panel's advantage on all items, the nested gate's
+    cross-validated mean): a panel where no single prompt is shown better, a single prompt where it gains more.
 
-    Returns the nested gate's record (``chosen``, ``shipped``, ``passed``, ...) with ``panel`` (the panel's
-    ``advantage``, ``lower`` bound and ``passed``)."""
+    Returns the shipped test's record in the nested gate's shape (``chosen``, ``shipped``, ``passed``, ``mean``,
+    ``lower``, ...), with ``panel`` (the panel's ``advantage``, ``lower``, ``passed``, ``alpha``) and ``nested``
+    (the nested gate's ``chosen``, ``passed``, ``mean``, ``lower``)."""
     scores = np.asarray(scores, dtype=float)
     half = alpha / 2
     figure = paired_advantages("spearman", scores[[0, panel]], scores[[0, panel]], gold, groups, 1 - 2 * half)[1]
     lower = figure["interval"][0]
-    record = {"advantage": figure["advantage"], "lower": lower, "passed": lower is not None and lower > 0,
-              "alpha": half}
-    if record["passed"]:
-        return {"passed": True, "chosen": int(panel), "shipped": int(panel), "mean": figure["advantage"],
-                "lower": lower, "p": None, "units": figure["units"], "fold_choices": [], "alpha": alpha,
-                "method": f"the panel alone against the default, paired t, one-sided {1 - half:.1%}",
-                "panel": record}
+    on_panel = {"advantage": figure["advantage"], "lower": lower, "passed": bool(lower is not None and lower > 0),
+                "alpha": half}
     others = [j for j in (range(len(scores)) if allowed is None else allowed) if j != panel]
-    return {**nested_gate(scores, gold, groups, allowed=others, alpha=half, seed=seed), "panel": record}
+    nested = nested_gate(scores, gold, groups, allowed=others, alpha=half, seed=seed)
+    summary = {k: nested[k] for k in ("chosen", "passed", "mean", "lower")}
+    panel_wins = on_panel["passed"] and not (nested["passed"] and nested["mean"] is not None
+                                             and nested["mean"] > on_panel["advantage"])
+    if not panel_wins:
+        return {**nested, "alpha": alpha, "panel": on_panel, "nested": summary}
+    return {**nested, "passed": True, "chosen": int(panel), "shipped": int(panel), "mean": on_panel["advantage"],
+            "lower": lower, "p": None, "units": figure["units"], "alpha": alpha,
+            "method": f"the panel alone against the default on every item, paired t, one-sided {1 - half:.1%}",
+            "panel": on_panel, "nested": summary}

@@ -41,7 +41,7 @@ from judgetune import stats
 from judgetune.calibration import CALIBRATORS, cross_fitted
 from judgetune.datasets import Example, groups_of
 from judgetune.judges import MAX_MEMBERS
-from judgetune.stats import FOLDS, correlation, filled, nested_gate, panel_first_gate, units_of, units_to_pass
+from judgetune.stats import FOLDS, correlation, filled, nested_gate, panel_gate, units_of, units_to_pass
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import PANEL, default_params, judge_for, settled_params
@@ -313,9 +313,9 @@ def nested_test(scored: Sequence[CandidateFigures], gold: np.ndarray, groups: Se
                 panel: int | None = None) -> tuple[int | None, dict[str, Any]]:
     """The nested gate on every selection item (search and dev): the winner is the challenger best on all of
     them, and it passes when the nested cross-validated test of the whole choice does. With a ``panel`` (its
-    index; made from the others' scores) the panel is tested first, alone, and the level split between the two
-    tests (``judgetune.stats.panel_first_gate``). ``described`` (the dev gate's record) keeps its per-challenger
-    dev figures, which are descriptive here."""
+    index; made from the others' scores) the panel is also tested, alone, the level split between the two tests,
+    and the passing one with the larger estimated gain wins (``judgetune.stats.panel_gate``). ``described`` (the
+    dev gate's record) keeps its per-challenger dev figures, which are descriptive here."""
     raw = np.stack([c.raw for c in scored])
     allowed = [0, *challengers]
     units = len(units_of(groups, len(gold)))
@@ -323,7 +323,7 @@ def nested_test(scored: Sequence[CandidateFigures], gold: np.ndarray, groups: Se
     if panel is None:
         result = nested_gate(raw, gold, groups, allowed=allowed, seed=seed, alpha=ALPHA)
     else:
-        result = panel_first_gate(raw, gold, groups, panel=panel, allowed=allowed, seed=seed, alpha=ALPHA)
+        result = panel_gate(raw, gold, groups, panel=panel, allowed=allowed, seed=seed, alpha=ALPHA)
     winner = result["chosen"] or None
     refused = None
     if units < least:
@@ -334,7 +334,7 @@ def nested_test(scored: Sequence[CandidateFigures], gold: np.ndarray, groups: Se
                     "items": len(gold), "groups": units if groups else None,
                     "winner_advantage": result["mean"], "lower_bound": result["lower"], "p": result["p"],
                     "units": result["units"], "fold_choices": result["fold_choices"], "guard": None,
-                    "passed": passed, "units_to_pass": None, **({"panel": result["panel"]} if "panel" in result else {})}
+                    "passed": passed, "units_to_pass": None, **{k: result[k] for k in ("panel", "nested") if k in result}}
 
 
 def _trial_number(study: optuna.Study, params: dict[str, Any]) -> int | None:

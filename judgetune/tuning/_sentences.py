@@ -59,15 +59,13 @@ def _nested_line(test: dict[str, Any], rows: list[dict[str, Any]], fmt) -> str:
     if test.get("refused"):
         return f"gate (nested): no test ({test['refused']})"
     panel = test.get("panel")
-    if panel and panel.get("passed"):
-        win = rows[test["winner"]]
-        return (f"gate (panel first): {candidate_name(win)} gained {fmt(panel['advantage'])} Spearman over the default "
-                f"on all {test.get('items')} search and dev items (one-sided {1 - panel['alpha']:.1%} lower bound "
-                f"{fmt(panel['lower'])}); it shipped")
-    if panel:  # tested first and not shown: the nested gate over the others, at the rest of the level
-        return (f"gate (panel first): the panel gained {fmt(panel['advantage'])} Spearman (one-sided "
-                f"{1 - panel['alpha']:.1%} lower bound {fmt(panel['lower'])}): not above zero; then "
-                + _nested_line({**test, "panel": None}, rows, fmt))
+    if panel:
+        said = (f"the panel {fmt(panel['advantage'])} Spearman over the default on all {test.get('items')} items "
+                f"(one-sided {1 - panel['alpha']:.1%} lower bound {fmt(panel['lower'])})")
+        if panel.get("passed") and test.get("winner") is not None and rows[test["winner"]].get("panel"):
+            return f"gate (panel and nested): {candidate_name(rows[test['winner']])} shipped: {said}"
+        verdict = "passed, but the nested gate's choice gained more" if panel.get("passed") else "not above zero"
+        return f"gate (panel and nested): {said}: {verdict}; " + _nested_line({**test, "panel": None}, rows, fmt)
     if test.get("winner") is None:
         return (f"gate (nested): no challenger beat the default on the {test.get('items')} search and dev items; "
                 "the default shipped")
