@@ -182,6 +182,8 @@ def build_report(*, study: optuna.Study, config: JudgeConfig, predictions: list[
     rows = [(f"judge ({split})", metrics[split]) for split in ("search_items", "dev", "test") if split in metrics]
     rows += [(f"{name} (test)", row) for name, row in metrics.get("baselines", {}).items()]
     search = metrics.get("study", {})
+    panel = config.judge == "panel" and config.fitted is not None
+    chosen = f"the panel of {len(config.fitted['members'])} candidates" if panel else f"trial {search.get('chosen_trial')}"
     figures = [
         _figure("Pareto front", _plots.pareto_front(study, search.get("chosen_trial"))),
         _figure("Optimization history", _plots.history(study)),
@@ -200,7 +202,7 @@ pre{{background:#f6f6f6;padding:1em;overflow:auto}}</style></head>
 <body>
 <h1>judgetune: {html.escape(config.judge)} judge on {html.escape(str(config.data.get('source', '?')))}</h1>
 <p>Scale {label_range[0]:g}-{label_range[1]:g}. Search: {html.escape(json.dumps(search.get('trials', {})))} trials,
-{search.get('lm_calls', 0)} LM calls, {search.get('tokens', 0)} tokens; chosen trial {search.get('chosen_trial')}
+{search.get('lm_calls', 0)} LM calls, {search.get('tokens', 0)} tokens; chosen: {html.escape(chosen)}
 by the rule "{html.escape(str(search.get('pick_rule')))}". Dev figures are in-sample for the calibrator;
 test was scored once.</p>
 <h2>Metrics (calibrated scores, 95% bootstrap intervals)</h2>
