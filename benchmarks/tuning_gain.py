@@ -19,7 +19,7 @@ test items) measures the gate's power where it is not a certainty (no goal: a fi
 
     python benchmarks/tuning_gain.py [--quick | --user] [--json] [--out PATH] [--sets ...] [--judges ...]
         [--trials N ...] [--testbeds NAME=N ...] [--gate on|nested] [--no-sets] [--lm SPEC [--api-base URL]]
-        [--fix KEY=VALUE ...]
+        [--fix KEY=VALUE ...] [--panel]
         [--search-items N] [--dev-items N] [--test-items N] [--proposals N [--rounds R]] [--criterion TEXT]
 
 ``--user`` runs a user's sizes (60 search, 80 dev, 150 test items; a set with fewer labels gives fewer);
@@ -128,33 +128,37 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
                        n_trials=trials, search_items=args.search_items, dev_items=args.dev_items,
                        test_items=args.test_items, fit_items=args.fit_items, gate=gate,
                        per_question=args.per_question, fixed=dict(args.fix or {}), proposals=args.proposals,
-                       criterion=args.criterion,
+                       criterion=args.criterion, panel=args.panel and gate != "off",
                        rounds=args.rounds, **lm)
         start = time.perf_counter()
         config, _, _ = tune(spec, runs_dir=runs, progress=False, n_resamples=args.resamples)
         yield gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start)
 
 
-def run_testbed(name: str, seed: int, folder, *, reject=None, gate: str = "nested") -> dict:
+def run_testbed(name: str, seed: int, folder, *, reject=None, gate: str = "nested", panel: bool = False) -> dict:
     """One seeded run of the gate testbed ``name`` (``TESTBEDS``), its study in memory: judge.json's metrics."""
     spec, lm = gate_testbed(name, seed, folder)
-    config, _, _ = tune(RunSpec(**{**spec, "gate": gate}), runs_dir=folder, storage=optuna.storages.InMemoryStorage(), lm=lm,
+    config, _, _ = tune(RunSpec(**{**spec, "gate": gate, "panel": panel}), runs_dir=folder,
+                        storage=optuna.storages.InMemoryStorage(), lm=lm,
                         progress=False, reject=reject, n_resamples=200)
     return config.metrics
 
 
-def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None, gate: str = "nested") -> dict[str, Any]:
+def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None, gate: str = "nested",
+            panel: bool = False) -> dict[str, Any]:
     """``runs`` seeded runs of the gate testbed ``name`` (``TESTBEDS``): how often the default shipped, and how
     often the gate passed with a test gain whose interval is above 0. The figures are ``into[name]``, updated
     (and ``save`` called) as each run ends."""
-    out: dict[str, Any] = {"runs": 0, "settings": TESTBEDS[name], "gate": gate, "default_shipped": 0,
-                           "gain_detected": 0, "refused": 0, "details": []}
+    out: dict[str, Any] = {"runs": 0, "settings": TESTBEDS[name], "gate": gate, "panel": panel, "default_shipped": 0,
+                           "panel_shipped": 0, "gain_detected": 0, "refused": 0, "details": []}
     into[name] = out
     start = time.perf_counter()
     for seed in range(runs):
-        metrics = run_testbed(name, seed, folder, gate=gate)
+        metrics = run_testbed(name, seed, folder, gate=gate, panel=panel)
         gain, test = metrics["gain"], metrics["selection"]["gate_result"]
+        shipped_panel = any(r.get("panel") and r["chosen"] for r in metrics["selection"]["rows"])
         out["runs"] += 1
+        out["panel_shipped"] += shipped_panel
         out["default_shipped"] += gain["default_shipped"]
         out["gain_detected"] += (not gain["default_shipped"]) and (gain["spearman"] or {}).get("low", 0) > 0
         out["refused"] += test.get("refused") is not None
@@ -162,7 +166,7 @@ def testbed(name: str, runs: int, folder: str, into: dict[str, Any], save=None, 
                                "dev_groups": test.get("groups"), "winner_advantage": test.get("winner_advantage"),
                                "lower_bound": test.get("lower_bound"), "level": test.get("level"),
                                "winner_interval": _winner_interval(metrics["selection"]),
-                               "refused": test.get("refused"),
+                               "refused": test.get("refused"), "panel_shipped": shipped_panel,
                                "gain": gain["spearman"]})
         out["default_shipped_rate"] = out["default_shipped"] / out["runs"]
         out["gain_detected_rate"] = out["gain_detected"] / out["runs"]
@@ -252,7 +256,7 @@ def meta(args: argparse.Namespace) -> dict[str, Any]:
             "command": " ".join(["python", *sys.argv]), "quick": args.quick, "user": args.user,
             "lm": args.lm, "sizes": {"search": args.search_items, "dev": args.dev_items, "test": args.test_items},
             "per_question": args.per_question, "proposals": args.proposals, "rounds": args.rounds,
-            "criterion": args.criterion, "nested_folds": args.nested_folds}
+            "criterion": args.criterion, "nested_folds": args.nested_folds, "panel": args.panel}
 
 
 def _fixed(text: str) -> tuple[str, Any]:
@@ -320,6 +324,7 @@ def main() -> None:
                         help="with --gate nested: folds of the nested gate instead of judgetune.stats.FOLDS (a benchmark "
                              "knob: tune's own fold count is not a setting)")
     parser.add_argument("--fit-items", type=int, default=None)
+    parser.add_argument("--panel", action="store_true", help="the gated runs and the testbeds with tune --panel")
     parser.add_argument("--per-question", type=int, default=None,
                         help="answers kept per question in every split (grouped sets: more questions, fewer answers each)")
     args = parser.parse_args()
@@ -349,7 +354,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for name, runs in [] if args.no_testbeds else args.testbeds:
             if runs:
-                bed = testbed(name, runs, folder, result["testbeds"], save, gate=args.gate)
+                bed = testbed(name, runs, folder, result["testbeds"], save, gate=args.gate, panel=args.panel)
                 print(f"testbed {name}: {json.dumps({k: v for k, v in bed.items() if k != 'details'})}",
                       file=sys.stderr, flush=True)
                 save()

@@ -101,7 +101,7 @@ def test_a_panel_candidate_enters_selection_and_freezes_to_the_judge_it_was_figu
     config, _, study = tune(spec, runs_dir=tmp_path / "runs", lm=embedded_lm, progress=False, n_resamples=50)
     rows = config.metrics["selection"]["rows"]
     panels = [r for r in rows if r.get("panel")]
-    assert len(panels) == 1 and panels[0]["number"] is None and len(panels[0]["params"]["panel"]) >= 2
+    assert len(panels) == 1 and panels[0]["number"] is None and len(panels[0]["params"]["panel"]["members"]) >= 2
     assert gate_line(config.metrics["selection"])
     splits = prepare_splits(spec)
     from judgetune.tuning import InstructionPool
@@ -154,7 +154,7 @@ def test_a_selection_with_a_panel_tests_it_beside_the_nested_gate_and_says_so():
 
     scores, gold = _noisy_candidates(2)
     rows = [{"number": i, "default": i == 0, "params": {}} for i in range(4)]
-    rows.append({"number": None, "default": False, "panel": True, "params": {"panel": [{}, {}, {}, {}]}})
+    rows.append({"number": None, "default": False, "panel": True, "params": {"panel": {"members": [{}, {}, {}, {}]}}})
     scored = [CandidateFigures(r["params"], s, s, None, 0.0) for r, s in zip(rows, scores)]
     winner, record = nested_test(scored, gold, None, [1, 2, 3, 4], seed=0, described={}, panel=4)
     assert winner == 4 and record["passed"] and record["panel"]["passed"]

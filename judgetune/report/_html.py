@@ -60,7 +60,7 @@ def selection_section(selection: dict[str, Any] | None) -> str:
         return ""
 
     def name(r: dict) -> str:
-        label = ("default" if r.get("default") else f"panel of {len(r['params']['panel'])} candidates"
+        label = ("default" if r.get("default") else f"panel of {len(r['params']['panel']['members'])} candidates"
                  if r.get("panel") else f"trial {r['number']}")
         return label + (" (chosen)" if r["chosen"] else "") + (f" (rejected: {r['rejected']})" if r.get("rejected") else "")
 

@@ -117,7 +117,7 @@ def panel_candidate(scored: Sequence[CandidateFigures], members: Sequence[int], 
     """The panel of the candidates ``members`` (indices into ``scored``): each member's raw scores standardized by
     their mean and spread on the search items (no labels read), averaged over the members that judged an item
     (NaN where none did). Members with fewer than 4 judged search items or no spread are left out; None when
-    fewer than 2 remain. Its parameters hold the members' (``PANEL``), centres and scales: ``judge_for``
+    fewer than 2 remain. Its parameters hold the members', their centres and scales (``PANEL``): ``judge_for``
     builds the same panel from them."""
     kept, centers, scales = [], [], []
     for i in members[:MAX_MEMBERS]:
@@ -133,7 +133,7 @@ def panel_candidate(scored: Sequence[CandidateFigures], members: Sequence[int], 
     judged = (~np.isnan(z)).sum(axis=0)
     raw = np.full(z.shape[1], np.nan)
     raw[judged > 0] = np.nansum(z[:, judged > 0], axis=0) / judged[judged > 0]
-    params = {PANEL: [scored[i].params for i in kept], "center": centers, "scale": scales}
+    params = {PANEL: {"members": [scored[i].params for i in kept], "center": centers, "scale": scales}}
     return figures_of(params, raw, spec, splits, items)
 
 

@@ -15,7 +15,7 @@ def candidate_name(row: dict[str, Any]) -> str:
     if row.get("default"):
         return "default"
     if row.get("panel"):
-        return f"the panel of {len(row['params']['panel'])} candidates"
+        return f"the panel of {len(row['params']['panel']['members'])} candidates"
     return f"trial {row['number']}"
 
 

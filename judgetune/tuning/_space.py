@@ -59,13 +59,14 @@ def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo
               label_range: tuple[float, float], instructions: Sequence[str] = ()):
     """The judge of a trial's parameters (the same builder serves the search and the final choice):
     an integer ``instruction`` is an id into ``instructions`` (the pool), ``demo_seed`` draws the demos.
-    A panel candidate's parameters (``PANEL``: its members' parameters, with ``center`` and ``scale``; other
-    keys apply to every member) give the panel of those judges."""
+    A panel candidate's parameters (``PANEL``: its ``members``' parameters, each one's ``center`` and ``scale``;
+    the other keys apply to every member) give the panel of those judges."""
     if PANEL in params:
-        shared = {k: v for k, v in params.items() if k not in (PANEL, "center", "scale")}
+        shared = {k: v for k, v in params.items() if k != PANEL}
+        panel = params[PANEL]
         members = [judge_for({**member, **shared}, spec, lm, demo_pool=demo_pool, label_range=label_range,
-                             instructions=instructions) for member in params[PANEL]]
-        fitted = {"members": [member_record(m, c, s) for m, c, s in zip(members, params["center"], params["scale"])],
+                             instructions=instructions) for member in panel["members"]]
+        fitted = {"members": [member_record(m, c, s) for m, c, s in zip(members, panel["center"], panel["scale"])],
                   "label_range": [float(label_range[0]), float(label_range[1])]}
         return build(JudgeSpec("panel", {}, fitted=fitted, seed=spec.seed), BuildContext(lm=lm, label_range=label_range))
     params, text, demos = dict(params), None, None
