@@ -15,7 +15,7 @@ from judgetune.lm import JudgeLM, resolve_scoring_mode
 from judgetune.tuning._pool import seed_instructions
 from judgetune.tuning._spec import RunSpec
 
-PANEL = "panel"  # the key of a panel candidate's parameters: its members' parameters
+PANEL = "panel"  # a panel candidate's parameters hold its members' parameters, centres and scales under this key
 
 
 def settled_params(spec: RunSpec, lm: JudgeLM | None) -> dict[str, Any]:
