@@ -10,7 +10,7 @@ import pytest
 
 from judgetune import datasets
 from judgetune.config import JudgeConfig
-from judgetune.judges import KINDS, SIGNALS, BuildContext, JudgeSpec, build, draw_references, judge_class
+from judgetune.judges import KINDS, SIGNALS, BuildContext, JudgeSpec, build, draw_references, judge_class, member_record
 
 MINILM_ONLY = {f"use_{name}": "mpnet" not in name for name in SIGNALS}
 # kind -> (data set, settings): settings keep each kind quick while exercising demos and references
@@ -26,7 +26,17 @@ SETTINGS = {
     "bm25": ("trec", {}), "overlap": ("trec", {}), "length": ("trec", {}), "refsim": ("trec", {}),
     "hybrid": ("trec", MINILM_ONLY),
     "checklist": ("msrpar", {"combiner": "mean"}),  # a fitted combiner: tests/test_checklist.py
+    "panel": ("msrpar", {}),  # made from members (here two signals): tests/test_panel.py has an LM member
 }
+
+
+def _spec(kind: str, params: dict, train, label_range) -> JudgeSpec:
+    """The kind's spec; a panel's is its members' (built on the training data), with made-up centres."""
+    if kind != "panel":
+        return JudgeSpec(kind, params, seed=3)
+    members = [member_record(build(JudgeSpec(k, {}), BuildContext(demo_pool=train, label_range=label_range)), 0.3, 0.2)
+               for k in ("rouge1", "bleu")]
+    return JudgeSpec(kind, params, fitted={"members": members, "label_range": list(label_range)}, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +75,7 @@ def test_build_judge_freeze_reload_scores_identically(kind, lm, data):
     needs_lm = judge_class(kind).needs_lm
     items = items[:2] if needs_lm else items
     context = BuildContext(lm=lm if needs_lm else None, demo_pool=train, label_range=label_range)
-    judge = build(JudgeSpec(kind, params, seed=3), context)
+    judge = build(_spec(kind, params, train, label_range), context)
     verdicts = judge.judge_all(items)
     assert any(v.parsed for v in verdicts), [v.raw for v in verdicts]
 

@@ -24,7 +24,8 @@ _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 # The parser's choices, written out so that building it imports no judge (dspy, scipy, scikit-learn): a refused file
-# or `--help` answers in well under a second. tests/test_cli_imports.py checks them against the registries.
+# or `--help` answers in well under a second. tests/test_cli_imports.py checks them against the registries. Every
+# kind but the panel, which `tune --panel` makes from the candidates of another kind (a judge.json may hold one).
 JUDGE_KINDS = ("factcheck", "rubric", "correctness", "pairwise", "linkage", "likelihood", "embedding", "rouge1",
                "rouge2", "rougeL", "bleu", "bm25", "overlap", "length", "refsim", "hybrid", "checklist")
 PROTOCOLS = ("group", "linkage")
