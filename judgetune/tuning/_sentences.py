@@ -55,24 +55,27 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
     return line + f": not above zero; the default shipped{more}"
 
 
-def _nested_line(test: dict[str, Any], rows: list[dict[str, Any]], fmt) -> str:
+def _nested_line(test: dict[str, Any], rows: list[dict[str, Any]], fmt, *, prefix: str = "gate (nested): ",
+                 level: str = "95%") -> str:
     if test.get("refused"):
-        return f"gate (nested): no test ({test['refused']})"
+        return f"{prefix}no test ({test['refused']})"
     panel = test.get("panel")
-    if panel:
+    if panel:  # two tests, each at half the level (judgetune.stats.panel_gate)
+        half = f"{1 - panel['alpha']:.1%}"
         said = (f"the panel {fmt(panel['advantage'])} Spearman over the default on all {test.get('items')} items "
-                f"(one-sided {1 - panel['alpha']:.1%} lower bound {fmt(panel['lower'])})")
+                f"(one-sided {half} lower bound {fmt(panel['lower'])})")
         if panel.get("passed") and test.get("winner") is not None and rows[test["winner"]].get("panel"):
             return f"gate (panel and nested): {candidate_name(rows[test['winner']])} shipped: {said}"
         verdict = "passed, but the nested gate's choice gained more" if panel.get("passed") else "not above zero"
-        return f"gate (panel and nested): {said}: {verdict}; " + _nested_line({**test, "panel": None}, rows, fmt)
+        return (f"gate (panel and nested): {said}: {verdict}; the nested gate: "
+                + _nested_line({**test, "panel": None}, rows, fmt, prefix="", level=half))
     if test.get("winner") is None:
-        return (f"gate (nested): no challenger beat the default on the {test.get('items')} search and dev items; "
+        return (f"{prefix}no challenger beat the default on the {test.get('items')} search and dev items; "
                 "the default shipped")
     win = rows[test["winner"]]
-    line = (f"gate (nested): {candidate_name(win)}, best on all {test.get('items')} search and dev items; the choice "
+    line = (f"{prefix}{candidate_name(win)}, best on all {test.get('items')} search and dev items; the choice "
             f"cross-validated gained {fmt(test.get('winner_advantage'))} Spearman over the default on held-out folds "
-            f"(one-sided 95% lower bound {fmt(test.get('lower_bound'))}, {test.get('method')})")
+            f"(one-sided {level} lower bound {fmt(test.get('lower_bound'))}, {test.get('method')})")
     return line + ("; it shipped" if test.get("passed") else ": not above zero; the default shipped")
 
 
