@@ -116,8 +116,6 @@ class PanelJudge(Judge):
                               BuildContext(lm=lm, label_range=label_range)) for m in fitted["members"]]
         self.center = np.asarray([m["center"] for m in fitted["members"]], dtype=float)
         self.scale = np.asarray([m["scale"] for m in fitted["members"]], dtype=float)
-        if lm is None and any(m.lm is not None for m in self.members):
-            raise ValueError("judge panel: a member needs an LM (pass --lm SPEC)")
 
     @classmethod
     def check_fitted(cls, fitted: dict[str, Any]) -> None:
@@ -167,21 +165,22 @@ class PanelJudge(Judge):
         votes = [member.judge_all(examples, progress=progress) for member in self.members]
         out = []
         for i in range(len(examples)):
-            z, failed, usage = [], [], {}
+            standardized: list[float | None] = []
+            failed: list[str] = []
+            usage: dict[str, int] = {}
             for j, verdicts in enumerate(votes):
                 verdict = verdicts[i]
                 usage = add_usage(usage, verdict.usage)
                 if verdict.parsed:
-                    z.append((verdict.score - self.center[j]) / self.scale[j])
+                    standardized.append(float((verdict.score - self.center[j]) / self.scale[j]))
                 else:
+                    standardized.append(None)
                     failed.append(f"member {j} ({self.members[j].kind}): {verdict.raw or 'no score'}")
+            z = [v for v in standardized if v is not None]
             if not z:
                 out.append(Verdict.failed("every member failed: " + "; ".join(failed), usage=usage))
                 continue
-            detail: dict[str, Any] = {"members": [None if not v[i].parsed else float((v[i].score - c) / s)
-                                                  for v, c, s in zip(votes, self.center, self.scale)]}
-            if failed:
-                detail["imputed"] = failed
+            detail: dict[str, Any] = {"members": standardized, **({"imputed": failed} if failed else {})}
             out.append(Verdict(float(np.mean(z)), {}, usage=usage, detail=detail))
         return out
 
