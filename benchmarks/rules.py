@@ -57,6 +57,8 @@ from judgetune.stats import (
     one_sided_lower,
     paired_unit_differences,
     panel_gate,
+    panel_mean,
+    standardizers,
 )
 
 RULES = ("gate", "gate-wide", "nested", "nested-k10", "nested-df14", "nested-panel", "panel-gate", "panel-first",
@@ -130,12 +132,8 @@ def panel_row(scores: np.ndarray, lab: np.ndarray) -> np.ndarray:
     """The panel of every candidate on every item: each standardized by its mean and spread on the labeled items
     ``lab`` (scores only), averaged over the candidates that judged the item (NaN where none did); candidates with
     no spread there are left out (what ``judgetune.tuning`` does with ``--panel``)."""
-    keep = [c for c in range(len(scores)) if np.nanstd(scores[c, lab]) > 0]
-    z = np.stack([(scores[c] - np.nanmean(scores[c, lab])) / np.nanstd(scores[c, lab]) for c in keep])
-    judged = (~np.isnan(z)).sum(axis=0)
-    out = np.full(z.shape[1], np.nan)
-    out[judged > 0] = np.nansum(z[:, judged > 0], axis=0) / judged[judged > 0]
-    return out
+    kept, centers, scales = standardizers(scores, lab)
+    return panel_mean(scores[kept], centers, scales)[0]
 
 
 def significantly_worse(scores, gold, groups, shipped: int) -> bool:

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from judgetune import datasets
+from judgetune import datasets, stats
 from judgetune.config import ConfigError, JudgeConfig
 from judgetune.datasets import Example
 from judgetune.judges import BuildContext, JudgeSpec, build, build_judge, member_record
@@ -39,6 +39,19 @@ def test_a_panel_scores_the_mean_of_its_members_standardized_scores_and_each_ite
     reloaded = JudgeConfig.from_dict(json.loads(json.dumps(config.to_dict())))
     assert reloaded.judge == "panel" and not reloaded.needs_lm() and reloaded.lm is None
     assert [v.score for v in reloaded.build_judge().judge_all(pairs)] == [v.score for v in batch]
+
+
+def test_standardizers_keep_judges_with_spread_and_the_panel_mean_skips_failures():
+    raw = np.array([[1.0, 2.0, 3.0, 4.0, np.nan, 10.0],
+                    [5.0, 5.0, 5.0, 5.0, 5.0, 5.0],         # no spread: left out
+                    [0.0, np.nan, np.nan, np.nan, 1.0, 2.0],  # two scored reference items: left out
+                    [4.0, 3.0, 2.0, 1.0, 0.0, np.nan]])
+    kept, centers, scales = stats.standardizers(raw, slice(0, 4))
+    assert kept == [0, 3] and centers == [2.5, 2.5] and np.allclose(scales, np.std([1, 2, 3, 4]))
+    mean, z = stats.panel_mean(raw[kept], centers, scales)
+    assert np.allclose(mean[:4], 0.0)  # the two judges disagree exactly
+    assert mean[4] == pytest.approx(z[1, 4]) and mean[5] == pytest.approx(z[0, 5])  # each from the one that scored
+    assert np.isnan(stats.panel_mean(np.array([[np.nan], [np.nan]]), [0.0, 0.0], [1.0, 1.0])[0][0])
 
 
 def test_a_member_that_fails_on_an_item_is_named_and_the_others_score_it(pairs):

@@ -24,6 +24,7 @@ from judgetune.judges._registry import build, check_settings, judge_class, regis
 from judgetune.judges._space import check_params
 from judgetune.judges._spec import BuildContext, JudgeSpec
 from judgetune.judges._verdict import Verdict, add_usage
+from judgetune.stats import panel_mean
 
 __all__ = ["MAX_MEMBERS", "PanelJudge", "member_record"]
 
@@ -163,25 +164,21 @@ class PanelJudge(Judge):
         """Each member judges every item; an item's score is the mean of the standardized scores of the
         members that judged it (the others named in ``detail["imputed"]``); failed where every member failed."""
         votes = [member.judge_all(examples, progress=progress) for member in self.members]
+        raw = np.array([[v.score if v.parsed else np.nan for v in verdicts] for verdicts in votes], dtype=float)
+        scores, z = panel_mean(raw, self.center, self.scale)
         out = []
         for i in range(len(examples)):
-            standardized: list[float | None] = []
-            failed: list[str] = []
             usage: dict[str, int] = {}
-            for j, verdicts in enumerate(votes):
-                verdict = verdicts[i]
-                usage = add_usage(usage, verdict.usage)
-                if verdict.parsed:
-                    standardized.append(float((verdict.score - self.center[j]) / self.scale[j]))
-                else:
-                    standardized.append(None)
-                    failed.append(f"member {j} ({self.members[j].kind}): {verdict.raw or 'no score'}")
-            z = [v for v in standardized if v is not None]
-            if not z:
+            for verdicts in votes:
+                usage = add_usage(usage, verdicts[i].usage)
+            failed = [f"member {j} ({self.members[j].kind}): {verdicts[i].raw or 'no score'}"
+                      for j, verdicts in enumerate(votes) if not verdicts[i].parsed]
+            if np.isnan(scores[i]):
                 out.append(Verdict.failed("every member failed: " + "; ".join(failed), usage=usage))
                 continue
+            standardized = [None if np.isnan(v) else float(v) for v in z[:, i]]
             detail: dict[str, Any] = {"members": standardized, **({"imputed": failed} if failed else {})}
-            out.append(Verdict(float(np.mean(z)), {}, usage=usage, detail=detail))
+            out.append(Verdict(float(scores[i]), {}, usage=usage, detail=detail))
         return out
 
     def settings(self) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from judgetune.stats._metrics import (
     snap_to_labels,
     spearman_rows,
 )
+from judgetune.stats._panel import panel_mean, standardizers
 from judgetune.stats._selection_tests import (
     FOLDS,
     REPEATS,
@@ -54,7 +55,7 @@ from judgetune.stats._selection_tests import (
 
 __all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
            "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages", "paired_unit_differences",
-           "panel_gate",
+           "panel_gate", "panel_mean", "standardizers",
            "t_interval", "units_of", "units_to_pass", "best_accuracy", "bootstrap_interval", "bootstrap_mean_interval",
            "bracket_accuracy", "bracket_of",
            "cohen_kappa", "constant_baseline", "correlation", "CORRELATIONS", "default_bracket_edges",

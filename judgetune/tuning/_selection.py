@@ -119,20 +119,13 @@ def panel_candidate(scored: Sequence[CandidateFigures], members: Sequence[int], 
     (NaN where none did). Members with fewer than 4 judged search items or no spread are left out; None when
     fewer than 2 remain. Its parameters hold the members', their centres and scales (``PANEL``): ``judge_for``
     builds the same panel from them."""
-    kept, centers, scales = [], [], []
-    for i in members[:MAX_MEMBERS]:
-        search = scored[i].raw[:n_search]
-        search = search[~np.isnan(search)]
-        if len(search) >= 4 and float(np.std(search)) > 0:
-            kept.append(i)
-            centers.append(float(np.mean(search)))
-            scales.append(float(np.std(search)))
-    if len(kept) < 2:
+    members = list(members)[:MAX_MEMBERS]
+    raws = np.stack([scored[i].raw for i in members])
+    rows, centers, scales = stats.standardizers(raws, slice(0, n_search))
+    if len(rows) < 2:
         return None
-    z = np.stack([(scored[i].raw - c) / s for i, c, s in zip(kept, centers, scales)])
-    judged = (~np.isnan(z)).sum(axis=0)
-    raw = np.full(z.shape[1], np.nan)
-    raw[judged > 0] = np.nansum(z[:, judged > 0], axis=0) / judged[judged > 0]
+    kept = [members[r] for r in rows]
+    raw, _ = stats.panel_mean(raws[rows], centers, scales)
     params = {PANEL: {"members": [scored[i].params for i in kept], "center": centers, "scale": scales}}
     return figures_of(params, raw, spec, splits, items)
 
