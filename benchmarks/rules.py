@@ -249,6 +249,8 @@ def main() -> None:
               "whole_matrix_spearman": [None if not np.isfinite(f) else round(float(f), 4) for f in figs],
               **result}
     name = args.matrix.name.replace("matrix-", "rules-", 1)
+    if args.labels != 300:  # the file is the 300-label one; other sizes beside it, never over it
+        name = name.replace(".json", f"-{args.labels}labels.json")
     out = args.out or args.matrix.parent / name
     out.write_text(json.dumps(record, indent=1) + "\n")
     if args.json:
