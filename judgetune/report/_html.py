@@ -14,7 +14,7 @@ import optuna
 from judgetune._files import write_text
 from judgetune.config import JudgeConfig
 from judgetune.report import _plots
-from judgetune.stats import gain_parts
+from judgetune.stats import candidate_name, gain_parts
 
 METRIC_KEYS = ("n", "parse_failures", "mae", "bracket_accuracy", "spearman", "kendall", "pearson",
                "spearman_per_group", "best_accuracy")
@@ -60,9 +60,8 @@ def selection_section(selection: dict[str, Any] | None) -> str:
         return ""
 
     def name(r: dict) -> str:
-        label = ("default" if r.get("default") else f"panel of {len(r['params']['panel']['members'])} candidates"
-                 if r.get("panel") else f"trial {r['number']}")
-        return label + (" (chosen)" if r["chosen"] else "") + (f" (rejected: {r['rejected']})" if r.get("rejected") else "")
+        rejected = f" (rejected: {r['rejected']})" if r.get("rejected") else ""
+        return candidate_name(r) + (" (chosen)" if r["chosen"] else "") + rejected
 
     body = "".join(
         f"<tr><th>{html.escape(name(r))}</th><td>{html.escape(json.dumps(r['params']))}</td>"

@@ -9,7 +9,7 @@ from judgetune.stats._evaluate import (
     random_baseline_spread,
 )
 from judgetune.stats._gain import difference_record, filled, gain, harmful_gain, versus_constant
-from judgetune.stats._gain_text import gain_parts
+from judgetune.stats._gain_text import candidate_name, gain_parts
 from judgetune.stats._metrics import (
     CORRELATIONS,
     DEFAULT_BRACKETS,
@@ -53,7 +53,7 @@ from judgetune.stats._selection_tests import (
     units_to_pass,
 )
 
-__all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
+__all__ = ["candidate_name", "FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
            "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages", "paired_unit_differences",
            "panel_gate", "panel_mean", "standardizers",
            "t_interval", "units_of", "units_to_pass", "best_accuracy", "bootstrap_interval", "bootstrap_mean_interval",

@@ -23,7 +23,7 @@ from judgetune.tuning._run import (
     write_predictions,
 )
 from judgetune.tuning._selection import Reject, candidate_trials, gate, rejection, select, select_on_dev
-from judgetune.tuning._sentences import candidate_name, gain_line, gate_line, lm_line
+from judgetune.tuning._sentences import gain_line, gate_line, lm_line
 from judgetune.tuning._space import PANEL, default_params, judge_for, pool_seeds, settled_params, suggest
 from judgetune.tuning._spec import GATES, PICK_RULES, RUN_NAME, SAMPLERS, RunSpec
 from judgetune.tuning._splits import Splits, fit_space, prepare_splits
@@ -46,7 +46,7 @@ from judgetune.tuning._study import (
 __all__ = ["GATES", "MAX_FAILURE_RATE", "PICK_RULES", "RUN_NAME", "SAMPLERS",
            "CallBudget", "Candidate", "InstructionPool", "Miss", "PANEL",
            "Objective", "ProposalTask", "Reject", "RunSpec", "Splits", "TrialProgress", "candidate_trials",
-           "candidate_name", "clean_checklist", "clean_proposal", "default_params", "default_storage", "finish",
+           "clean_checklist", "clean_proposal", "default_params", "default_storage", "finish",
            "finished_trials",
            "fit_space", "freeze",
            "gain_line", "gate", "gate_line", "join_study", "judge_for", "lm_calls",

@@ -5,18 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from judgetune.stats import gain_parts
+from judgetune.stats import candidate_name, gain_parts
 
-__all__ = ["candidate_name", "gain_line", "gate_line", "lm_line"]
-
-
-def candidate_name(row: dict[str, Any]) -> str:
-    """A selection row as its user reads it: ``default``, ``trial N``, or the panel and its size."""
-    if row.get("default"):
-        return "default"
-    if row.get("panel"):
-        return f"the panel of {len(row['params']['panel']['members'])} candidates"
-    return f"trial {row['number']}"
+__all__ = ["gain_line", "gate_line", "lm_line"]
 
 
 def gate_line(selection: dict[str, Any] | None) -> str | None:
