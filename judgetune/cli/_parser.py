@@ -131,7 +131,8 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
                       "hybrid (the default)")
     tune.add_argument("--panel", action="store_true", help="add one candidate to the selection: the mean of every "
                       "scored candidate's standardized scores (a panel, frozen with its members); it ships only if "
-                      "the gate finds it beats the default")
+                      "the gate finds it beats the default; a shipped panel asks the LM once per member, so it "
+                      "scores k times slower (judge.json's metrics.cost)")
     tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
     tune.add_argument("--criterion", metavar="TEXT|FILE", help="what is judged (and what each score means)")
     tune.add_argument("--proposer", metavar="SPEC", help="LM that writes candidate instructions (default: --lm); "
