@@ -96,6 +96,8 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
             "mae_vs_constant": m["vs_constant"].get("mae"), "worse_than_constant": m["vs_constant"]["worse"],
             "gated": gain["default_shipped"], "calibrator": config.calibrator["kind"] if config.calibrator else None,
             "shipped_trial": m["selection"].get("chosen_trial"), "gate_winner_trial": _winner_trial(m["selection"]),
+            "panel_shipped": config.judge == "panel",
+            "panel_members": len(config.fitted["members"]) if config.judge == "panel" else None,
             "gate_advantage": test.get("winner_advantage"),
             "gate_low": test.get("lower_bound"), "gate_level": test.get("level"), "gate_refused": test.get("refused"),
             "warning": gain.get("warning"),
@@ -122,7 +124,8 @@ GATE_RULES = {"on": "gate", "nested": "nested"}  # --gate -> the rows' rule name
 
 def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, runs: str):
     """The gate's row, then the old rule's (a generator: each row as its run ends)."""
-    for rule, gate in ((GATE_RULES[args.gate], args.gate), ("old", "off")):
+    gated = "panel-gate" if args.panel else GATE_RULES[args.gate]  # the rule's name in benchmarks/rules.py
+    for rule, gate in ((gated, args.gate), ("old", "off")):
         lm = {"lm": args.lm, "api_base": args.api_base} if args.lm else {}
         spec = RunSpec(name=f"gain-{dataset}-{judge}-{trials}-{gate}", judge=judge, data=dataset, seed=args.seed,
                        n_trials=trials, search_items=args.search_items, dev_items=args.dev_items,
