@@ -167,7 +167,8 @@ def headline(results_dir: Path) -> str:
               "default on the same test items, paired 95% interval.", "",
               "| set | judge | LM | rule | test items | untuned | shipped | gain [95%] | shipped MAE / constant | file |",
               "|---|---|---|---|---|---|---|---|---|---|"]
-    for path in sorted(results_dir.glob("tuning_gain-user*.json")):
+    real = [*results_dir.glob("tuning_gain-user*.json"), *results_dir.glob("tuning_gain-300*.json")]
+    for path in sorted(real):
         for r in json.loads(path.read_text(encoding="utf-8")).get("rows", []):
             if r.get("default_spearman") is None:
                 continue
