@@ -171,5 +171,12 @@ def test_a_selection_with_a_panel_tests_it_beside_the_nested_gate_and_says_so():
     scored = [CandidateFigures(r["params"], s, s, None, 0.0) for r, s in zip(rows, scores)]
     winner, record = nested_test(scored, gold, None, [1, 2, 3, 4], seed=0, described={}, panel=4)
     assert winner == 4 and record["passed"] and record["panel"]["passed"]
+    assert record["level"].startswith("one-sided 97.5% lower bound")  # not the dev gate's 95% it was described with
     selection = {"gate": "nested", "rule": "spearman", "gate_result": record, "rows": rows}
     assert gate_line(selection).startswith("gate (panel and nested): the panel of 4 candidates shipped: the panel +")
+    from judgetune.report._html import selection_section
+
+    for r in rows:
+        r.update(chosen=r.get("panel", False), spearman=None, mae=None)
+    page = selection_section({**selection, "default_shipped": False})
+    assert "The panel passed" in page and "one-sided 97.5% lower bound" in page and "the panel of 4 candidates" in page

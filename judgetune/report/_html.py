@@ -74,10 +74,16 @@ def selection_section(selection: dict[str, Any] | None) -> str:
             verdict = f"The nested gate made no test: {html.escape(test['refused'])}. "
         elif test.get("winner") is None:
             verdict = f"No challenger beat the default on the {test.get('items')} search and dev items. "
+        elif selection["rows"][test["winner"]].get("panel"):
+            verdict = (f"The panel {'passed' if test.get('passed') else 'did not pass'}: "
+                       f"{_f(test.get('winner_advantage'))} Spearman over the default on all {test.get('items')} "
+                       f"search and dev items, {html.escape(str(test.get('level')))} {_f(test.get('lower_bound'))} "
+                       f"({html.escape(str(test.get('method')))}). ")
         else:
             verdict = (f"The nested gate {'passed' if test.get('passed') else 'did not pass'}: choosing the challenger "
                        f"best on the {test.get('items')} search and dev items gained {_f(test.get('winner_advantage'))} "
-                       f"Spearman over the default on held-out folds, one-sided 95% lower bound "
+                       f"Spearman over the default on held-out folds, "
+                       f"{html.escape(str(test.get('level', 'one-sided 95% lower bound')))} "
                        f"{_f(test.get('lower_bound'))} ({html.escape(str(test.get('method')))}). ")
         verdict += "The default judge shipped." if selection.get("default_shipped") else "The challenger shipped."
         intro = (f"Candidates scored on {selection.get('items')} non-test items ({selection.get('lm_calls', 0)} LM "

@@ -323,7 +323,9 @@ def nested_test(scored: Sequence[CandidateFigures], gold: np.ndarray, groups: Se
         refused = (f"the search and dev items hold {units} {'questions' if groups else 'items'}; the nested gate "
                    f"needs at least {least}: the default ships")
     passed = bool(result["passed"]) and refused is None
-    return winner, {**described, "method": result["method"], "winner": winner, "refused": refused,
+    level = (f"one-sided {1 - ALPHA:.0%} lower bound" if panel is None  # panel_gate tests twice, each at ALPHA / 2
+             else f"one-sided {1 - ALPHA / 2:.1%} lower bound (the level split between the panel and the nested gate)")
+    return winner, {**described, "method": result["method"], "winner": winner, "refused": refused, "level": level,
                     "items": len(gold), "groups": units if groups else None,
                     "winner_advantage": result["mean"], "lower_bound": result["lower"], "p": result["p"],
                     "units": result["units"], "fold_choices": result["fold_choices"], "guard": None,
