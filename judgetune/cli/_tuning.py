@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-from judgetune import datasets, stats
+from judgetune import datasets
 from judgetune._files import make_folder, write_text
 from judgetune.cli._options import (
     _audit_bounds,
@@ -69,8 +69,10 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
         print(json.dumps({"run": str(run_dir), "config": str(run_dir / "judge.json"), "metrics": config.metrics},
                          indent=2))
         return
+    from judgetune.stats import candidate_name  # scipy and scikit-learn: loaded only once a run is made
+
     chosen = next((r for r in (config.metrics.get("selection") or {}).get("rows", []) if r.get("chosen")), None)
-    shipped = stats.candidate_name(chosen) if chosen else f"trial {search['chosen_trial']}"
+    shipped = candidate_name(chosen) if chosen else f"trial {search['chosen_trial']}"
     print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen: {shipped}")
     print(f"  settings: {json.dumps(config.params)}; calibrator {config.calibrator['kind']}")
     baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]
