@@ -148,11 +148,10 @@ def headline(results_dir: Path) -> str:
                      f"{diff(rows['stacked'].get('vs_signals'))} | "
                      f"{diff((rows.get('panel-all-z') or {}).get('vs_best_member'))} | {path.stem} |")
     lines += ["", "Selection rules on the same score matrices (`benchmarks/rules.py`): mean test-Spearman gain of the "
-              "shipped "
-              "judge over the untuned default per draw of 300 labels [95% interval over draws], the share of draws "
-              "shipping a tuned judge, the share significantly worse than the default, and the ship rate with the "
-              "labels shuffled.", "",
-              "| set | LM (judge) | draws / test items | rule | mean gain | ship | worse | null ship | file |",
+              "shipped judge over the untuned default per draw of the labels named (300 unless said) [95% interval "
+              "over draws], the share of draws shipping a tuned judge, the share significantly worse than the "
+              "default, and the ship rate with the labels shuffled.", "",
+              "| set | LM (judge) | labels / draws / test items | rule | mean gain | ship | worse | null ship | file |",
               "|---|---|---|---|---|---|---|---|---|"]
     for path in sorted(results_dir.glob("rules-*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -160,7 +159,8 @@ def headline(results_dir: Path) -> str:
         for rule, r in data["rules"].items():
             mark = " (default)" if rule == data.get("default_rule") else ""
             null = "-" if r.get("null_ship_rate") is None else f"{r['null_ship_rate']:.3f}"
-            lines.append(f"| {meta['dataset']} | {meta['lm']} ({meta['judge']}) | {data['draws']} / {test.get('min')} | "
+            sizes = f"{data['labels']} / {data['draws']} / {test.get('min')}"
+            lines.append(f"| {meta['dataset']} | {meta['lm']} ({meta['judge']}) | {sizes} | "
                          f"{rule}{mark} | {_ci(r['mean_gain'], r.get('mean_gain_ci'))} | {r['ship_rate']:.3f} | "
                          f"{r['worse_rate']:.3f} | {null} | {path.stem} |")
     lines += ["", "Real `judgetune tune` runs (`benchmarks/tuning_gain.py`): the shipped judge minus the untuned "
