@@ -1,7 +1,8 @@
 """How often the demo could prove a panel's gain: on the SmolLM2 likelihood MSRpar score matrix, draws of the
 demo's sizes (56 labeled items to standardize the panel on, 80 test items), the panel of every candidate against
-the default on the test items, a paired percentile bootstrap of the Spearman difference (95%); the share of draws
-whose lower bound is above zero. No LM time (issue 47: the demo's gain_low).
+the default on the test items, the Spearman difference's 95% interval from `judgetune.stats.paired_difference` (the
+interval `metrics.gain` reports for a shipped judge); the share of draws whose lower bound is above zero. No LM time
+(issue 47: the demo's gain_low).
 
     python benchmarks/demo_power.py [--draws 100] [--labels 56] [--test 80] [--seed 0]
 """
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 from rules import load_matrix, panel_row
-from scipy.stats import spearmanr
+
+from judgetune.stats import correlation, paired_difference
 
 MATRIX = Path(__file__).parent / "results" / "matrix-smollm2-likelihood-sts2012-msrpar.json"
 
@@ -33,11 +35,9 @@ def main() -> None:
         perm = rng.permutation(m["n"])
         lab, test = perm[:args.labels], perm[args.labels:args.labels + args.test]
         panel, default, gold = panel_row(m["scores"], lab)[test], m["scores"][0][test], m["gold"][test]
-        diffs = []
-        for _ in range(args.resamples):
-            i = rng.integers(0, len(test), len(test))
-            diffs.append(spearmanr(panel[i], gold[i]).correlation - spearmanr(default[i], gold[i]).correlation)
-        lows.append(float(np.percentile(diffs, 2.5)))
+        diff = paired_difference(correlation, panel, default, gold, n_resamples=args.resamples,
+                                 seed=int(rng.integers(2**31)))
+        lows.append(diff["ci"][0])
     lows = np.array(lows)
     print(f"panel vs default on {args.test} test items ({args.labels} labels, {args.draws} draws): lower bound above "
           f"zero in {int((lows > 0).sum())} draws; median lower bound {np.median(lows):+.3f}")
