@@ -130,7 +130,7 @@ def main() -> None:
                            "groups": [e.group_key for e in items]},
                  "scored": 0, "scores": [[] for _ in candidates], "failures": [[] for _ in candidates],
                  "seconds": [0.0 for _ in candidates]}
-    judges = [judge_for({**p, **data_fixed, **settled_params(spec, lm)}, spec, lm, demo_pool=pool,
+    judges = [judge_for({**p, **data_fixed, **settled_params(spec, lm)}, spec.judge, lm, seed=spec.seed, demo_pool=pool,
                         label_range=label_range, instructions=texts) for p in candidates]
     started = time.time()
     while state["scored"] < len(items):

@@ -66,7 +66,7 @@ def cache_size(path: Path) -> int:
 def untuned(spec: RunSpec, splits, cache_dir: Path) -> tuple[dict, int, float]:
     lm = load_lm(spec.lm, cache=ResponseCache(cache_dir))
     params = {**defaults(LM_JUDGES[spec.judge].space()), **spec.fixed, "k": 0}
-    judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool, label_range=splits.label_range)
+    judge = judge_for(params, spec.judge, lm, seed=spec.seed, demo_pool=splits.demo_pool, label_range=splits.label_range)
     start = time.perf_counter()
     verdicts = judge.judge_all(splits.test)
     seconds = time.perf_counter() - start

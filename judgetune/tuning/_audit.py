@@ -35,7 +35,7 @@ def audit_reject(spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
 
     def check(row: dict[str, Any]) -> str | None:
         full = {**row["params"], **splits.data_fixed, **settled_params(spec, lm)}
-        judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, label_range=splits.label_range,
+        judge = judge_for(full, spec.judge, lm, seed=spec.seed, demo_pool=splits.demo_pool, label_range=splits.label_range,
                           instructions=instructions)
         config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=search_calibrator(judge, splits, seed=spec.seed),
                                         label_range=splits.label_range, seed=spec.seed)

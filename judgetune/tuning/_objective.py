@@ -110,7 +110,7 @@ class Objective:
         instructions = InstructionPool(trial.study).texts()
         params = suggest(trial, spec, s.data_fixed, lm=self.lm, instructions=instructions)
         try:
-            judge = judge_for(params, spec, self.lm, demo_pool=s.demo_pool, label_range=s.label_range,
+            judge = judge_for(params, spec.judge, self.lm, seed=spec.seed, demo_pool=s.demo_pool, label_range=s.label_range,
                               instructions=instructions)
         except JudgetuneError as err:  # settings that give no judge on this data (e.g. every signal switched off)
             trial.set_user_attr("note", str(err))

@@ -85,11 +85,12 @@ def proposals_summary(study: optuna.Study, selection: dict) -> dict[str, Any]:
 
 
 def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str], *,
-           progress: bool = True) -> tuple[JudgeConfig, dict]:
+           progress: bool = True, settled: dict[str, Any] | None = None) -> tuple[JudgeConfig, dict]:
     """The frozen config of a trial's parameters, its calibrator fitted on every labeled non-test item
-    (search and dev, group-wise CV choosing the form), and the calibrator's CV figures."""
-    full = {**params, **splits.data_fixed, **settled_params(spec, lm)}
-    judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, label_range=splits.label_range,
+    (search and dev, group-wise CV choosing the form), and the calibrator's CV figures. ``settled``: the run's
+    ``settled_params`` (computed when not given)."""
+    full = {**params, **splits.data_fixed, **(settled_params(spec, lm) if settled is None else settled)}
+    judge = judge_for(full, spec.judge, lm, seed=spec.seed, demo_pool=splits.demo_pool, label_range=splits.label_range,
                       instructions=instructions)
     needed = lm is not None and judge.lm is not None  # not for a signal-only hybrid of a stacking run
     lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if needed else None
@@ -115,16 +116,19 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     """Choose (``select`` and its gate, or the old dev pick with ``spec.gate == "off"``), freeze and
     calibrate on every labeled non-test item, evaluate once on test beside the default and the
     trivial baselines, and write judge.json."""
+    instructions = InstructionPool(study).texts()
+    # the run's unsearched settings and its untuned default, once for selection, freezing and the test
+    settled = settled_params(spec, lm)
+    default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
     with stage(f"{spec.name}: choosing among the candidates on {len(splits.selection)} search and dev items",
                enabled=progress):
         if spec.gate in ("on", "nested"):
-            reject = audit_reject(spec, splits, lm, InstructionPool(study).texts(), reject)  # --audit-max
-            params, selection = select(study, spec, splits, lm, reject=reject)
+            reject = audit_reject(spec, splits, lm, instructions, reject)  # --audit-max
+            params, selection = select(study, spec, splits, lm, reject=reject, default=default, settled=settled)
         else:
-            params, selection = select_on_dev(study, spec, splits, lm)
-    instructions = InstructionPool(study).texts()
+            params, selection = select_on_dev(study, spec, splits, lm, settled=settled)
     with stage(f"{spec.name}: calibrating the chosen judge", enabled=progress):
-        config, cv = freeze(params, spec, splits, lm, instructions, progress=progress)
+        config, cv = freeze(params, spec, splits, lm, instructions, progress=progress, settled=settled)
     metrics: dict[str, Any] = {}
     # the figures' scale: the judge's label range, widened to a test label beyond it (read without the test rows)
     test_labels = [e.judgment for e in splits.test]
@@ -146,12 +150,11 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
             datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
     for name in ("search_items", "dev"):
         metrics[name]["note"] = "in-sample for the calibrator (fitted on the search and dev items)"
-    default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
     if params == default:
         default_scores, default_raw = test_scores, test_raw
     else:  # the default, frozen and calibrated the same way, scored once on the same test items
         with stage(f"{spec.name}: the untuned default, calibrated and scored on the test items", enabled=progress):
-            default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress)
+            default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress, settled=settled)
             default_judge = default_config.build_judge(lm)
             verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
         default_scores = default_config.calibrated(verdicts, default_judge, splits.test)

@@ -90,10 +90,10 @@ def candidate_trials(study: optuna.Study, spec: RunSpec, *, exclude: Sequence[di
 
 
 def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
-                    items: list[Example]) -> CandidateFigures:
+                    items: list[Example], settled: dict[str, Any]) -> CandidateFigures:
     """Raw scores of the judge of ``params`` on ``items`` and their out-of-fold calibrated predictions."""
-    full = {**params, **splits.data_fixed, **settled_params(spec, lm)}
-    judge = judge_for(full, spec, lm, demo_pool=splits.demo_pool, label_range=splits.label_range,
+    full = {**params, **splits.data_fixed, **settled}
+    judge = judge_for(full, spec.judge, lm, seed=spec.seed, demo_pool=splits.demo_pool, label_range=splits.label_range,
                       instructions=instructions)
     verdicts = judge.judge_all(items)
     raw = np.asarray([v.score if v.parsed else np.nan for v in verdicts], dtype=float)
@@ -230,21 +230,26 @@ def _num(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
-           reject: Reject | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Reject | None = None,
+           default: dict[str, Any] | None = None,
+           settled: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The parameters of the judge to ship, and the selection record (every candidate's figures, the gate).
 
-    The default is always candidate 0; a challenger with the same parameters is not scored twice."""
+    The default is always candidate 0; a challenger with the same parameters is not scored twice. ``default``
+    and ``settled`` (``default_params`` and ``settled_params`` of the run) are computed when not given."""
     instructions = InstructionPool(study).texts()
     items, n_search = splits.selection, len(splits.search)
     dev = slice(n_search, len(items))
     gold = np.asarray([e.judgment for e in items], dtype=float)
     groups = groups_of(items)
-    default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
+    if default is None:
+        default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
+    if settled is None:
+        settled = settled_params(spec, lm)
     trials: list[tuple[int | None, dict[str, Any]]] = [(_trial_number(study, default), default)]
     trials += [(t.number, dict(t.params)) for t in candidate_trials(study, spec, exclude=[default])]
     calls0, front, every = lm_calls(lm), {t.number for t in study.best_trials}, study.get_trials(deepcopy=False)
-    scored = [score_candidate(p, spec, splits, lm, instructions, items) for _, p in trials]
+    scored = [score_candidate(p, spec, splits, lm, instructions, items, settled) for _, p in trials]
     panel = panel_candidate(scored, range(len(scored)), n_search, spec, splits, items) if spec.panel else None
     if panel is not None:  # one more candidate, from the members' scores: no LM call
         trials.append((None, panel.params))
@@ -340,17 +345,20 @@ def _trial_number(study: optuna.Study, params: dict[str, Any]) -> int | None:
     return None
 
 
-def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm) -> tuple[dict[str, Any], dict[str, Any]]:
+def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
+                  settled: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The old rule (``--gate off``): the front's strongest candidates re-scored on dev alone, and the best
     dev figure by the pick rule wins; the default is not a candidate and nothing is tested."""
     if not study.best_trials:
         raise ValueError(f"study {study.study_name} has no completed trial to choose from")
+    if settled is None:
+        settled = settled_params(spec, lm)
     instructions = InstructionPool(study).texts()
     front = {t.number for t in study.best_trials}
     calls0, rows = lm_calls(lm), []
     for trial in candidate_trials(study, spec, front_only=True):
-        params = {**trial.params, **splits.data_fixed, **settled_params(spec, lm)}
-        judge = judge_for(params, spec, lm, demo_pool=splits.demo_pool,
+        params = {**trial.params, **splits.data_fixed, **settled}
+        judge = judge_for(params, spec.judge, lm, seed=spec.seed, demo_pool=splits.demo_pool,
                           label_range=splits.label_range, instructions=instructions)
         mae, rho, info = objectives(judge.judge_all(splits.dev), splits.dev, label_range=splits.label_range,
                                     seed=spec.seed)

@@ -55,28 +55,28 @@ def suggest(trial: optuna.trial.BaseTrial, spec: RunSpec, data_fixed: dict[str, 
     return {**params, **settled}
 
 
-def judge_for(params: dict[str, Any], spec: RunSpec, lm: JudgeLM | None, *, demo_pool: list[Example],
+def judge_for(params: dict[str, Any], kind: str, lm: JudgeLM | None, *, seed: int, demo_pool: list[Example],
               label_range: tuple[float, float], instructions: Sequence[str] = ()):
-    """The judge of a trial's parameters (the same builder serves the search and the final choice):
+    """The judge of kind ``kind`` with a trial's parameters (the same builder serves the search and the final choice):
     an integer ``instruction`` is an id into ``instructions`` (the pool), ``demo_seed`` draws the demos.
     A panel candidate's parameters (``PANEL``: its ``members``' parameters, each one's ``center`` and ``scale``;
     the other keys apply to every member) give the panel of those judges."""
     if PANEL in params:
         shared = {k: v for k, v in params.items() if k != PANEL}
         panel = params[PANEL]
-        members = [judge_for({**member, **shared}, spec, lm, demo_pool=demo_pool, label_range=label_range,
+        members = [judge_for({**member, **shared}, kind, lm, seed=seed, demo_pool=demo_pool, label_range=label_range,
                              instructions=instructions) for member in panel["members"]]
         fitted = {"members": [member_record(m, c, s) for m, c, s in zip(members, panel["center"], panel["scale"])],
                   "label_range": [float(label_range[0]), float(label_range[1])]}
-        return build(JudgeSpec("panel", {}, fitted=fitted, seed=spec.seed), BuildContext(lm=lm, label_range=label_range))
+        return build(JudgeSpec("panel", {}, fitted=fitted, seed=seed), BuildContext(lm=lm, label_range=label_range))
     params, text, demos = dict(params), None, None
     instruction = params.get("instruction")
     if isinstance(instruction, int) and not isinstance(instruction, bool):
         text = instructions[instruction]
-        params["instruction"] = next(iter(judge_class(spec.judge).INSTRUCTIONS))
+        params["instruction"] = next(iter(judge_class(kind).INSTRUCTIONS))
     if "demo_seed" in params:
         demos = tuple(pick_demos(demo_pool, params.get("k", 0), seed=params.pop("demo_seed")))
-    return build(JudgeSpec(spec.judge, params, instruction=text, demos=demos, seed=spec.seed),
+    return build(JudgeSpec(kind, params, instruction=text, demos=demos, seed=seed),
                  BuildContext(lm=lm, demo_pool=demo_pool, label_range=label_range))
 
 
