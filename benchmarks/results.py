@@ -176,7 +176,25 @@ def headline(results_dir: Path) -> str:
                          f"{r['default_spearman']:.3f} | {r['tuned_spearman']:.3f} | "
                          f"{_ci(r.get('gain'), [r.get('gain_low'), r.get('gain_high')])} | "
                          f"{_cell(r.get('tuned_mae'))} / {_cell(r.get('constant_mae'))} | {path.stem} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + subsets_table(results_dir)) + "\n"
+
+
+def subsets_table(results_dir: Path) -> list[str]:
+    """Per-subset SummaC and LLMBar figures (``benchmarks/subsets.py``), published figures beside them."""
+    lines = ["", "Per subset of SummaC and LLMBar (`benchmarks/subsets.py`): the untuned LM judge beside judges "
+             "without an LM, on a seeded sample per subset (SummaC: half consistent), 95% bootstrap intervals. "
+             "SummaC: ROC AUC and balanced accuracy (threshold chosen on the other half of the sample); LLMBar: "
+             "pair accuracy (chance 0.5). Published rows are other authors' figures on other splits.", "",
+             "| subset | judge | LM | n | ROC AUC | balanced accuracy | pair accuracy | s/item | file |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for path in sorted(results_dir.glob("subsets-*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for r in data["rows"]:
+            lines.append(f"| {r['subset']} | {r['judge']} | {r.get('lm') or '-'} | {r.get('n', '-')} | "
+                         f"{_ci(r.get('auc'), r.get('auc_ci'))} | {_ci(r.get('balanced_accuracy'), None)} | "
+                         f"{_ci(r.get('pair_accuracy'), r.get('pair_accuracy_ci'))} | {_cell(r.get('seconds_per_item'))} "
+                         f"| {path.stem}{'' if data['meta'].get('complete') else ' (incomplete)'} |")
+    return lines if len(lines) > 6 else []
 
 
 def render(results_dir: Path) -> str:
