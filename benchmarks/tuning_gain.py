@@ -100,6 +100,7 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
             "panel_members": len(config.fitted["members"]) if config.judge == "panel" else None,
             "gate_advantage": test.get("winner_advantage"),
             "gate_low": test.get("lower_bound"), "gate_level": test.get("level"), "gate_refused": test.get("refused"),
+            "gate_panel": test.get("panel"), "gate_nested": test.get("nested"),  # panel_gate's two tests (--panel)
             "warning": gain.get("warning"),
             "proposed": sum(i.get("round") is not None for i in m.get("proposals", {}).get("instructions", [])),
             "lm": config.lm["spec"] if config.lm else None,
