@@ -104,8 +104,10 @@ def test_a_judge_keeps_items_whose_server_calls_failed_as_counted_failures():
 
     examples = [Example(id=str(i), answer=f"a{i}", references=(Reference("r"),), label=1.0) for i in range(4)]
     with FaultServer(fault_rate=1.0, faults=("500",)) as server:
-        lm = load_lm("openai/m", api_base=server.base_url, use_cache=False, max_retries=0)
         for reasoning in (False, True):  # label reading and generation both go to the server
+            # a client per pass: one client would reach the circuit breaker's 8 failed calls in a row (a probe and 8
+            # items) in the second pass, stopping it or not by how its concurrent calls interleave
+            lm = load_lm("openai/m", api_base=server.base_url, use_cache=False, max_retries=0)
             verdicts = RubricJudge(lm, reasoning=reasoning).judge_all(examples)
             assert [v.parsed for v in verdicts] == [False] * 4
             assert all("500" in v.raw for v in verdicts)
