@@ -32,7 +32,7 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
-from sklearn.metrics import roc_auc_score, roc_curve  # noqa: E402
+from sklearn.metrics import balanced_accuracy_score, roc_auc_score, roc_curve  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
 from judgetune.evaluation import pair_accuracy  # noqa: E402
@@ -90,8 +90,7 @@ def crossfit_balanced_accuracy(scores: np.ndarray, gold: np.ndarray, seed: int) 
             return None
         fpr, tpr, thresholds = roc_curve(gold[fit], scores[fit])
         cut = thresholds[int(np.argmax(tpr - fpr))]
-        pred, truth = scores[~fit] >= cut, gold[~fit] == 1
-        values.append(0.5 * (pred[truth].mean() + (~pred[~truth]).mean()))
+        values.append(balanced_accuracy_score(gold[~fit] == 1, scores[~fit] >= cut))
     return float(np.mean(values))
 
 
