@@ -27,14 +27,17 @@ log = logging.getLogger(__name__)
 
 
 def audit_reject(spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
-                 reject: Reject | None = None) -> Reject | None:
-    """``reject`` plus the ``--audit-max`` bounds of ``spec`` (``reject`` itself when there are none)."""
+                 reject: Reject | None = None, *, settled: dict[str, Any] | None = None) -> Reject | None:
+    """``reject`` plus the ``--audit-max`` bounds of ``spec`` (``reject`` itself when there are none).
+    ``settled``: the run's ``settled_params`` (computed once here when not given)."""
     if not spec.audit_max:
         return reject
+    if settled is None:
+        settled = settled_params(spec, lm)
     lm_dict = parse_lm_spec(spec.lm, api_base=spec.api_base).to_dict() if lm is not None else None
 
     def check(row: dict[str, Any]) -> str | None:
-        full = {**row["params"], **splits.data_fixed, **settled_params(spec, lm)}
+        full = {**row["params"], **splits.data_fixed, **settled}
         judge = judge_for(full, spec.judge, lm, seed=spec.seed, demo_pool=splits.demo_pool, label_range=splits.label_range,
                           instructions=instructions)
         config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=search_calibrator(judge, splits, seed=spec.seed),

@@ -123,7 +123,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     with stage(f"{spec.name}: choosing among the candidates on {len(splits.selection)} search and dev items",
                enabled=progress):
         if spec.gate in ("on", "nested"):
-            reject = audit_reject(spec, splits, lm, instructions, reject)  # --audit-max
+            reject = audit_reject(spec, splits, lm, instructions, reject, settled=settled)  # --audit-max
             params, selection = select(study, spec, splits, lm, reject=reject, default=default, settled=settled)
         else:
             params, selection = select_on_dev(study, spec, splits, lm, settled=settled)
