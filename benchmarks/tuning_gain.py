@@ -102,6 +102,7 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
             "gate_low": test.get("lower_bound"), "gate_level": test.get("level"), "gate_refused": test.get("refused"),
             "gate_panel": test.get("panel"), "gate_nested": test.get("nested"),  # panel_gate's two tests (--panel)
             "warning": gain.get("warning"),
+            "gain_vs_lm": m.get("gain_vs_lm"),  # a --stack run: the shipped judge against the LM judge alone
             "proposed": sum(i.get("round") is not None for i in m.get("proposals", {}).get("instructions", [])),
             "lm": config.lm["spec"] if config.lm else None,
             "lm_calls": m["study"]["lm_calls"] + m["selection"].get("lm_calls", 0), "seconds": round(seconds, 1)}
@@ -133,7 +134,7 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
                        test_items=args.test_items, fit_items=args.fit_items, gate=gate,
                        per_question=args.per_question, fixed=dict(args.fix or {}), proposals=args.proposals,
                        criterion=args.criterion, panel=args.panel and gate != "off",
-                       rounds=args.rounds, **lm)
+                       rounds=args.rounds, stack=args.stack, **lm)
         start = time.perf_counter()
         config, _, _ = tune(spec, runs_dir=runs, progress=False, n_resamples=args.resamples)
         yield gain_row(dataset, judge, rule, trials, config, time.perf_counter() - start)
@@ -260,7 +261,8 @@ def meta(args: argparse.Namespace) -> dict[str, Any]:
             "command": " ".join(["python", *sys.argv]), "quick": args.quick, "user": args.user,
             "lm": args.lm, "sizes": {"search": args.search_items, "dev": args.dev_items, "test": args.test_items},
             "per_question": args.per_question, "proposals": args.proposals, "rounds": args.rounds,
-            "criterion": args.criterion, "nested_folds": args.nested_folds, "panel": args.panel}
+            "criterion": args.criterion, "nested_folds": args.nested_folds, "panel": args.panel,
+            "stack": args.stack}
 
 
 def _fixed(text: str) -> tuple[str, Any]:
@@ -329,6 +331,8 @@ def main() -> None:
                              "knob: tune's own fold count is not a setting)")
     parser.add_argument("--fit-items", type=int, default=None)
     parser.add_argument("--panel", action="store_true", help="the gated runs and the testbeds with tune --panel")
+    parser.add_argument("--stack", action="store_true", help="hybrid runs with tune --stack (the LM's features searched "
+                        "beside the signals; the signal-only hybrid the default)")
     parser.add_argument("--per-question", type=int, default=None,
                         help="answers kept per question in every split (grouped sets: more questions, fewer answers each)")
     args = parser.parse_args()
