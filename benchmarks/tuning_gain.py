@@ -37,6 +37,7 @@ JSON: ``{"meta", "rows": [...], "testbeds": {NAME: {"runs", "default_shipped", "
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import logging
@@ -306,6 +307,8 @@ def main() -> None:
                         help="fixed judge settings of every run, as `judgetune tune --fix` (e.g. reasoning=false)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.add_argument("--out", type=Path, help="write the JSON here (rewritten after every row)")
+    parser.add_argument("--runs-dir", type=Path, help="keep the runs' folders here (judge.json, the test predictions; "
+                        "default: a temporary folder, removed at the end)")
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     parser.add_argument("--judges", nargs="+", help="only these judges (of those that apply to each set)")
     parser.add_argument("--trials", type=int, nargs="+", help="trial budgets (default: 4 quick, 12 full)")
@@ -359,7 +362,8 @@ def main() -> None:
                                                    seed=args.seed)
         print(f"simulation: {json.dumps(result['simulation'])}", file=sys.stderr, flush=True)
         save()
-    with tempfile.TemporaryDirectory() as folder:
+    kept = contextlib.nullcontext(str(args.runs_dir)) if args.runs_dir else tempfile.TemporaryDirectory()
+    with kept as folder:
         for name, runs in [] if args.no_testbeds else args.testbeds:
             if runs:
                 bed = testbed(name, runs, folder, result["testbeds"], save, gate=args.gate, panel=args.panel)
