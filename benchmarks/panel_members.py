@@ -29,7 +29,7 @@ import numpy as np
 
 import judgetune
 from judgetune import datasets
-from judgetune.stats import correlation, paired_difference, panel_mean
+from judgetune.stats import correlation, difference_record, paired_difference, panel_mean
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,12 +45,6 @@ def member_labels(metrics: dict[str, Any], members: int) -> list[float | None]:
         row = next((r for r in rows if not r.get("panel") and r["params"] == params), None)
         figures.append(None if row is None else row.get("spearman"))
     return figures
-
-
-def interval(a: np.ndarray, b: np.ndarray, gold: np.ndarray, seed: int) -> dict[str, float]:
-    result = paired_difference(correlation, a, b, gold, n_resamples=2000, seed=seed)
-    low, high = result["ci"]
-    return {"value": result["difference"], "low": low, "high": high}
 
 
 def main() -> None:
@@ -78,11 +72,11 @@ def main() -> None:
     # the run's own test figure of the shipped panel (calibrated; a monotone map), beside this recomputation
     rows = [{"judge": "panel", "spearman": correlation(scores, gold),
              "run_test_spearman": frozen.config.metrics["test"].get("spearman")}]
-    for i in range(len(panel.members)):
-        rows.append({"judge": f"member {i}", "params": frozen.config.fitted["members"][i]["params"],
-                     "demos": len(frozen.config.fitted["members"][i]["demos"]), "labeled_spearman": labeled[i],
-                     "best_on_labels": i == best, "spearman": correlation(raw[i], gold),
-                     "panel_minus_member": interval(scores, raw[i], gold, args.seed)})
+    for i, record in enumerate(frozen.config.fitted["members"]):
+        diff = paired_difference(correlation, scores, raw[i], gold, n_resamples=2000, seed=args.seed)
+        rows.append({"judge": f"member {i}", "params": record["params"], "demos": len(record["demos"]),
+                     "labeled_spearman": labeled[i], "best_on_labels": i == best, "spearman": correlation(raw[i], gold),
+                     "panel_minus_member": difference_record(diff)})
     rows[0]["vs_best_member"] = rows[1 + best]["panel_minus_member"]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     result = {"meta": {"date": datetime.date.today().isoformat(), "commit": commit.strip(),
