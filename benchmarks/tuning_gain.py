@@ -68,7 +68,8 @@ GRADED = ("hybrid", "rubric", "embedding")
 SETS = {**{name: ("likelihood", *GRADED) for name in ("sts2012-msrpar", "stsb")},
         **{name: ("likelihood", *GRADED, "factcheck") for name in ("summac-summeval", "summac-xsumfaith")},
         "llmbar-natural": ("likelihood", *GRADED, "pairwise"),
-        **{name: GRADED for name in ("linkage-webglm", "linkage-trec-dl-nf", "linkage-antique", "ragchecker")}}
+        "linkage-antique": ("likelihood", *GRADED),  # P(question | answer) ranks answers (its score matrix)
+        **{name: GRADED for name in ("linkage-webglm", "linkage-trec-dl-nf", "ragchecker")}}
 # sizes: --quick (minutes per set on 2 cores), the default (full), --user (what a user with 300-500 labels has:
 # at least 60 dev items); --search-items / --dev-items / --test-items override any of them
 SIZES = {"quick": (16, 40, 100), "full": (40, 150, 300), "user": (60, 80, 150)}
