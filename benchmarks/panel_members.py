@@ -17,9 +17,7 @@ one best on test.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,7 +29,8 @@ import judgetune
 from judgetune import datasets
 from judgetune.stats import correlation, difference_record, paired_difference, panel_mean
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import meta  # noqa: E402
 
 
 def member_labels(metrics: dict[str, Any], members: int) -> list[float | None]:
@@ -78,9 +77,7 @@ def main() -> None:
                      "labeled_spearman": labeled[i], "best_on_labels": i == best, "spearman": correlation(raw[i], gold),
                      "panel_minus_member": difference_record(diff)})
     rows[0]["vs_best_member"] = rows[1 + best]["panel_minus_member"]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    result = {"meta": {"date": datetime.date.today().isoformat(), "commit": commit.strip(),
-                       "command": " ".join(["python", *sys.argv]), "run": str(args.run),
+    result = {"meta": {**meta(sys.argv), "run": str(args.run),
                        "lm": (frozen.config.lm or {}).get("spec"), "test_items": int(judged.sum()),
                        "failed_items": int((~judged).sum()), "member_seconds": round(seconds, 1), "complete": True},
                "rows": rows}
