@@ -172,7 +172,8 @@ def headline(results_dir: Path) -> str:
         for r in json.loads(path.read_text(encoding="utf-8")).get("rows", []):
             if r.get("default_spearman") is None:
                 continue
-            lines.append(f"| {r['dataset']} | {r['judge']} | {r.get('lm') or '-'} | {r.get('rule')} | {r.get('n_test')} | "
+            lines.append(f"| {r['dataset']} | {r['judge']} | {r.get('lm') or '-'} | {r.get('rule')} | "
+                         f"{r.get('test_items')} | "
                          f"{r['default_spearman']:.3f} | {r['tuned_spearman']:.3f} | "
                          f"{_ci(r.get('gain'), [r.get('gain_low'), r.get('gain_high')])} | "
                          f"{_cell(r.get('tuned_mae'))} / {_cell(r.get('constant_mae'))} | {path.stem} |")

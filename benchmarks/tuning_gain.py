@@ -89,7 +89,7 @@ def gain_row(dataset: str, judge: str, rule: str, trials: int, config, seconds: 
     mae = gain.get("mae") or {}
     default = m.get("default_test", m["test"])
     test = m["selection"].get("gate_result") or {}
-    return {"dataset": dataset, "judge": judge, "rule": rule, "trials": trials, "n_test": gain["n"],
+    return {"dataset": dataset, "judge": judge, "rule": rule, "trials": trials, "test_items": gain["n"],
             "spearman_kind": "per group" if grouped else "global",
             "default_spearman": figure(default, grouped), "tuned_spearman": figure(m["test"], grouped),
             "gain": spearman.get("value"), "gain_low": spearman.get("low"), "gain_high": spearman.get("high"),
