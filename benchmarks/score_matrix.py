@@ -9,7 +9,8 @@ that is kept out of the matrix. Selection rules are then evaluated from the file
 (``benchmarks/rules.py``), with no LM time.
 
     python benchmarks/score_matrix.py --lm local:smollm2 --judge likelihood --set sts2012-msrpar \\
-        [--items 900] [--candidates 8] [--chunk 50] [--demo-pool 40] [--seed 0] [--fix KEY=VALUE ...] [--out PATH]
+        [--items 900] [--per-question N] [--candidates 8] [--chunk 50] [--demo-pool 40] [--seed 0] \\
+        [--fix KEY=VALUE ...] [--out PATH]
 
 Writes ``benchmarks/results/matrix-<lm>-<judge>-<set>.json``: ``meta`` (``lm``, ``judge``, ``dataset``,
 ``commit``, ``command``, ``complete``, ...), ``candidates`` (each with ``params``; the first is the default),
@@ -46,9 +47,13 @@ def lm_name(spec: str) -> str:
     return spec.split(":", 1)[-1].replace("/", "-")
 
 
-def matrix_items(examples: list[datasets.Example], n: int | None, pool_size: int, seed: int):
-    """The demo pool (whole groups, seeded) and the matrix items (whole groups, seeded, none in the pool)."""
+def matrix_items(examples: list[datasets.Example], n: int | None, pool_size: int, seed: int,
+                 per_question: int | None = None):
+    """The demo pool (whole groups, seeded) and the matrix items (whole groups, seeded, none in the pool);
+    with ``per_question``, each group first keeps that many of its answers (seeded), as ``tune --per-question``."""
     labeled = [e for e in examples if e.judgment is not None]
+    if per_question is not None:
+        labeled = datasets.sample_per_group(labeled, per_question, seed=seed)
     keys = sorted({e.group_key for e in labeled})
     random.Random(seed).shuffle(keys)
     by_group: dict[str, list[datasets.Example]] = {}
@@ -97,6 +102,8 @@ def main() -> None:
     parser.add_argument("--set", dest="dataset", default="sts2012-msrpar")
     parser.add_argument("--items", type=int, default=900, help="matrix items (whole groups; default 900)")
     parser.add_argument("--candidates", type=int, default=8)
+    parser.add_argument("--per-question", type=int, default=None,
+                        help="answers kept per question (grouped sets: more questions, fewer answers each)")
     parser.add_argument("--chunk", type=int, default=50, help="items per saved chunk")
     parser.add_argument("--demo-pool", type=int, default=40, help="training items kept out for demos")
     parser.add_argument("--seed", type=int, default=0)
@@ -109,7 +116,7 @@ def main() -> None:
     fixed = {k: json.loads(v) for k, v in (f.split("=", 1) for f in args.fix)}
 
     examples, label_range = datasets.load_data(args.dataset)
-    pool, items = matrix_items(examples, args.items, args.demo_pool, args.seed)
+    pool, items = matrix_items(examples, args.items, args.demo_pool, args.seed, args.per_question)
     spec = RunSpec(name="matrix", judge=args.judge, data=args.dataset, lm=args.lm, seed=args.seed, fixed=fixed)
     lm = load_lm(args.lm)
     data_fixed = fit_space(spec, pool)
@@ -123,6 +130,7 @@ def main() -> None:
     else:
         state = {"meta": {"lm": args.lm, "judge": args.judge, "dataset": args.dataset, "commit": commit(),
                           "command": "python " + " ".join(sys.argv), "complete": False, "seed": args.seed,
+                          "per_question": args.per_question,
                           "label_range": list(label_range), "demo_pool": [e.id for e in pool], "texts": texts,
                           "data_fixed": data_fixed},
                  "candidates": [{"name": "default" if i == 0 else f"c{i}", "params": p} for i, p in enumerate(candidates)],
