@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import optuna  # noqa: E402
+from _results import meta  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
 
 from judgetune import datasets  # noqa: E402
 from judgetune.lm import load_lm  # noqa: E402
@@ -87,14 +87,6 @@ def draw_candidates(spec: RunSpec, data_fixed: dict[str, Any], lm, texts: list[s
     return chosen
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lm", default="local:smollm2")
@@ -128,8 +120,8 @@ def main() -> None:
         if [c["params"] for c in state["candidates"]] != candidates or state["items"]["ids"] != [e.id for e in items]:
             sys.exit(f"{out}: made with other candidates or items; remove it or pass --out")
     else:
-        state = {"meta": {"lm": args.lm, "judge": args.judge, "dataset": args.dataset, "commit": commit(),
-                          "command": "python " + " ".join(sys.argv), "complete": False, "seed": args.seed,
+        state = {"meta": {**meta(sys.argv), "lm": args.lm, "judge": args.judge, "dataset": args.dataset,
+                          "complete": False, "seed": args.seed,
                           "per_question": args.per_question,
                           "label_range": list(label_range), "demo_pool": [e.id for e in pool], "texts": texts,
                           "data_fixed": data_fixed},
