@@ -1,4 +1,5 @@
-"""Several workers on one study through PostgreSQL: every trial completes once, none is lost.
+"""Several workers on one study through PostgreSQL: every trial completes once, none is lost; and
+workers started together on a new SQLite file all open it.
 The workers judge with ``test:slow`` (no weights, 0.1 s an answer, about the embedded model's pace, so
 that both workers get trials): the test is about sharing a study, not about what the model says.
 
@@ -8,6 +9,7 @@ it on 127.0.0.1 and sets it); skipped otherwise, unless $JUDGETUNE_REQUIRE_POSTG
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -17,7 +19,7 @@ import optuna
 import pytest
 
 from judgetune.cli import main
-from judgetune.tuning import RunSpec, open_study
+from judgetune.tuning import RunSpec, open_study, storage_for
 
 URL = os.environ.get("JUDGETUNE_TEST_POSTGRES")
 
@@ -58,3 +60,27 @@ def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(postgre
                  "--storage", postgres, "--runs-dir", str(tmp_path)]) == 0
     assert len(optuna.load_study(study_name=name, storage=postgres).get_trials()) == len(trials)
     assert (tmp_path / name / "judge.json").is_file()
+
+
+def _open_together(url: str, barrier, outcomes) -> None:
+    barrier.wait()
+    try:
+        storage_for(url)
+        outcomes.put("opened")
+    except ValueError as err:
+        outcomes.put(str(err))
+
+
+def test_workers_started_together_on_a_new_sqlite_file_all_open_it(tmp_path):
+    """Optuna creates a new storage's tables and version row on open; three workers racing to do so
+    used to fail one or two of them (UNIQUE constraint failed: alembic_version.version_num)."""
+    context = multiprocessing.get_context("fork")
+    for round_ in range(4):
+        barrier, outcomes = context.Barrier(3), context.Queue()
+        url = f"sqlite:///{tmp_path / f'study{round_}.db'}"
+        workers = [context.Process(target=_open_together, args=(url, barrier, outcomes)) for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=60)
+        assert [outcomes.get(timeout=5) for _ in workers] == ["opened"] * 3

@@ -9,6 +9,7 @@ import logging
 import os
 import socket
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,6 +28,7 @@ from judgetune.tuning._spec import RunSpec
 from judgetune.tuning._splits import Splits
 
 log = logging.getLogger(__name__)
+SCHEMA_ATTEMPTS = 5  # opening a new storage while other workers create its tables
 STARTUP_TRIALS = 5  # random trials before TPE models the results (Optuna's default 10 is most of a small budget)
 
 
@@ -41,20 +43,29 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
 def storage_for(url: str, *, heartbeat: int = 10) -> optuna.storages.RDBStorage:
     """An RDB storage (SQLite file or PostgreSQL URL). A trial whose process died stops beating; three
     heartbeats later it is marked failed and retried once with the same parameters."""
-    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+    from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
-    with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna since 2.8; we rely on them
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        try:
-            return optuna.storages.RDBStorage(
-                url, heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
-                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
-        except (ArgumentError, ImportError) as err:
-            raise ValueError(f"storage {url!r}: expected an SQLAlchemy URL such as sqlite:///runs/NAME/study.db or "
-                             f"postgresql://HOST/DB ({err})") from None
-        except SQLAlchemyError as err:  # not a database file, a server that refuses us, ...
-            raise ValueError(f"storage {url!r}: cannot be opened as an Optuna storage "
-                             f"({str(err.orig) if getattr(err, 'orig', None) else err})") from None
+    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
+        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna since 2.8; we rely on them
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            try:
+                return optuna.storages.RDBStorage(
+                    url, heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
+                    heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+            except (ArgumentError, ImportError) as err:
+                raise ValueError(f"storage {url!r}: expected an SQLAlchemy URL such as sqlite:///runs/NAME/study.db "
+                                 f"or postgresql://HOST/DB ({err})") from None
+            except SQLAlchemyError as err:  # not a database file, a server that refuses us, ...
+                # workers started together on a new storage race to create its tables and version row
+                racing = isinstance(err, IntegrityError) or (
+                    isinstance(err, OperationalError) and any(s in str(err) for s in ("already exists", "locked")))
+                if racing and attempt < SCHEMA_ATTEMPTS:
+                    log.debug("storage %s: schema being created by another worker (%s); retrying", url, err)
+                    time.sleep(0.2 * attempt)
+                    continue
+                raise ValueError(f"storage {url!r}: cannot be opened as an Optuna storage "
+                                 f"({str(err.orig) if getattr(err, 'orig', None) else err})") from None
+    raise AssertionError("unreachable")
 
 
 def total_calls(study: optuna.Study) -> int:
