@@ -17,15 +17,12 @@ with ``=DATA``), audited on their data's test split (at most ``--real-items`` it
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
-import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+import _results  # benchmarks/ is on sys.path when a benchmark runs
 
 from judgetune import audit, datasets
 from judgetune.config import JudgeConfig
@@ -148,11 +145,7 @@ def main() -> None:
     start = time.time()
     rows = testbed_rows(replicates, n)
     payload = {
-        "meta": {"date": dt.date.today().isoformat(),
-                 "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                          text=True).stdout.strip(),
-                 "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
-                 "command": " ".join(["python", *map(shlex.quote, sys.argv)])},
+        "meta": _results.meta(sys.argv),
         "rows": rows, "summary": summary(rows), "testbed_seconds": round(time.time() - start, 1),
         "real": real_rows(real, args.configs, args.real_items, args.seed, args.freeze)}
     text = json.dumps(payload, indent=2)

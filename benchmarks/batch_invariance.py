@@ -13,12 +13,8 @@ does to the agreement with the human labels.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +23,8 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import _results  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
 
 from judgetune import datasets  # noqa: E402
 from judgetune.judges import make_judge  # noqa: E402
@@ -82,11 +80,7 @@ def main() -> None:
         rows.append({"comparison": f"alone, {args.other_threads} threads vs {args.threads}", **diff(other, alone)})
     spearman = {name: float(stats.spearmanr(s, labels).statistic)
                 for name, s in (("alone", alone), ("batch", batched), ("shuffled", shuffled))}
-    payload = {"meta": {"date": dt.date.today().isoformat(),
-                        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                                 text=True, cwd=Path(__file__).parent).stdout.strip(),
-                        "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
-                        "command": " ".join(["python", *sys.argv])},
+    payload = {"meta": _results.meta(sys.argv),
                "judge": "rubric k=0 (scoring_mode logprobs, expected value of the label distribution)",
                "data": args.data, "items": len(items), "threads": args.threads, "batch_size": lm.batch_size,
                "batch_sizes_seen": batch_sizes,

@@ -32,6 +32,7 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
+import _results  # benchmarks/ is on sys.path when a benchmark runs
 import numpy as np
 
 from judgetune import datasets
@@ -396,17 +397,9 @@ def main() -> None:
         rows.extend({"dataset": d, "method": m, "spearman": v, "low": None, "high": None, "questions": None,
                      "published": True} for d, m, v in [*PUBLISHED, *QUOTED] if d in datasets_in)
     if args.out:
-        import datetime as dt
-        import os
-        import platform
-        import subprocess
         from pathlib import Path
 
-        meta = {"date": dt.date.today().isoformat(),
-                "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                         cwd=Path(__file__).parent).stdout.strip(),
-                "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
-                "command": " ".join(["python", *sys.argv])}
+        meta = _results.meta(sys.argv)
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps({"rows": rows}, indent=2))

@@ -20,16 +20,15 @@ Every method gets a new, empty answer cache, so its seconds per item are real.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import _results  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
 
 from judgetune import datasets  # noqa: E402
 from judgetune.datasets import limit_by_group, sample_per_group  # noqa: E402
@@ -115,11 +114,7 @@ def main() -> None:
     args = parser.parse_args()
     resamples = 200 if args.quick else 1000
     rows = []
-    meta = {"date": dt.date.today().isoformat(),
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                     cwd=Path(__file__).parent).stdout.strip(),
-            "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
-            "command": " ".join(["python", *sys.argv]), "lm": args.lm}
+    meta = {**_results.meta(sys.argv), "lm": args.lm}
 
     def write(complete: bool) -> str:
         text = json.dumps({"meta": {**meta, "complete": complete}, "rows": rows}, indent=2)

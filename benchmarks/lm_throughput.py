@@ -39,10 +39,8 @@ CPU-second) and the generation rate (tokens/s of a 96-token greedy answer), medi
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -52,6 +50,7 @@ from dataclasses import replace
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import _results  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
 import dspy  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
@@ -388,17 +387,7 @@ def print_grouped(result: dict) -> None:
               f"max |score difference| {g('max_abs_score_diff'):.2g}")
 
 
-def meta(command: list[str]) -> dict:
-    """The header of a benchmark result file (benchmarks/results/*.json)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    load = os.getloadavg()
-    return {"date": datetime.date.today().isoformat(), "commit": commit,
-            "machine": f"{os.cpu_count()}-core {platform.machine()}, load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}",
-            "command": " ".join(["python", *command])}
-
-
-STARTED = meta(sys.argv) if __name__ == "__main__" else {}  # the commit and load when the run began
+STARTED = _results.meta(sys.argv) if __name__ == "__main__" else {}  # the commit and load when the run began
 
 
 def emit(result: dict, args: argparse.Namespace) -> None:

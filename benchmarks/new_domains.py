@@ -28,16 +28,14 @@ bracket_accuracy}``; beside each tuned judge, the random predictor over 200 seed
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import _results  # benchmarks/ is on sys.path when a benchmark runs
 
 from judgetune.evaluation import evaluate_judge
 from judgetune.judges import make_judge
@@ -130,11 +128,7 @@ def main() -> None:
             print(json.dumps(r) if args.json else r, flush=True)
         every.extend(rows)
     if args.out:  # every item scored alone: no protocol, no label of a scored item read
-        meta = {"date": dt.date.today().isoformat(),
-                "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                         cwd=Path(__file__).parent).stdout.strip(),
-                "machine": f"{os.cpu_count()}-core {platform.machine()}, load {os.getloadavg()[0]:.1f}",
-                "command": " ".join(["python", *sys.argv])}
+        meta = _results.meta(sys.argv)
         args.out.write_text(json.dumps({"meta": meta, "protocol": None, "rows": every}, indent=2) + "\n",
                             encoding="utf-8")
 

@@ -11,16 +11,15 @@ instruction and its misses) need a study's trials and are measured by tuning its
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import _results  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
 import optuna  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
@@ -50,9 +49,7 @@ def main() -> None:
     seconds = time.perf_counter() - start
     lm.close()
     texts = {c.id: c.text for c in pool.candidates()}
-    result = {"meta": {"date": dt.date.today().isoformat(), "command": " ".join(["python", *sys.argv]),
-                       "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                                text=True, cwd=Path(__file__).parent).stdout.strip()},
+    result = {"meta": _results.meta(sys.argv),
               "lm": args.lm, "data": args.data, "criterion": CRITERION, "asked": args.n,
               "usable": len(record["accepted"]), "usable_fraction": len(record["accepted"]) / args.n,
               "seconds_per_proposal": seconds / args.n, "accepted": [texts[i] for i in record["accepted"]],

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 from rules import _split_units, load_matrix
 from scipy.stats import rankdata
+from score_matrix import lm_name
 
 from judgetune import datasets
 from judgetune.calibration import CALIBRATORS, cross_fitted
@@ -252,8 +253,7 @@ def main() -> None:
                        "complete": bool(meta["complete"]), "labels": int(len(lab)), "test_items": int(len(test)),
                        "signal_features": names, "draws": args.draws, "chosen": chosen},
               "rows": rows, "crossfit": crossfit}
-    lm = meta["lm"].split(":", 1)[-1]
-    out = args.out or args.matrix[0].parent / f"stacking-{lm}-{meta['dataset']}.json"
+    out = args.out or args.matrix[0].parent / f"stacking-{lm_name(meta['lm'])}-{meta['dataset']}.json"
     out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"{meta['dataset']} ({meta['lm']}, {meta['judge']}): {len(lab)} labels, {len(test)} test items; "
           f"chosen {chosen}")

@@ -19,10 +19,8 @@ file is rewritten as each row finishes (``"complete": false`` until the end).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -31,6 +29,7 @@ from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import _results  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
 import numpy as np  # noqa: E402
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score, roc_curve  # noqa: E402
 
@@ -143,10 +142,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    meta = {"date": dt.date.today().isoformat(), "lm": args.lm, "items_per_subset": args.items, "seed": args.seed,
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                     cwd=Path(__file__).parent).stdout.strip(),
-            "command": " ".join(["python", *sys.argv]), "published_sources": SOURCES}
+    meta = {**_results.meta(sys.argv), "lm": args.lm, "items_per_subset": args.items, "seed": args.seed,
+            "published_sources": SOURCES}
     names = args.only or list(SUBSETS)
     rows: list[dict[str, Any]] = [{"subset": s, "judge": j, "published": True, m: v}
                                   for s, j, m, v in PUBLISHED if s in names]

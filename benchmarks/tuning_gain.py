@@ -38,12 +38,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import logging
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,6 +49,7 @@ from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import _results  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
 import numpy as np  # noqa: E402
 import optuna  # noqa: E402
 from scipy.stats import t as student_t  # noqa: E402
@@ -255,12 +253,8 @@ def crossfit_simulation(draws: int, *, n_search: int = 60, n_dev: int = 80, seed
 
 
 def meta(args: argparse.Namespace) -> dict[str, Any]:
-    root = Path(__file__).resolve().parents[1]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return {"date": datetime.date.today().isoformat(), "commit": commit.strip(),
-            "machine": f"{os.cpu_count()}-core {platform.machine()}, load {load} (shared: timings inflated)",
-            "command": " ".join(["python", *sys.argv]), "quick": args.quick, "user": args.user,
+    info = _results.meta(sys.argv)
+    return {**info, "machine": f"{info['machine']} (shared: timings inflated)", "quick": args.quick, "user": args.user,
             "lm": args.lm, "sizes": {"search": args.search_items, "dev": args.dev_items, "test": args.test_items},
             "per_question": args.per_question, "proposals": args.proposals, "rounds": args.rounds,
             "criterion": args.criterion, "nested_folds": args.nested_folds, "panel": args.panel,
