@@ -71,13 +71,37 @@ def _open_together(url: str, barrier, outcomes) -> None:
         outcomes.put(str(err))
 
 
-def test_workers_started_together_on_a_new_sqlite_file_all_open_it(tmp_path):
+@pytest.fixture()
+def fresh_postgres_databases(postgres):
+    """A factory of new, empty PostgreSQL databases (dropped afterwards), each a storage URL."""
+    import psycopg
+
+    made = []
+
+    def make() -> str:
+        made.append(f"judgetune_race_{uuid.uuid4().hex[:10]}")
+        with psycopg.connect(postgres, autocommit=True) as connection:
+            connection.execute(f"CREATE DATABASE {made[-1]}")
+        return postgres.rsplit("/", 1)[0] + "/" + made[-1]
+
+    yield make
+    with psycopg.connect(postgres, autocommit=True) as connection:
+        for name in made:
+            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_workers_started_together_on_a_new_storage_all_open_it(backend, tmp_path, request):
     """Optuna creates a new storage's tables and version row on open; three workers racing to do so
-    used to fail one or two of them (UNIQUE constraint failed: alembic_version.version_num)."""
+    used to fail one or two of them on SQLite (UNIQUE constraint failed: alembic_version.version_num)
+    and now and then on PostgreSQL (relation "studies" already exists)."""
+    if backend == "postgresql":
+        new_storage = request.getfixturevalue("fresh_postgres_databases")
+    else:
+        new_storage = iter(f"sqlite:///{tmp_path / f'study{n}.db'}" for n in range(100)).__next__
     context = multiprocessing.get_context("fork")
-    for round_ in range(4):
-        barrier, outcomes = context.Barrier(3), context.Queue()
-        url = f"sqlite:///{tmp_path / f'study{round_}.db'}"
+    for _ in range(4):
+        barrier, outcomes, url = context.Barrier(3), context.Queue(), new_storage()
         workers = [context.Process(target=_open_together, args=(url, barrier, outcomes)) for _ in range(3)]
         for worker in workers:
             worker.start()

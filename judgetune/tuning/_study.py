@@ -43,7 +43,7 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
 def storage_for(url: str, *, heartbeat: int = 10) -> optuna.storages.RDBStorage:
     """An RDB storage (SQLite file or PostgreSQL URL). A trial whose process died stops beating; three
     heartbeats later it is marked failed and retried once with the same parameters."""
-    from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
+    from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 
     for attempt in range(1, SCHEMA_ATTEMPTS + 1):
         with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna since 2.8; we rely on them
@@ -57,8 +57,8 @@ def storage_for(url: str, *, heartbeat: int = 10) -> optuna.storages.RDBStorage:
                                  f"or postgresql://HOST/DB ({err})") from None
             except SQLAlchemyError as err:  # not a database file, a server that refuses us, ...
                 # workers started together on a new storage race to create its tables and version row
-                racing = isinstance(err, IntegrityError) or (
-                    isinstance(err, OperationalError) and any(s in str(err) for s in ("already exists", "locked")))
+                # (PostgreSQL says a table "already exists" as a ProgrammingError, SQLite as an OperationalError)
+                racing = isinstance(err, IntegrityError) or any(s in str(err) for s in ("already exists", "locked"))
                 if racing and attempt < SCHEMA_ATTEMPTS:
                     log.debug("storage %s: schema being created by another worker (%s); retrying", url, err)
                     time.sleep(0.2 * attempt)
