@@ -62,13 +62,15 @@ def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(postgre
     assert (tmp_path / name / "judge.json").is_file()
 
 
-def _open_together(url: str, barrier, outcomes) -> None:
-    barrier.wait()
-    try:
-        storage_for(url)
-        outcomes.put("opened")
-    except ValueError as err:
-        outcomes.put(str(err))
+def _open_together(urls: list[str], barrier, outcomes) -> None:
+    """A worker: for each new storage, wait for the others, then open it at the same moment."""
+    for url in urls:
+        barrier.wait(timeout=120)
+        try:
+            storage_for(url)
+            outcomes.put("opened")
+        except ValueError as err:
+            outcomes.put(str(err))
 
 
 @pytest.fixture()
@@ -97,14 +99,15 @@ def test_workers_started_together_on_a_new_storage_all_open_it(backend, tmp_path
     and now and then on PostgreSQL (relation "studies" already exists)."""
     if backend == "postgresql":
         new_storage = request.getfixturevalue("fresh_postgres_databases")
+        urls = [new_storage() for _ in range(4)]
     else:
-        new_storage = iter(f"sqlite:///{tmp_path / f'study{n}.db'}" for n in range(100)).__next__
-    context = multiprocessing.get_context("fork")
-    for _ in range(4):
-        barrier, outcomes, url = context.Barrier(3), context.Queue(), new_storage()
-        workers = [context.Process(target=_open_together, args=(url, barrier, outcomes)) for _ in range(3)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join(timeout=60)
-        assert [outcomes.get(timeout=5) for _ in workers] == ["opened"] * 3
+        urls = [f"sqlite:///{tmp_path / f'study{n}.db'}" for n in range(4)]
+    context = multiprocessing.get_context("spawn")  # not fork: the test process may hold threads and their locks
+    barrier, outcomes = context.Barrier(3), context.Queue()
+    workers = [context.Process(target=_open_together, args=(urls, barrier, outcomes)) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    seen = [outcomes.get(timeout=180) for _ in range(3 * len(urls))]  # drained before the join (a full pipe blocks)
+    for worker in workers:
+        worker.join(timeout=60)
+    assert seen == ["opened"] * (3 * len(urls)) and [w.exitcode for w in workers] == [0, 0, 0]
