@@ -51,11 +51,13 @@ class NothingJudgedError(JudgetuneError):
 API_KEY_ENVS = ("OPENAI_API_KEY",)
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]+")
 _KEY_FIELD = re.compile(r"(?i)(\"?(?:api[_-]?key|authorization)\"?\s*[:=]\s*\"?)(?!Bearer\b)[A-Za-z0-9._~+/=-]{8,}")
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@'\"]*:)[^\s/@'\"]+(@)")  # scheme://user:PASSWORD@host
 
 
 def redact(text: str) -> str:
-    """``text`` with the configured API key (``$OPENAI_API_KEY``) and anything that looks like a
-    bearer token or an ``api_key=...`` value replaced by ``[redacted]``.
+    """``text`` with the configured API key (``$OPENAI_API_KEY``), anything that looks like a bearer token
+    or an ``api_key=...`` value, and the password of a URL (``postgresql://user:PASSWORD@host``, a storage
+    URL in an error) replaced by ``[redacted]``.
 
     Every error text the tool prints or writes passes through here: a server may echo the request's
     ``Authorization`` header in its error body.
@@ -65,6 +67,7 @@ def redact(text: str) -> str:
         if len(key) >= 4:
             text = text.replace(key, "[redacted]")
     text = _BEARER.sub(r"\1 [redacted]", text)
+    text = _URL_PASSWORD.sub(r"\1[redacted]\2", text)
     return _KEY_FIELD.sub(r"\1[redacted]", text)
 
 

@@ -312,6 +312,15 @@ def test_redact_hides_the_configured_key_and_bearer_tokens(monkeypatch):
     assert "sk-abc" not in text and "sk-other" not in text and "zzzz" not in text
 
 
+def test_a_storage_urls_password_is_never_printed(run_cli):
+    """A PostgreSQL server that cannot be reached: the one-line error names the storage without its password."""
+    url = "postgresql://judgetune:s3cret-pw@127.0.0.1:1/judgetune"  # port 1: refused at once
+    code, out, err = run_cli(["worker", "--storage", url, "--study", "s"])
+    assert code == 2 and "cannot be opened as an Optuna storage" in err and "s3cret-pw" not in out + err
+    assert "postgresql://judgetune:[redacted]@127.0.0.1:1/judgetune" in err
+    assert redact("http://127.0.0.1:8080/v1 for user@example.com") == "http://127.0.0.1:8080/v1 for user@example.com"
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--limit", "-1"], "argument --limit: expected a whole number >= 1, got -1"),
     (["--limit", "0"], "argument --limit: expected a whole number >= 1, got 0"),
