@@ -1,5 +1,5 @@
 """Several workers on one study through PostgreSQL: every trial completes once, none is lost; and
-workers started together on a new SQLite file all open it.
+workers started together on a new storage (SQLite, or a new PostgreSQL database) all open it.
 The workers judge with ``test:slow`` (no weights, 0.1 s an answer, about the embedded model's pace, so
 that both workers get trials): the test is about sharing a study, not about what the model says.
 
