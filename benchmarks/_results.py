@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["machine", "meta", "write_result"]
+__all__ = ["lm_name", "machine", "meta", "write_result"]
 
 
 def _commit() -> str:
@@ -32,6 +32,11 @@ def _commit() -> str:
         return f"{sha}{'+dirty' if dirty else ''}" if sha else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def lm_name(spec: str) -> str:
+    """``local:qwen1.5b`` -> ``qwen1.5b``: the model's name as the result files spell it."""
+    return spec.split(":", 1)[-1].replace("/", "-")
 
 
 def machine() -> str:

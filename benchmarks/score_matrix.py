@@ -33,18 +33,13 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import optuna  # noqa: E402
-from _results import meta  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
+from _results import lm_name, meta  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
 
 from judgetune import datasets  # noqa: E402
 from judgetune.lm import load_lm  # noqa: E402
 from judgetune.tuning import RunSpec, default_params, fit_space, judge_for, pool_seeds, settled_params, suggest  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def lm_name(spec: str) -> str:
-    """``local:qwen1.5b`` -> ``qwen1.5b``: the model's name as the result files spell it."""
-    return spec.split(":", 1)[-1].replace("/", "-")
 
 
 def matrix_items(examples: list[datasets.Example], n: int | None, pool_size: int, seed: int,

@@ -46,9 +46,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _results import lm_name
 from rules import _split_units, load_matrix
 from scipy.stats import rankdata
-from score_matrix import lm_name
 
 from judgetune import datasets
 from judgetune.calibration import CALIBRATORS, cross_fitted
