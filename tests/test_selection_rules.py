@@ -130,6 +130,20 @@ def test_the_nested_gate_corrects_by_the_folds_it_made_not_the_folds_asked_for()
     assert "(6 df)" in out["method"]
 
 
+def test_a_fold_of_one_item_questions_ranks_nothing_and_the_gate_still_decides():
+    """Questions of one item rank nothing: their figure is undefined (NaN), not an error; a nested gate whose
+    held-out folds hold only such questions drops those folds' differences (found on SummaC polytope, whose
+    documents hold 1 to 9 claims each: the 10-fold gate crashed)."""
+    rng = np.random.default_rng(5)
+    scores, gold, _ = _matrix(rng, 8, [0.5, 1.0])
+    assert np.isnan(figures(scores, gold, [f"q{i}" for i in range(8)])).all()
+    scores, gold, _ = _matrix(rng, 120, [0.5, 1.0, 0.5])
+    keys = [f"pair{i // 2}" if i < 40 else f"single{i}" for i in range(120)]  # 20 questions of 2, 80 of one
+    out = nested_gate(scores, gold, keys, folds=10, seed=0)
+    assert len(out["fold_differences"]) == 30 and out["units"] < 30  # some folds ranked nothing and were dropped
+    assert out["shipped"] in (0, 1)
+
+
 def test_the_t_interval_is_scipys_and_matches_the_hand_formula():
     from judgetune.stats import t_interval
 

@@ -46,8 +46,11 @@ def figures(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None =
     full, gold = _filled(scores), np.asarray(gold, dtype=float)
     if groups is None:
         return spearman_rows(full, np.broadcast_to(gold, full.shape))
-    values = np.stack([spearman_rows(full[:, u], np.broadcast_to(gold[u], (len(full), len(u))))
-                       for u in units_of(groups, len(gold)) if len(u) >= 2], axis=1) if len(gold) else np.empty((0, 0))
+    rows = [spearman_rows(full[:, u], np.broadcast_to(gold[u], (len(full), len(u))))
+            for u in units_of(groups, len(gold)) if len(u) >= 2]
+    if not rows:  # every question holds one item (a held-out fold of small questions): nothing is ranked
+        return np.full(len(full), np.nan)
+    values = np.stack(rows, axis=1)
     with np.errstate(invalid="ignore"):
         return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in values])
 
