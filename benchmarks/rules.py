@@ -30,10 +30,16 @@ Rules (candidate 0 is the default; a rule that ships nothing ships the default):
 
 Per rule: ``mean_gain`` (with a 95% interval over draws), ``gain_sd``, ``ship_rate``, ``worse_rate`` (draws whose
 shipped judge is significantly worse than the default on test: the upper end of the two-sided 95% paired
-interval below 0), ``null_ship_rate``.
+interval below 0), ``null_ship_rate``; ``undefined_draws``, the draws left out of the mean because the shipped
+judge ranked no test question (per-question figures on a set whose questions hold few items, or one label each).
+
+Figures are per question where the matrix's items have questions, as ``tune`` takes them. ``--pooled`` takes them
+over all items instead (jackknife units of one item), the questions kept only to make each draw of whole ones: for a
+set whose groups are clusters rather than questions to rank within (SummaC's documents, each with 1 to 9 claims
+and most with one label), written to ``rules-...-pooled.json``.
 
     python benchmarks/rules.py benchmarks/results/matrix-smollm2-likelihood-sts2012-msrpar.json [--labels 300]
-        [--draws 200] [--seed 0] [--json] [--out PATH]
+        [--draws 200] [--seed 0] [--json] [--pooled] [--out PATH]
 
 Writes ``benchmarks/results/rules-<lm>-<judge>-<set>.json`` (``labels``, ``draws``, ``default_rule``, ``rules``).
 """
@@ -210,9 +216,11 @@ def evaluate(m: dict[str, Any], labels: int, draws: int, seed: int, rules=RULES,
             progress(d + 1)
     out = {}
     for rule, v in per.items():
-        gains = np.asarray(v["gain"])
+        every = np.asarray(v["gain"])
+        gains = every[np.isfinite(every)]  # a draw whose test ranks nothing by the shipped judge: no gain
         half = 1.96 * gains.std(ddof=1) / np.sqrt(len(gains)) if len(gains) > 1 else None
-        out[rule] = {"mean_gain": float(gains.mean()), "mean_gain_ci": None if half is None else
+        out[rule] = {"mean_gain": float(gains.mean()), "undefined_draws": int(len(every) - len(gains)),
+                     "mean_gain_ci": None if half is None else
                      [float(gains.mean() - half), float(gains.mean() + half)],
                      "gain_sd": float(gains.std(ddof=1)) if len(gains) > 1 else None,
                      "gain_p10": float(np.quantile(gains, 0.1)), "gain_p90": float(np.quantile(gains, 0.9)),
@@ -230,9 +238,14 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--pooled", action="store_true",
+                        help="figures over all items pooled, the questions kept for the draws' splits only (a set "
+                             "whose groups are clusters, such as SummaC's documents, rather than questions to rank in)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     m = load_matrix(args.matrix)
+    if args.pooled:
+        m["groups"] = None
     if m["n"] < args.labels + 100:
         sys.exit(f"{args.matrix}: {m['n']} items scored; need at least {args.labels + 100} ({args.labels} labels + test)")
     t0 = time.time()
@@ -243,7 +256,8 @@ def main() -> None:
     meta = m["meta"]
     record = {"meta": {"matrix": args.matrix.name, "lm": meta["lm"], "judge": meta["judge"], "dataset": meta["dataset"],
                        "matrix_complete": meta["complete"], "items": m["n"], "candidates": int(len(m["scores"])),
-                       "grouped": m["groups"] is not None, "command": "python " + " ".join(sys.argv),
+                       "grouped": m["groups"] is not None, "figure": "pooled" if args.pooled else "per question",
+                       "command": "python " + " ".join(sys.argv),
                        "seconds": round(time.time() - t0, 1)},
               "labels": args.labels, "draws": args.draws, "default_rule": DEFAULT_RULE,
               "whole_matrix_spearman": [None if not np.isfinite(f) else round(float(f), 4) for f in figs],
@@ -251,6 +265,8 @@ def main() -> None:
     name = args.matrix.name.replace("matrix-", "rules-", 1)
     if args.labels != 300:  # the issue's file is the 300-label one; other sizes beside it, never over it
         name = name.replace(".json", f"-{args.labels}labels.json")
+    if args.pooled:
+        name = name.replace(".json", "-pooled.json")
     out = args.out or args.matrix.parent / name
     out.write_text(json.dumps(record, indent=1) + "\n")
     if args.json:
