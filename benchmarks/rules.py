@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _results import meta as meta_of_run
 from scipy import stats as sps
 
 from judgetune.stats import (
@@ -254,10 +255,10 @@ def main() -> None:
                       progress=None if args.json else lambda d: d % 50 == 0 and print(f"  {d}/{args.draws} draws",
                                                                                        file=sys.stderr, flush=True))
     meta = m["meta"]
-    record = {"meta": {"matrix": args.matrix.name, "lm": meta["lm"], "judge": meta["judge"], "dataset": meta["dataset"],
+    record = {"meta": {**meta_of_run(sys.argv), "matrix": args.matrix.name, "lm": meta["lm"], "judge": meta["judge"],
+                       "dataset": meta["dataset"],
                        "matrix_complete": meta["complete"], "items": m["n"], "candidates": int(len(m["scores"])),
                        "grouped": m["groups"] is not None, "figure": "pooled" if args.pooled else "per question",
-                       "command": "python " + " ".join(sys.argv),
                        "seconds": round(time.time() - t0, 1)},
               "labels": args.labels, "draws": args.draws, "default_rule": DEFAULT_RULE,
               "whole_matrix_spearman": [None if not np.isfinite(f) else round(float(f), 4) for f in figs],
