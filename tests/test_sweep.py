@@ -531,6 +531,36 @@ def test_selection_items_from_few_questions_are_named_once(tmp_path, caplog):
     assert not [r for r in caplog.records if "selection items" in r.getMessage()]
 
 
+def test_questions_that_rank_nothing_are_named_once(tmp_path, caplog):
+    """Grouped data with a binary label where most questions hold one label value (SummaC's documents): one
+    warning, naming how few questions rank anything; the same questions with mixed labels: none."""
+    from judgetune.tuning import prepare_splits
+
+    def rows(mixed_every: int) -> list[dict]:
+        out = []
+        for g in range(40):
+            for j in range(4):
+                label = float(j % 2) if g % mixed_every == 0 else 0.0  # a mixed question, or all answers labeled 0
+                out.append({"id": f"{g}-{j}", "answer": f"claim {g} {j}", "reference": f"document {g}",
+                            "label": label, "group": f"doc{g}"})
+        return out
+
+    spec = {"name": "x", "judge": "rubric", "search_items": 60, "dev_items": 40}
+    with caplog.at_level("WARNING", logger="judgetune.tuning"):
+        splits = prepare_splits(RunSpec(**spec, data=str(jsonl(tmp_path / "few.jsonl", rows(8)))))
+    labels: dict[str, set] = {}
+    for e in splits.selection:
+        labels.setdefault(e.group, set()).add(e.label)
+    ranked = sum(len(v) > 1 for v in labels.values())
+    assert 0 < 2 * ranked < len(labels)
+    few = [r.getMessage() for r in caplog.records if "hold more than one label value" in r.getMessage()]
+    assert len(few) == 1 and f"of the {len(labels)} questions" in few[0] and f"only {ranked} hold" in few[0], few
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="judgetune.tuning"):
+        prepare_splits(RunSpec(**spec, data=str(jsonl(tmp_path / "mixed.jsonl", rows(1)))))
+    assert not [r for r in caplog.records if "label value" in r.getMessage() or "selection items" in r.getMessage()]
+
+
 def test_the_score_summary_never_prints_a_key_a_server_echoed(capsys, monkeypatch):
     """Issue 49.15: a server that answers 500 with ``"bad key " + Authorization`` puts the bearer in the first
     failure's text; the summary line prints it redacted (every printer of outside text goes through

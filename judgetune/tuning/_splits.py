@@ -13,6 +13,7 @@ from typing import Any
 from judgetune import datasets
 from judgetune.datasets import Example, limit_by_group, sample_per_group
 from judgetune.judges import apply_protocol, judge_class
+from judgetune.stats import FOLDS
 from judgetune.tuning._spec import MIN_GATE_GROUPS, RunSpec
 
 log = logging.getLogger(__name__)
@@ -90,20 +91,49 @@ def _warn_few_questions(spec: RunSpec, selection: list[Example], dev: list[Examp
     """One warning when grouped selection items hold few questions: the calibrator and the early stop
     then learn from one or two questions, and on new questions can do worse than the median
     (measured: TREC-DL-NF embedding, 56 selection items from 2 questions, test MAE 1.153 vs the
-    constant's 0.830; with ``--per-question 6``, 10 questions, 0.778 vs 0.875); and the gate, which
-    tests on the dev questions alone, has little power with few of them (none below ``MIN_GATE_GROUPS``)."""
-
+    constant's 0.830; with ``--per-question 6``, 10 questions, 0.778 vs 0.875); and the gate has little
+    power with few questions to test on (the nested gate: the search and dev questions, none below ``FOLDS``;
+    the dev gate: the dev questions alone, none below ``MIN_GATE_GROUPS``)."""
     keys = datasets.groups_of(selection)
     if keys is None:
         return
     questions = len(set(keys))
     dev_questions = len({e.group_key for e in dev})
-    if questions >= MIN_SELECTION_GROUPS and dev_questions >= MIN_SELECTION_GROUPS:
+    nested = spec.gate == "nested"
+    tested, least = (questions, FOLDS) if nested else (dev_questions, MIN_GATE_GROUPS)
+    if questions >= MIN_SELECTION_GROUPS and tested >= MIN_SELECTION_GROUPS:
+        _warn_few_ranked(spec, selection, dev, questions)
         return
     hint = ("keep fewer answers per question (--per-question N) to see more questions" if spec.per_question is None
             else "raise --search-items / --dev-items")
-    gate = (f"makes no test with fewer than {MIN_GATE_GROUPS} (the default ships)"
-            if dev_questions < MIN_GATE_GROUPS else "can hardly tell judges apart with so few")
-    log.warning("%s: the %d selection items (search and dev) come from only %d question(s), the %d dev items the gate "
-                "tests on from %d: the calibrator learns from few questions and may not carry to others, and the "
-                "gate %s; %s", spec.data, len(selection), questions, len(dev), dev_questions, gate, hint)
+    gate = (f"makes no test with fewer than {least} (the default ships)" if tested < least
+            else "can hardly tell judges apart with so few")
+    log.warning("%s: the %d selection items (search and dev) come from only %d question(s), the %d dev items from %d; "
+                "the gate tests on the %s questions: the calibrator learns from few questions and may not carry to "
+                "others, and the gate %s; %s", spec.data, len(selection), questions, len(dev), dev_questions,
+                "search and dev" if nested else "dev", gate, hint)
+
+
+def _ranked_questions(items: list[Example]) -> int:
+    """The questions whose items hold more than one label value: the only ones a per-question Spearman ranks."""
+    values: dict[str, set[float]] = {}
+    for e in items:
+        values.setdefault(e.group_key, set()).add(e.judgment)
+    return sum(len(v) > 1 for v in values.values())
+
+
+def _warn_few_ranked(spec: RunSpec, selection: list[Example], dev: list[Example], questions: int) -> None:
+    """One warning when most questions hold one label value each (a binary label, most answers of a question
+    alike): the search and the gate rank answers within a question, so they learn from the few questions left
+    (SummaC polytope, whose groups are documents: 27 consistent claims in 403, most documents all one label)."""
+    ranked = _ranked_questions(selection)
+    refused = spec.gate != "nested" and _ranked_questions(dev) < MIN_GATE_GROUPS  # the dev gate counts those alone
+    if ranked >= MIN_SELECTION_GROUPS and 2 * ranked >= questions and not refused:
+        return
+    log.warning("%s: of the %d questions of the search and dev items, only %d hold more than one label value: figures "
+                "rank answers within a question, so the search and the gate learn from those alone, and the gate %s; "
+                "if the groups are clusters (documents) rather than questions whose answers are ranked, a data file "
+                "without the group field ranks all items together (items of one group may then fall in different "
+                "splits)",
+                spec.data, questions, ranked,
+                "makes no test (the default ships)" if refused else "can hardly tell judges apart")
