@@ -36,7 +36,7 @@ judge ranked no test question (per-question figures on a set whose questions hol
 Figures are per question where the matrix's items have questions, as ``tune`` takes them. ``--pooled`` takes them
 over all items instead (jackknife units of one item), the questions kept only to make each draw of whole ones: for a
 set whose groups are clusters rather than questions to rank within (SummaC's documents, each with 1 to 9 claims
-and most with one label), written to ``rules-...-pooled.json``.
+and most with one label), as ``tune --pooled`` takes them; written to ``rules-...-pooled.json``.
 
     python benchmarks/rules.py benchmarks/results/matrix-smollm2-likelihood-sts2012-msrpar.json [--labels 300]
         [--draws 200] [--seed 0] [--json] [--pooled] [--out PATH]

@@ -561,6 +561,16 @@ def test_questions_that_rank_nothing_are_named_once(tmp_path, caplog):
     assert not [r for r in caplog.records if "label value" in r.getMessage() or "selection items" in r.getMessage()]
 
 
+def test_tune_pooled_on_the_command_line_is_recorded(tmp_path, run_cli):
+    """``--pooled`` reaches the run (no LM: the length judge) and judge.json says so; without it, nothing is said."""
+    data = jsonl(tmp_path / "grouped.jsonl", labeled_rows(groups=30, per_group=3))
+    for flag in ([], ["--pooled"]):
+        code, out, err = run_cli(["tune", "--judge", "length", "--data", str(data), "--trials", "1", "--json",
+                                  "--runs-dir", str(tmp_path / "runs"), "--run", f"p{len(flag)}", *flag])
+        assert code == 0, err
+        assert json.loads(out)["metrics"]["study"].get("pooled", False) is bool(flag)
+
+
 def test_the_score_summary_never_prints_a_key_a_server_echoed(capsys, monkeypatch):
     """Issue 49.15: a server that answers 500 with ``"bad key " + Authorization`` puts the bearer in the first
     failure's text; the summary line prints it redacted (every printer of outside text goes through

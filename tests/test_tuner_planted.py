@@ -10,6 +10,7 @@ benchmarks/tuning_gain.py; these are small versions."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import tempfile
 from pathlib import Path
@@ -239,6 +240,32 @@ def test_the_nested_gate_ships_the_planted_instruction(tmp_path):
     assert selection["gate_result"]["passed"] and selection["gate_result"]["lower_bound"] > 0
     assert chosen["params"]["instruction"] == 2 and not gain["default_shipped"] and gain["spearman"]["low"] > 0
     assert "; it shipped" in gain_line(metrics)
+
+
+def test_pooled_figures_rank_groups_of_one_label_value(tmp_path):
+    """The planted testbed with its items grouped into clusters of one label value each (as a document's claims
+    share a label): within a question nothing ranks, so the per-question run has nothing to choose by and ships
+    the default; with ``pooled`` the search and the gate rank all items together and the planted instruction ships,
+    its gain shown on test. The groups still keep each cluster in one split."""
+    from judgetune.datasets import read_examples
+
+    kwargs, lm = gate_testbed("planted", 0, tmp_path)
+    examples = read_examples(kwargs["data"])
+    write_examples(kwargs["data"], [dataclasses.replace(e, group=f"c{int(e.label)}-{i % 4}")
+                                    for i, e in enumerate(examples)])
+    runs = {}
+    for pooled in (False, True):
+        config, run_dir, _ = tune(RunSpec(**{**kwargs, "name": f"pooled{pooled}", "pooled": pooled}), runs_dir=tmp_path,
+                                  storage=optuna.storages.InMemoryStorage(), lm=lm, progress=False, n_resamples=200)
+        runs[pooled] = config.metrics
+    per_question, pooled = runs[False], runs[True]
+    assert per_question["selection"]["default_shipped"] and "pooled" not in per_question["study"]
+    chosen = next(r for r in pooled["selection"]["rows"] if r["chosen"])
+    assert pooled["study"]["pooled"] and pooled["selection"]["gate_result"]["passed"]
+    assert chosen["params"]["instruction"] == 2 and pooled["gain"]["spearman"]["low"] > 0
+    test_groups = {e.group for e in read_examples(tmp_path / "pooledTrue" / "test.jsonl")}
+    selection_groups = {e.group for e in prepare_splits(RunSpec(**{**kwargs, "pooled": True})).selection}
+    assert test_groups and selection_groups and not test_groups & selection_groups
 
 
 def _selection_harness(tmp_path, pick: str):

@@ -133,6 +133,10 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
                       "scored candidate's standardized scores (a panel, frozen with its members); it ships only if "
                       "the gate finds it beats the default; a shipped panel asks the LM once per member, so it "
                       "scores k times slower (judge.json's metrics.cost)")
+    tune.add_argument("--pooled", action="store_true", help="grouped data: take the search's and the gate's Spearman "
+                      "over all items together, not within each question (for groups that are clusters, such as a "
+                      "document's claims, rather than questions whose answers are ranked; groups still keep items "
+                      "together in the splits)")
     tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
     tune.add_argument("--criterion", metavar="TEXT|FILE", help="what is judged (and what each score means)")
     tune.add_argument("--proposer", metavar="SPEC", help="LM that writes candidate instructions (default: --lm); "

@@ -40,7 +40,7 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
                               criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
                               rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
                               gate=args.gate, audit_max=_audit_bounds(args.audit_max), stack=args.stack,
-                              panel=args.panel,
+                              panel=args.panel, pooled=args.pooled,
                               **_mapping(args, label), **_protocol_field(args))
     except ValueError as err:
         raise JudgetuneError(str(err)) from None

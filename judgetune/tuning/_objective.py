@@ -44,9 +44,10 @@ def ranked(trials: Iterable[Any], rule: str, limit: int | None = None) -> list[A
 
 
 def objectives(verdicts: list[Verdict], examples: list[Example], *, label_range: tuple[float, float],
-               seed: int = 0) -> tuple[float, float, dict[str, Any]]:
+               seed: int = 0, pooled: bool = False) -> tuple[float, float, dict[str, Any]]:
     """(MAE, Spearman) of the parsed verdicts: MAE of the cross-fitted calibrated scores, Spearman of
-    the raw ones; the worst values when too many failed or nothing varies."""
+    the raw ones (per question where there are questions, unless ``pooled``); the worst values when too many
+    failed or nothing varies."""
     kept = [(v.score, e.judgment, e) for v, e in zip(verdicts, examples) if v.parsed]
     failure_rate = 1 - len(kept) / len(verdicts)
     worst = (label_range[1] - label_range[0], -1.0)
@@ -59,7 +60,7 @@ def objectives(verdicts: list[Verdict], examples: list[Example], *, label_range:
     pred, kind, _ = cross_fitted(raw, gold, label_range=label_range, groups=groups, seed=seed)
     mae = float(np.mean(np.abs(pred - gold)))
     info["calibrator"] = kind
-    rho = grouped_correlation(raw, gold, groups).value if groups else correlation(raw, gold)
+    rho = grouped_correlation(raw, gold, groups).value if groups and not pooled else correlation(raw, gold)
     if rho is None:
         return mae, -1.0, {**info, "note": "Spearman undefined (constant scores)"}
     return mae, float(rho), info
@@ -132,11 +133,12 @@ class Objective:
                 raw = np.asarray([k[0] for k in kept], dtype=float)
                 pred, _, _ = cross_fitted(raw, gold, label_range=s.label_range,
                                           groups=[k[2] for k in kept], seed=spec.seed)
-                keys = groups_of([e for v, e in zip(verdicts, done) if v.parsed])
+                keys = spec.ranking(groups_of([e for v, e in zip(verdicts, done) if v.parsed]))
                 if clearly_dominated(pred, raw, gold, keys, front, seed=spec.seed):
                     trial.set_user_attr("pruned_after_items", len(verdicts))
                     raise optuna.TrialPruned(f"clearly dominated after {len(verdicts)} items")
-        mae, rho, info = objectives(verdicts, s.search, label_range=s.label_range, seed=spec.seed)
+        mae, rho, info = objectives(verdicts, s.search, label_range=s.label_range, seed=spec.seed,
+                                    pooled=spec.pooled)
         for key, value in info.items():
             trial.set_user_attr(key, value)
         trial.set_user_attr("raw_scores", [v.score for v in verdicts])  # for reflection on the best trial's misses

@@ -173,7 +173,8 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
         with stage(f"{spec.name}: the untuned LM judge alone, on the test items", enabled=progress):
             metrics["gain_vs_lm"] = _against_the_lm(test_raw, spec, splits, lm, n_resamples)
     metrics["calibrator_cv_mae"] = cv
-    metrics["study"] = {**study_summary(study), "chosen_trial": selection["chosen_trial"], "pick_rule": spec.pick}
+    metrics["study"] = {**study_summary(study), "chosen_trial": selection["chosen_trial"], "pick_rule": spec.pick,
+                        **({"pooled": True} if spec.pooled else {})}
     metrics["selection"] = selection
     metrics["proposals"] = proposals_summary(study, selection)
     config.metrics = metrics

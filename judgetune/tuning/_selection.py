@@ -141,11 +141,12 @@ def spearman_figure(raw: np.ndarray, gold: np.ndarray, groups: Sequence[str] | N
 
 
 def search_figure(rule: str, scored: CandidateFigures, gold: np.ndarray, groups: Sequence[str] | None, *,
-                  label_range: tuple[float, float], seed: int) -> float:
-    """A candidate's figure on the search items alone (higher is better): the Spearman of its raw scores,
-    or minus the MAE of its scores calibrated out of fold on these items only (dev stays out of the choice)."""
+                  label_range: tuple[float, float], seed: int, pooled: bool = False) -> float:
+    """A candidate's figure on the search items alone (higher is better): the Spearman of its raw scores
+    (per question unless ``pooled``), or minus the MAE of its scores calibrated out of fold (whole questions) on
+    these items only (dev stays out of the choice)."""
     if rule == "spearman":
-        rho = spearman_figure(scored.raw, gold, groups)
+        rho = spearman_figure(scored.raw, gold, None if pooled else groups)
         return -np.inf if rho is None else rho
     ok = ~np.isnan(scored.raw)
     pred = np.full(len(gold), float(np.median(gold)))
@@ -262,9 +263,11 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
         row = {"number": number, "default": i == 0, "params": params, "on_front": number in front,
                **({"panel": True} if PANEL in params else {}),
                "search": {"mae": search[0], "spearman": search[1]} if search else None,
-               "mae": float(np.mean(np.abs(s.pred - gold))), "spearman": spearman_figure(s.raw, gold, groups),
+               "mae": float(np.mean(np.abs(s.pred - gold))),
+               "spearman": spearman_figure(s.raw, gold, spec.ranking(groups)),
                "search_figure": _num(search_figure(spec.pick, on_search[i], gold[:n_search], groups_of(splits.search),
-                                                   label_range=splits.label_range, seed=spec.seed)),
+                                                   label_range=splits.label_range, seed=spec.seed,
+                                                   pooled=spec.pooled)),
                "calibrator": s.calibrator, "failure_rate": s.failure_rate}
         # rejection reads the search items alone (dev confirms, it does not choose): the failure share there,
         # the search figures
@@ -284,11 +287,11 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
     on_dev = [CandidateFigures(s.params, s.raw[dev], search_calibrated(s.raw, gold, n_search, groups,
                                                                       label_range=splits.label_range, seed=spec.seed),
                               s.calibrator, s.failure_rate) for s in scored]
-    gate_result = gate(spec.pick, on_dev, gold[dev], groups_of(splits.dev), challengers, winner)
+    gate_result = gate(spec.pick, on_dev, gold[dev], spec.ranking(groups_of(splits.dev)), challengers, winner)
     if spec.gate == "nested":  # every labeled item chooses and confirms (see judgetune.stats.nested_gate)
         panel_index = len(scored) - 1 if panel is not None and len(scored) - 1 in challengers else None
-        winner, gate_result = nested_test(scored, gold, groups, challengers, seed=spec.seed, described=gate_result,
-                                          panel=panel_index)
+        winner, gate_result = nested_test(scored, gold, spec.ranking(groups), challengers, seed=spec.seed,
+                                          described=gate_result, panel=panel_index)
     chosen = winner if winner is not None and gate_result["passed"] else 0
     if gate_result["refused"]:
         log.warning("%s: the gate made no test: %s", spec.name, gate_result["refused"])
@@ -361,7 +364,7 @@ def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
         judge = judge_for(params, spec.judge, lm, seed=spec.seed, demo_pool=splits.demo_pool,
                           label_range=splits.label_range, instructions=instructions)
         mae, rho, info = objectives(judge.judge_all(splits.dev), splits.dev, label_range=splits.label_range,
-                                    seed=spec.seed)
+                                    seed=spec.seed, pooled=spec.pooled)
         rows.append({"number": trial.number, "default": False, "params": dict(trial.params),
                      "on_front": trial.number in front, "search": {"mae": trial.values[0], "spearman": trial.values[1]},
                      "mae": mae, "spearman": rho, **info})

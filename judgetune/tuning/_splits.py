@@ -101,17 +101,20 @@ def _warn_few_questions(spec: RunSpec, selection: list[Example], dev: list[Examp
     dev_questions = len({e.group_key for e in dev})
     nested = spec.gate == "nested"
     tested, least = (questions, FOLDS) if nested else (dev_questions, MIN_GATE_GROUPS)
-    if questions >= MIN_SELECTION_GROUPS and tested >= MIN_SELECTION_GROUPS:
-        _warn_few_ranked(spec, selection, dev, questions)
+    if questions >= MIN_SELECTION_GROUPS and (tested >= MIN_SELECTION_GROUPS or spec.pooled):
+        if not spec.pooled:
+            _warn_few_ranked(spec, selection, dev, questions)
         return
     hint = ("keep fewer answers per question (--per-question N) to see more questions" if spec.per_question is None
             else "raise --search-items / --dev-items")
-    gate = (f"makes no test with fewer than {least} (the default ships)" if tested < least
-            else "can hardly tell judges apart with so few")
-    log.warning("%s: the %d selection items (search and dev) come from only %d question(s), the %d dev items from %d; "
-                "the gate tests on the %s questions: the calibrator learns from few questions and may not carry to "
-                "others, and the gate %s; %s", spec.data, len(selection), questions, len(dev), dev_questions,
-                "search and dev" if nested else "dev", gate, hint)
+    gate = (f"tests on the {'search and dev' if nested else 'dev'} questions and "
+            + (f"makes no test with fewer than {least} (the default ships)" if tested < least
+               else "can hardly tell judges apart with so few"))
+    if spec.pooled:
+        gate = "ranks the items pooled (--pooled)"
+    log.warning("%s: the %d selection items (search and dev) come from only %d question(s), the %d dev items from %d: "
+                "the calibrator learns from few questions and may not carry to others, and the gate %s; %s",
+                spec.data, len(selection), questions, len(dev), dev_questions, gate, hint)
 
 
 def _ranked_questions(items: list[Example]) -> int:
@@ -132,8 +135,7 @@ def _warn_few_ranked(spec: RunSpec, selection: list[Example], dev: list[Example]
         return
     log.warning("%s: of the %d questions of the search and dev items, only %d hold more than one label value: figures "
                 "rank answers within a question, so the search and the gate learn from those alone, and the gate %s; "
-                "if the groups are clusters (documents) rather than questions whose answers are ranked, a data file "
-                "without the group field ranks all items together (items of one group may then fall in different "
-                "splits)",
+                "if the groups are clusters (documents) rather than questions whose answers are ranked, --pooled "
+                "(pooled=True) ranks all items together and keeps the groups for the splits",
                 spec.data, questions, ranked,
                 "makes no test (the default ships)" if refused else "can hardly tell judges apart")
