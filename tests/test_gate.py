@@ -103,15 +103,19 @@ def test_with_enough_dev_questions_a_clear_edge_passes_and_noise_does_not():
     assert sum(passed) <= 3
 
 
-def test_the_few_questions_warning_counts_the_dev_questions(tmp_path, caplog):
+def test_the_few_questions_warning_counts_the_questions_the_gate_tests_on(tmp_path, caplog):
     data = tmp_path / "g.jsonl"
     lines = [{"id": f"{g}-{j}", "answer": "word " * (1 + (g + j) % 5), "reference": "word word word", "group": f"g{g}",
               "label": 1 + (g + j) % 5} for g in range(40) for j in range(3)]
     data.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    with caplog.at_level("WARNING", logger="judgetune.tuning"):
-        prepare_splits(RunSpec(name="x", judge="rubric", data=str(data), search_items=30, dev_items=6))
+    with caplog.at_level("WARNING", logger="judgetune.tuning"):  # the dev gate tests on the 2 dev questions
+        prepare_splits(RunSpec(name="x", judge="rubric", data=str(data), search_items=30, dev_items=6, gate="on"))
     few = [r.getMessage() for r in caplog.records if "selection items" in r.getMessage()]
-    assert len(few) == 1 and "the 6 dev items the gate tests on from 2" in few[0], few  # 12 selection questions
+    assert len(few) == 1 and "the 6 dev items from 2" in few[0] and "tests on the dev questions" in few[0], few
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="judgetune.tuning"):  # the nested gate on all 12 selection questions
+        prepare_splits(RunSpec(name="x", judge="rubric", data=str(data), search_items=30, dev_items=6))
+    assert not [r for r in caplog.records if "selection items" in r.getMessage()]
 
 
 # 3. grouped Spearman is paired
