@@ -291,8 +291,10 @@ class JudgeConfig(BaseModel):
             return out
         values = np.asarray([verdicts[i].score for i in kept], dtype=float)
         if self.calibrator is not None:
-            mapped = calibrator_from_dict(self.calibrator).predict(values)
-            _warn_if_pinned(mapped, values, self.label_range)
+            calibrator = calibrator_from_dict(self.calibrator)
+            mapped = calibrator.predict(values)
+            if not calibrator.is_flat():  # a flat map gives one score by design (said when it was fitted)
+                _warn_if_pinned(mapped, values, self.label_range)
         else:
             (lo, hi) = self.label_range
             mapped = []

@@ -258,6 +258,21 @@ def test_a_calibrator_off_the_scale_is_warned_about(tmp_path, run_cli, caplog):
     assert code == 0 and "maps all 6 items" in caplog.text and "to the top of the scale, 5" in caplog.text
 
 
+@pytest.mark.parametrize("calibrator", [{"kind": "isotonic", "x": [0.2, 0.9], "y": [1.0, 1.0]},
+                                        {"kind": "linear", "slope": 0.0, "intercept": 1.0},
+                                        {"kind": "constant", "value": 1.0}])
+def test_a_flat_calibrator_at_the_bottom_is_not_called_off_the_scale(tmp_path, run_cli, caplog, calibrator):
+    """A fitted map that gives every item the labels' median (1 here: a binary-like label mostly at its bottom) is on
+    the scale; it was said to be flat when it was fitted, and scoring does not call it off the scale."""
+    config = JudgeConfig(judge="length", params={}, lm=None, instruction=None, demos=[], label_range=[1.0, 5.0],
+                         calibrator={**calibrator, "label_range": [1.0, 5.0]})
+    path = config.save(tmp_path / "judge.json")
+    code, _, err = run_cli(["score", "--config", str(path), "--data", str(jsonl(tmp_path / "d.jsonl", rows(6))),
+                            "--out", str(tmp_path / "o.jsonl")])
+    assert code == 0, err
+    assert "maps all" not in caplog.text and "off the scale" not in caplog.text + err
+
+
 def test_a_resumed_study_takes_more_trials(tmp_path):
     from judgetune.tuning import RunSpec, finished_trials, open_study
 

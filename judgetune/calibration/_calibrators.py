@@ -63,6 +63,10 @@ class Calibrator(RegressorMixin, BaseEstimator):
     def _map(self, raw: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def is_flat(self) -> bool:
+        """Whether the fitted map gives every raw score the same value (it ranks nothing)."""
+        raise NotImplementedError
+
     def to_dict(self) -> dict[str, Any]:
         """The fitted calibrator as plain JSON (``calibrator_from_dict`` reads it back)."""
         raise NotImplementedError
@@ -90,6 +94,9 @@ class LinearCalibrator(Calibrator):
 
     def _map(self, raw: np.ndarray) -> np.ndarray:
         return self.slope_ * raw + self.intercept_
+
+    def is_flat(self) -> bool:
+        return self.slope_ == 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "label_range": [float(v) for v in self.label_range], "slope": self.slope_,
@@ -140,6 +147,9 @@ class IsotonicCalibrator(Calibrator):
             return np.full_like(raw, self.y_[0])
         return np.interp(raw, self.x_, self.y_)  # clips at the ends, as IsotonicRegression(out_of_bounds="clip")
 
+    def is_flat(self) -> bool:
+        return len(set(self.y_)) <= 1
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "label_range": [float(v) for v in self.label_range], "x": self.x_, "y": self.y_}
 
@@ -159,6 +169,9 @@ class ConstantCalibrator(Calibrator):
 
     def _map(self, raw: np.ndarray) -> np.ndarray:
         return np.full(raw.shape, self.value_)
+
+    def is_flat(self) -> bool:
+        return True
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "label_range": [float(v) for v in self.label_range], "value": self.value_}
@@ -288,6 +301,7 @@ def fit_calibrator(raw: Sequence[float], gold: Sequence[float], *, label_range: 
                     float(mapped[0]), len(raw), ", ".join(f"{k} {v:.3f}" for k, v in cv.items()))
     elif np.ptp(mapped) == 0:
         log.warning("the %s calibrator fitted on %d items is flat: every item will get the same score, %.3f "
-                    "(the judge's scores do not rise with the labels); the frozen judge ranks nothing",
+                    "(no range of the judge's scores has a different median label: they do not rise with the labels, or too "
+                    "few labels differ from the rest, as with a rare class); the frozen judge ranks nothing",
                     best, len(raw), float(mapped[0]))
     return calibrator, cv
