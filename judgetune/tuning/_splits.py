@@ -99,19 +99,21 @@ def _warn_few_questions(spec: RunSpec, selection: list[Example], dev: list[Examp
         return
     questions = len(set(keys))
     dev_questions = len({e.group_key for e in dev})
-    nested = spec.gate == "nested"
-    tested, least = (questions, FOLDS) if nested else (dev_questions, MIN_GATE_GROUPS)
-    if questions >= MIN_SELECTION_GROUPS and (tested >= MIN_SELECTION_GROUPS or spec.pooled):
+    if spec.pooled:  # the gate ranks items, not questions: only the calibrator's questions count
+        few, gate = questions < MIN_SELECTION_GROUPS, "ranks the items pooled (--pooled)"
+    else:
+        nested = spec.gate == "nested"
+        tested, least = (questions, FOLDS) if nested else (dev_questions, MIN_GATE_GROUPS)
+        few = min(questions, tested) < MIN_SELECTION_GROUPS
+        gate = (f"tests on the {'search and dev' if nested else 'dev'} questions and "
+                + (f"makes no test with fewer than {least} (the default ships)" if tested < least
+                   else "can hardly tell judges apart with so few"))
+    if not few:
         if not spec.pooled:
             _warn_few_ranked(spec, selection, dev, questions)
         return
     hint = ("keep fewer answers per question (--per-question N) to see more questions" if spec.per_question is None
             else "raise --search-items / --dev-items")
-    gate = (f"tests on the {'search and dev' if nested else 'dev'} questions and "
-            + (f"makes no test with fewer than {least} (the default ships)" if tested < least
-               else "can hardly tell judges apart with so few"))
-    if spec.pooled:
-        gate = "ranks the items pooled (--pooled)"
     log.warning("%s: the %d selection items (search and dev) come from only %d question(s), the %d dev items from %d: "
                 "the calibrator learns from few questions and may not carry to others, and the gate %s; %s",
                 spec.data, len(selection), questions, len(dev), dev_questions, gate, hint)
