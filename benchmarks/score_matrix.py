@@ -1,16 +1,17 @@
 """Score matrices (issue 47): a fixed set of candidate judges scored once on every item of a set.
 
 The candidates are the kind's default (candidate 0) and settings drawn from its search space by Optuna's
-random sampler (seeded; duplicates drawn again). Every candidate judges every matrix item once; the raw
-scores (``null`` where the judge failed, with the reason beside it) are saved after each chunk of items,
-so a killed run resumes where it stopped and a partial file is already usable: ``scored`` items (a prefix
-of ``items``) are done for every candidate. Demos (``k > 0``) come from a seeded pool of training items
-that is kept out of the matrix. Selection rules are then evaluated from the file in seconds
-(``benchmarks/rules.py``), with no LM time.
+random sampler (seeded; duplicates drawn again), or, with ``--candidate``, named variants of the default
+(an ablation: each ``--candidate '{"direction": "source"}'`` is the default with those settings changed).
+Every candidate judges every matrix item once; the raw scores (``null`` where the judge failed, with the
+reason beside it) are saved after each chunk of items, so a killed run resumes where it stopped and a partial
+file is already usable: ``scored`` items (a prefix of ``items``) are done for every candidate. Demos
+(``k > 0``) come from a seeded pool of training items that is kept out of the matrix. Selection rules are then
+evaluated from the file in seconds (``benchmarks/rules.py``), with no LM time.
 
     python benchmarks/score_matrix.py --lm local:smollm2 --judge likelihood --set sts2012-msrpar \\
         [--items 900] [--per-question N] [--candidates 8] [--chunk 50] [--demo-pool 40] [--seed 0] \\
-        [--fix KEY=VALUE ...] [--out PATH]
+        [--fix KEY=VALUE ...] [--candidate JSON ...] [--out PATH]
 
 Writes ``benchmarks/results/matrix-<lm>-<judge>-<set>.json``: ``meta`` (``lm``, ``judge``, ``dataset``,
 ``commit``, ``command``, ``complete``, ...), ``candidates`` (each with ``params``; the first is the default),
@@ -82,6 +83,14 @@ def draw_candidates(spec: RunSpec, data_fixed: dict[str, Any], lm, texts: list[s
     return chosen
 
 
+def variant_candidates(default: dict[str, Any], variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The default, then the default with each variant's settings changed (an ablation's candidates)."""
+    unknown = sorted({key for v in variants for key in v} - set(default))
+    if unknown:
+        sys.exit(f"--candidate: {', '.join(unknown)} not searched here; the default's settings: {', '.join(default)}")
+    return [default, *({**default, **v} for v in variants)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lm", default="local:smollm2")
@@ -95,6 +104,8 @@ def main() -> None:
     parser.add_argument("--demo-pool", type=int, default=40, help="training items kept out for demos")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fix", action="append", default=[], metavar="KEY=VALUE", help="a setting never searched")
+    parser.add_argument("--candidate", action="append", type=json.loads, default=[], metavar="JSON",
+                        help="a variant of the default (a JSON object of settings); replaces the random draws")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -108,7 +119,10 @@ def main() -> None:
     lm = load_lm(args.lm)
     data_fixed = fit_space(spec, pool)
     texts = [text for _, text in pool_seeds(spec)]
-    candidates = draw_candidates(spec, data_fixed, lm, texts, args.candidates, args.seed)
+    if args.candidate:
+        candidates = variant_candidates(default_params(spec, data_fixed, lm=lm, instructions=texts), args.candidate)
+    else:
+        candidates = draw_candidates(spec, data_fixed, lm, texts, args.candidates, args.seed)
     state: dict[str, Any]
     if out.exists():
         state = json.loads(out.read_text())
