@@ -66,10 +66,11 @@ def matrix_items(examples: list[datasets.Example], n: int | None, pool_size: int
 
 
 def draw_candidates(spec: RunSpec, data_fixed: dict[str, Any], lm, texts: list[str], count: int,
-                    seed: int) -> list[dict[str, Any]]:
-    """The default, then up to ``count - 1`` distinct settings drawn at random from the kind's search space."""
+                    seed: int, pool: list[datasets.Example], label_range: tuple[float, float]) -> list[dict[str, Any]]:
+    """The default (its data defaults read from the demo ``pool``), then up to ``count - 1`` distinct settings
+    drawn at random from the kind's search space."""
     settled = {**data_fixed, **settled_params(spec, lm)}
-    chosen = [default_params(spec, data_fixed, lm=lm, instructions=texts)]
+    chosen = [default_params(spec, data_fixed, lm=lm, instructions=texts, demo_pool=pool, label_range=label_range)]
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     for _ in range(50 * count):
         if len(chosen) >= count:
@@ -120,9 +121,10 @@ def main() -> None:
     data_fixed = fit_space(spec, pool)
     texts = [text for _, text in pool_seeds(spec)]
     if args.candidate:
-        candidates = variant_candidates(default_params(spec, data_fixed, lm=lm, instructions=texts), args.candidate)
+        default = default_params(spec, data_fixed, lm=lm, instructions=texts, demo_pool=pool, label_range=label_range)
+        candidates = variant_candidates(default, args.candidate)
     else:
-        candidates = draw_candidates(spec, data_fixed, lm, texts, args.candidates, args.seed)
+        candidates = draw_candidates(spec, data_fixed, lm, texts, args.candidates, args.seed, pool, label_range)
     state: dict[str, Any]
     if out.exists():
         state = json.loads(out.read_text())

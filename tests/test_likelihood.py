@@ -142,11 +142,40 @@ def test_source_comes_from_the_data_and_is_not_searched(msrpar, data_root):
     train, _, _ = msrpar
     trec = datasets.load("linkage-trec-dl-nf", root=data_root)[:20]
     assert LikelihoodJudge.data_defaults(train, (0.0, 5.0)) == {"source": "reference"}
-    assert LikelihoodJudge.data_defaults(trec, (0.0, 3.0)) == {"source": "question"}
+    assert LikelihoodJudge.data_defaults(trec, (0.0, 3.0))["source"] == "question"
     searched = {p.name: p.default for p in LikelihoodJudge.space() if p.searched}
     assert "source" not in searched
     params = suggest(optuna.trial.FixedTrial(searched), RunSpec(name="t", judge="likelihood", data="sts2012-msrpar"))
     assert "source" not in params  # FixedTrial would have raised had it been suggested
+
+
+def test_answers_to_one_question_are_scored_by_the_question_and_the_incumbent_says_so(msrpar, data_root):
+    """Several answers to one question: the default direction is P(question | answer), for the untuned judge
+    that ``build`` (and ``evaluate``) gives and for the tuner's incumbent alike; a question per item, or a
+    reference per item, keeps P(answer | source). The tuner's incumbent reads every kind's data defaults, so a
+    fact check on reference-free data starts from ``support``, as ``evaluate`` does (it was ``correctness``)."""
+    from dataclasses import replace
+
+    from judgetune.judges import BuildContext, JudgeSpec, build
+    from judgetune.tuning import RunSpec, default_params
+
+    train, _, _ = msrpar
+    trec = datasets.load("linkage-trec-dl-nf", root=data_root)[:20]
+    assert len({e.question for e in trec}) < len(trec) / 2  # answers sharing their questions
+    own_questions = [replace(e, question=f"{e.question} ({i})") for i, e in enumerate(trec)]
+    assert LikelihoodJudge.data_defaults(trec, (0.0, 3.0)) == {"source": "question", "direction": "source"}
+    assert LikelihoodJudge.data_defaults(own_questions, (0.0, 3.0)) == {"source": "question"}
+    assert "direction" not in LikelihoodJudge.data_defaults(train, (0.0, 5.0))
+
+    untuned = build(JudgeSpec("likelihood", {}), BuildContext(lm=object(), demo_pool=trec, label_range=(0.0, 3.0)))
+    assert untuned.params["direction"] == "source" and untuned.directions() == ("source",)
+    spec = RunSpec(name="t", judge="likelihood", data="linkage-trec-dl-nf")
+    assert default_params(spec, demo_pool=trec, label_range=(0.0, 3.0))["direction"] == "source"
+    assert default_params(spec, demo_pool=train, label_range=(0.0, 5.0))["direction"] == "answer"
+    assert default_params(spec)["direction"] == "answer"  # no data: the declared default
+    check = RunSpec(name="t", judge="factcheck", data="linkage-trec-dl-nf")
+    assert default_params(check, demo_pool=trec, label_range=(0.0, 3.0))["direction"] == "support"
+    assert default_params(check, demo_pool=train, label_range=(0.0, 5.0))["direction"] == "correctness"
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -100,12 +101,22 @@ class LikelihoodJudge(PromptState, Judge):
 
     @classmethod
     def data_defaults(cls, examples: Sequence[Example], label_range: tuple[float, float] | None) -> dict[str, Any]:
-        """The source the examples carry (reference, else question, else context): ``source`` is not searched."""
+        """The source the examples carry (reference, else question, else context): ``source`` is not searched.
+        Where the source is a question that most examples share (several answers to one question),
+        ``direction`` is ``source``: P(question | answer) scores one text under each answer, so the answers
+        are compared on the same tokens (query likelihood; Sachan et al., UPR, 2022), where P(answer | question)
+        rewards short and common answers. Measured on the grading model, TREC-DL's passages ranked at 0.436 per
+        question against 0.105 (the TREC-DL ``-directions`` score matrix in benchmarks/results). A shared reference
+        or context keeps ``answer``: nothing measured says otherwise."""
         if not examples:
             return {}
         counts = {name: sum(bool(target_text(e, name)) for e in examples) for name in SOURCES}
         best = max(SOURCES, key=lambda name: counts[name])  # ties: the first (reference, question, context)
-        return {"source": best} if counts[best] else {}
+        if not counts[best]:
+            return {}
+        questions = Counter(text for e in examples if (text := target_text(e, best)))
+        shared = sum(n for n in questions.values() if n > 1) if best == "question" else 0
+        return {"source": best, **({"direction": "source"} if shared > counts[best] / 2 else {})}
 
     def spec(self) -> JudgeSpec:
         return replace(super().spec(), instruction=self.instruction, demos=tuple(self.demos))

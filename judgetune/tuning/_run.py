@@ -119,7 +119,8 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     instructions = InstructionPool(study).texts()
     # the run's unsearched settings and its untuned default, once for selection, freezing and the test
     settled = settled_params(spec, lm)
-    default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
+    default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions, demo_pool=splits.demo_pool,
+                             label_range=splits.label_range)
     with stage(f"{spec.name}: choosing among the candidates on {len(splits.selection)} search and dev items",
                enabled=progress):
         if spec.gate in ("on", "nested"):

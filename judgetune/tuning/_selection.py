@@ -244,7 +244,8 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
     gold = np.asarray([e.judgment for e in items], dtype=float)
     groups = groups_of(items)
     if default is None:
-        default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions)
+        default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions,
+                                 demo_pool=splits.demo_pool, label_range=splits.label_range)
     if settled is None:
         settled = settled_params(spec, lm)
     trials: list[tuple[int | None, dict[str, Any]]] = [(_trial_number(study, default), default)]

@@ -95,14 +95,19 @@ def pool_seeds(spec: RunSpec) -> list[tuple[str, str]]:
 
 
 def default_params(spec: RunSpec, data_fixed: dict[str, Any] | None = None, *, lm: JudgeLM | None = None,
-                   instructions: Sequence[str] = ()) -> dict[str, Any]:
+                   instructions: Sequence[str] = (), demo_pool: Sequence[Example] = (),
+                   label_range: tuple[float, float] | None = None) -> dict[str, Any]:
     """The incumbent's trial parameters: ``suggest`` answered by an Optuna ``FixedTrial`` holding every
-    knob's declared default, so the names and encodings are the search's own. Its instruction is the
-    kind's default one, found in the pool by text; with a criterion, whose wording replaces the generic
-    ones, the criterion alone (the pool's first). Its demos, if the default shows any, are draw 0."""
+    knob's default, so the names and encodings are the search's own. A knob's default is the kind's data
+    default for ``demo_pool`` where it has one (what ``build``, and so ``evaluate``, gives the untuned judge on
+    this data: a fact check's ``support`` direction without references), else the declared one. Its
+    instruction is the kind's default one, found in the pool by text; with a criterion, whose wording replaces
+    the generic ones, the criterion alone (the pool's first). Its demos, if the default shows any, are draw 0."""
     settled = {**(data_fixed or {}), **settled_params(spec, lm)}
     cls = judge_class(spec.judge)
     defaults: dict[str, Any] = {p.name: p.default for p in cls.space_for(settled)}
+    if demo_pool or label_range is not None:  # as ``build`` decides whether the data speaks
+        defaults.update((k, v) for k, v in cls.data_defaults(list(demo_pool), label_range).items() if k in defaults)
     if instructions and "instruction" in defaults:
         text = cls.INSTRUCTIONS.get(defaults["instruction"])
         defaults["instruction"] = instructions.index(text) if text in instructions else 0

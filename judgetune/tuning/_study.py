@@ -216,8 +216,9 @@ def run_trials(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None, splits: S
     """
     pool = InstructionPool(study)
     pool.seed(pool_seeds(spec))
-    study.enqueue_trial(default_params(spec, splits.data_fixed, lm=lm, instructions=pool.texts()),
-                        user_attrs={"incumbent": True}, skip_if_exists=True)
+    default = default_params(spec, splits.data_fixed, lm=lm, instructions=pool.texts(), demo_pool=splits.demo_pool,
+                             label_range=splits.label_range)
+    study.enqueue_trial(default, user_attrs={"incumbent": True}, skip_if_exists=True)
     rounds = spec.rounds if spec.proposals and proposer is not None else 1
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     for r in range(rounds):
