@@ -114,8 +114,10 @@ class LikelihoodJudge(PromptState, Judge):
         best = max(SOURCES, key=lambda name: counts[name])  # ties: the first (reference, question, context)
         if not counts[best]:
             return {}
+        if best != "question":
+            return {"source": best}
         questions = Counter(text for e in examples if (text := target_text(e, best)))
-        shared = sum(n for n in questions.values() if n > 1) if best == "question" else 0
+        shared = sum(n for n in questions.values() if n > 1)
         return {"source": best, **({"direction": "source"} if shared > counts[best] / 2 else {})}
 
     def spec(self) -> JudgeSpec:
