@@ -208,6 +208,26 @@ def test_fit_space_keeps_what_the_data_can_use_and_the_users_fixed_settings(tmp_
     assert fit_space(RunSpec(name="x", judge="hybrid", data="unused"), graded)["normalization"] == "global"
 
 
+def test_the_pairwise_mode_is_the_datas_and_never_searched(caplog):
+    """The other mode fails on every item, so a trial spent on it is a trial lost from the user's budget."""
+    from judgetune.datasets import Example, Reference
+    from judgetune.tuning import suggest
+
+    single = [Example(id=str(i), answer=f"a {i}", question="q", references=(Reference("r", 1.0),), label=i % 3,
+                      group="g") for i in range(6)]
+    pairs = [Example(id=str(i), answer=f"a {i}", answer_b=f"b {i}", preference=1.0) for i in range(6)]
+    spec = RunSpec(name="x", judge="pairwise", data="unused")
+    with caplog.at_level(logging.WARNING):
+        assert fit_space(spec, single) == {"mode": "references"}
+    assert "fixed mode=references (0 of 6 training items hold a second answer)" in caplog.text
+    assert fit_space(spec, pairs) == {"mode": "answers"}
+    assert fit_space(RunSpec(name="x", judge="pairwise", data="unused", fixed={"mode": "answers"}), single) == {}
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(8):
+        trial = study.ask()
+        assert suggest(trial, spec, fit_space(spec, single))["mode"] == "references" and "mode" not in trial.params
+
+
 def test_evaluate_hybrid_without_mpnet_leaves_it_out_in_one_line(tmp_path, run_cli, caplog, no_mpnet):
     path = tmp_path / "noref.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in reference_free_rows()))

@@ -39,6 +39,14 @@ class PairwiseJudge(LMJudge):
     def data_defaults(cls, examples, label_range):
         return {"mode": "answers" if any(ex.answer_b is not None for ex in examples) else "references"}
 
+    @classmethod
+    def left_out(cls, examples: list[Example]) -> dict[str, tuple[str, str]]:
+        """``mode`` is the data's, never searched: the other mode fails on every item (a second answer
+        that is not there; references beside pairs that are compared with each other)."""
+        pairs = sum(ex.answer_b is not None for ex in examples)
+        return {"mode": (cls.data_defaults(examples, None)["mode"],
+                         f"{pairs} of {len(examples)} training items hold a second answer")}
+
     def __init__(self, lm=None, *, seed: int = 0, **kwargs):
         super().__init__(lm, **kwargs)
         self.seed = seed
