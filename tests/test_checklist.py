@@ -106,3 +106,20 @@ def test_a_pairwise_item_scores_answer_b_minus_answer(embedded_lm):
     verdict = judge.judge_all([item])[0]
     assert verdict.parsed and -1.0 <= verdict.score <= 1.0
     assert judge.range_for([item]) == (-1.0, 1.0)
+
+
+def test_the_tuners_incumbent_checklist_fits_the_fields_the_items_carry():
+    """The untuned default a tuned checklist is measured against is the one ``evaluate`` would build on this
+    data: ``content`` needs references, so reference-free answers start from ``quality``."""
+    from judgetune.datasets import Reference
+    from judgetune.tuning import RunSpec, default_params, pool_seeds
+
+    bare = [Example(id=str(i), question="q", answer=f"a {i}", label=i % 3) for i in range(6)]
+    cited = [Example(id=str(i), question="q", answer=f"a {i}", references=(Reference("r"),), label=i % 3)
+             for i in range(6)]
+    spec = RunSpec(name="t", judge="checklist", data="unused")
+    assert default_params(spec, demo_pool=bare, label_range=(0.0, 2.0))["instruction"] == "quality"
+    assert default_params(spec, demo_pool=cited, label_range=(0.0, 2.0))["instruction"] == "content"
+    texts = [text for _, text in pool_seeds(spec)]
+    chosen = default_params(spec, demo_pool=bare, label_range=(0.0, 2.0), instructions=texts)["instruction"]
+    assert texts[chosen] == ChecklistJudge.INSTRUCTIONS["quality"]
