@@ -115,8 +115,7 @@ def build(spec: JudgeSpec, context: BuildContext | None = None) -> Judge:
     if problems:  # e.g. demo_pool: what a judge draws on comes from the context, never from params
         raise ValueError("; ".join(problems))
     examples = context.examples()
-    has_data = bool(examples) or context.label_range is not None
-    defaults = cls.data_defaults(examples, context.label_range) if has_data else {}
+    defaults = data_defaults(spec.kind, examples, context.label_range)
     kwargs: dict[str, Any] = {**_REGISTRY[spec.kind].fixed, **defaults, **spec.params}
     if cls.uses_references:  # references of the demos, from the training examples
         kwargs.update(pool=ReferencePool(context.demo_pool), seed=spec.seed)
@@ -144,9 +143,12 @@ for _cls in (BM25Judge, OverlapJudge, LengthJudge, ReferenceSimilarityJudge, Hyb
     register(_cls.kind, _cls)
 
 
-def data_defaults(kind: str, examples: Sequence[Example], label_range: tuple[float, float]) -> dict[str, Any]:
-    """Judge settings that fit the data when the user sets none (the tuner searches them instead)."""
-    return judge_class(kind).data_defaults(examples, label_range)
+def data_defaults(kind: str, examples: Sequence[Example], label_range: tuple[float, float] | None) -> dict[str, Any]:
+    """Judge settings that fit the data when the user sets none (what ``build`` gives the untuned judge, and
+    the tuner's incumbent starts from); none without data (no examples and no label range)."""
+    if not examples and label_range is None:
+        return {}
+    return judge_class(kind).data_defaults(list(examples), label_range)
 
 
 def build_judge(kind: str, lm=None, **params: Any) -> Judge:

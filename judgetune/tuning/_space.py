@@ -10,7 +10,17 @@ from typing import Any
 import optuna
 
 from judgetune.datasets import Example
-from judgetune.judges import BuildContext, Choice, IntRange, JudgeSpec, build, judge_class, member_record, pick_demos
+from judgetune.judges import (
+    BuildContext,
+    Choice,
+    IntRange,
+    JudgeSpec,
+    build,
+    data_defaults,
+    judge_class,
+    member_record,
+    pick_demos,
+)
 from judgetune.lm import JudgeLM, resolve_scoring_mode
 from judgetune.tuning._pool import seed_instructions
 from judgetune.tuning._spec import RunSpec
@@ -106,8 +116,7 @@ def default_params(spec: RunSpec, data_fixed: dict[str, Any] | None = None, *, l
     settled = {**(data_fixed or {}), **settled_params(spec, lm)}
     cls = judge_class(spec.judge)
     defaults: dict[str, Any] = {p.name: p.default for p in cls.space_for(settled)}
-    if demo_pool or label_range is not None:  # as ``build`` decides whether the data speaks
-        defaults.update((k, v) for k, v in cls.data_defaults(list(demo_pool), label_range).items() if k in defaults)
+    defaults.update((k, v) for k, v in data_defaults(spec.judge, demo_pool, label_range).items() if k in defaults)
     if instructions and "instruction" in defaults:
         text = cls.INSTRUCTIONS.get(defaults["instruction"])
         defaults["instruction"] = instructions.index(text) if text in instructions else 0
