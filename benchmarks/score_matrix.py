@@ -4,8 +4,9 @@ The candidates are the kind's default (candidate 0) and settings drawn from its 
 random sampler (seeded; duplicates drawn again), or, with ``--candidate``, named variants of the default
 (an ablation: each ``--candidate '{"direction": "source"}'`` is the default with those settings changed).
 Every candidate judges every matrix item once; the raw scores (``null`` where the judge failed, with the
-reason beside it) are saved after each chunk of items, so a killed run resumes where it stopped and a partial
-file is already usable: ``scored`` items (a prefix of ``items``) are done for every candidate. Demos
+reason beside it) are saved after each chunk of items, so a killed run resumes where it stopped (a run with
+more ``--items`` extends the file: the new items follow the old ones) and a partial file is already usable:
+``scored`` items (a prefix of ``items``) are done for every candidate. Demos
 (``k > 0``) come from a seeded pool of training items that is kept out of the matrix. Selection rules are then
 evaluated from the file in seconds (``benchmarks/rules.py``), with no LM time.
 
@@ -126,10 +127,15 @@ def main() -> None:
     else:
         candidates = draw_candidates(spec, data_fixed, lm, texts, args.candidates, args.seed, pool, label_range)
     state: dict[str, Any]
-    if out.exists():
+    if out.exists():  # resume; with more --items than before, the new items follow the old ones (the same order)
         state = json.loads(out.read_text())
-        if [c["params"] for c in state["candidates"]] != candidates or state["items"]["ids"] != [e.id for e in items]:
+        had = len(state["items"]["ids"])
+        if [c["params"] for c in state["candidates"]] != candidates or state["items"]["ids"] != [e.id for e in items[:had]]:
             sys.exit(f"{out}: made with other candidates or items; remove it or pass --out")
+        if len(items) > had:
+            state["items"] = {"ids": [e.id for e in items], "labels": [e.judgment for e in items],
+                              "groups": [e.group_key for e in items]}
+            state["meta"].update(complete=False, extended=meta(sys.argv))
     else:
         state = {"meta": {**meta(sys.argv), "lm": args.lm, "judge": args.judge, "dataset": args.dataset,
                           "complete": False, "seed": args.seed,
