@@ -133,7 +133,7 @@ class Objective:
                 raw = np.asarray([k[0] for k in kept], dtype=float)
                 pred, _, _ = cross_fitted(raw, gold, label_range=s.label_range,
                                           groups=[k[2] for k in kept], seed=spec.seed)
-                keys = spec.ranking(groups_of([e for v, e in zip(verdicts, done) if v.parsed]))
+                keys = None if spec.pooled else groups_of([e for v, e in zip(verdicts, done) if v.parsed])
                 if clearly_dominated(pred, raw, gold, keys, front, seed=spec.seed):
                     trial.set_user_attr("pruned_after_items", len(verdicts))
                     raise optuna.TrialPruned(f"clearly dominated after {len(verdicts)} items")

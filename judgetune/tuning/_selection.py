@@ -243,6 +243,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
     dev = slice(n_search, len(items))
     gold = np.asarray([e.judgment for e in items], dtype=float)
     groups = groups_of(items)
+    ranked = None if spec.pooled else groups  # what Spearman ranks within: the questions, or every item (pooled)
     if default is None:
         default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions,
                                  demo_pool=splits.demo_pool, label_range=splits.label_range)
@@ -265,7 +266,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
                **({"panel": True} if PANEL in params else {}),
                "search": {"mae": search[0], "spearman": search[1]} if search else None,
                "mae": float(np.mean(np.abs(s.pred - gold))),
-               "spearman": spearman_figure(s.raw, gold, spec.ranking(groups)),
+               "spearman": spearman_figure(s.raw, gold, ranked),
                "search_figure": _num(search_figure(spec.pick, on_search[i], gold[:n_search], groups_of(splits.search),
                                                    label_range=splits.label_range, seed=spec.seed,
                                                    pooled=spec.pooled)),
@@ -288,10 +289,11 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
     on_dev = [CandidateFigures(s.params, s.raw[dev], search_calibrated(s.raw, gold, n_search, groups,
                                                                       label_range=splits.label_range, seed=spec.seed),
                               s.calibrator, s.failure_rate) for s in scored]
-    gate_result = gate(spec.pick, on_dev, gold[dev], spec.ranking(groups_of(splits.dev)), challengers, winner)
+    gate_result = gate(spec.pick, on_dev, gold[dev], None if spec.pooled else groups_of(splits.dev), challengers,
+                       winner)
     if spec.gate == "nested":  # every labeled item chooses and confirms (see judgetune.stats.nested_gate)
         panel_index = len(scored) - 1 if panel is not None and len(scored) - 1 in challengers else None
-        winner, gate_result = nested_test(scored, gold, spec.ranking(groups), challengers, seed=spec.seed,
+        winner, gate_result = nested_test(scored, gold, ranked, challengers, seed=spec.seed,
                                           described=gate_result, panel=panel_index)
     chosen = winner if winner is not None and gate_result["passed"] else 0
     if gate_result["refused"]:

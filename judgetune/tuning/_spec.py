@@ -58,9 +58,9 @@ class RunSpec:
     # settings); the signal-only hybrid stays the default the gate tests a stacked judge against
     panel: bool = False  # selection adds one more candidate: the panel of every candidate scored (each standardized
     # by its search-item scores, averaged), gated like any other and frozen with its members
-    pooled: bool = False  # the search's and the gate's Spearman over all items together, not per question: for
-    # groups that are clusters (a document's claims) rather than questions whose answers are ranked; the groups
-    # still keep items together in the splits and the calibrator's folds
+    pooled: bool = False  # the search's and the gate's Spearman over all items together, not within each question
+    # (nor resampled by question): for groups that are clusters (a document's claims) rather than questions whose
+    # answers are ranked; the groups still keep items together in the splits and the calibrator's folds
 
     def __post_init__(self) -> None:
         if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:
@@ -97,7 +97,3 @@ class RunSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    def ranking(self, groups: list[str] | None) -> list[str] | None:
-        """The questions Spearman is taken within (and the gate resamples): ``groups``, or none when pooled."""
-        return None if self.pooled else groups
