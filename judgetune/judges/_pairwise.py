@@ -41,8 +41,8 @@ class PairwiseJudge(LMJudge):
 
     @classmethod
     def left_out(cls, examples: list[Example]) -> dict[str, tuple[str, str]]:
-        """``mode`` is the data's, never searched: the other mode fails on every item (a second answer
-        that is not there; references beside pairs that are compared with each other)."""
+        """``mode`` is the data's, never searched: the other mode fails on every item (``answers`` needs a
+        second answer, ``references`` an answer alone beside graded references)."""
         pairs = sum(ex.answer_b is not None for ex in examples)
         return {"mode": (cls.data_defaults(examples, None)["mode"],
                          f"{pairs} of {len(examples)} training items hold a second answer")}
