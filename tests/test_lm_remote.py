@@ -49,8 +49,8 @@ def test_a_fault_then_success_answers_the_item():
 
 def test_thousand_requests_with_20_percent_faults_lose_nothing():
     items = [f"item-{i}" for i in range(1000)]
-    # a client timeout well above an answer's time under load: an "ok" that arrives after the client gave up
-    # would be retried, and the count of "ok" below would fail on a busy machine (seen at 0.3 s in CI)
+    # a client timeout well above an answer's time under load (at 0.3 s, answers that arrived after the client had
+    # given up were retried by the dozen on a busy CI machine; at 1.5 s, one in 1000 was)
     with FaultServer(fault_rate=0.2, hang=2.5, seed=7) as server:
         c = client(server, max_retries=2, timeout=1.5)
         outcomes = run_items(lambda item: ask(c, item), items, concurrency=16)
@@ -59,15 +59,18 @@ def test_thousand_requests_with_20_percent_faults_lose_nothing():
     for item, outcome in server.log:
         attempts[item].append(outcome)
     assert set(attempts) == set(items)
+    late = 0  # an answer that came after the client had given up (a starved server thread) is asked again
     for item, outcome in zip(items, outcomes):
         tries = attempts[item]
         if outcome.ok:
-            assert outcome.value == answer_for(item) and tries[-1] == "ok" and tries.count("ok") == 1
+            assert outcome.value == answer_for(item) and tries[-1] == "ok"
+            late += tries.count("ok") > 1
         else:  # failed only when every one of its 3 attempts was a fault, and says which
             assert tries == [t for t in tries if t in FAULTS] and len(tries) == 3
             assert outcome.error and "gave up after 3 attempts" in outcome.error
     failed = sum(not o.ok for o in outcomes)
     assert 0 < failed < 30  # about 1000 * 0.2**3 = 8 expected
+    assert late <= 10  # rare, and only on a busy machine (one in 1000 was seen in CI): never the rule
     assert {t for tries in attempts.values() for t in tries} == {"ok", *FAULTS}
 
 
