@@ -126,15 +126,15 @@ def main() -> None:
         candidates = variant_candidates(default, args.candidate)
     else:
         candidates = draw_candidates(spec, data_fixed, lm, texts, args.candidates, args.seed, pool, label_range)
+    table = {"ids": [e.id for e in items], "labels": [e.judgment for e in items], "groups": [e.group_key for e in items]}
     state: dict[str, Any]
     if out.exists():  # resume; with more --items than before, the new items follow the old ones (the same order)
         state = json.loads(out.read_text())
         had = len(state["items"]["ids"])
-        if [c["params"] for c in state["candidates"]] != candidates or state["items"]["ids"] != [e.id for e in items[:had]]:
+        if [c["params"] for c in state["candidates"]] != candidates or state["items"]["ids"] != table["ids"][:had]:
             sys.exit(f"{out}: made with other candidates or items; remove it or pass --out")
         if len(items) > had:
-            state["items"] = {"ids": [e.id for e in items], "labels": [e.judgment for e in items],
-                              "groups": [e.group_key for e in items]}
+            state["items"] = table
             state["meta"].update(complete=False, extended=meta(sys.argv))
     else:
         state = {"meta": {**meta(sys.argv), "lm": args.lm, "judge": args.judge, "dataset": args.dataset,
@@ -143,8 +143,7 @@ def main() -> None:
                           "label_range": list(label_range), "demo_pool": [e.id for e in pool], "texts": texts,
                           "data_fixed": data_fixed},
                  "candidates": [{"name": "default" if i == 0 else f"c{i}", "params": p} for i, p in enumerate(candidates)],
-                 "items": {"ids": [e.id for e in items], "labels": [e.judgment for e in items],
-                           "groups": [e.group_key for e in items]},
+                 "items": table,
                  "scored": 0, "scores": [[] for _ in candidates], "failures": [[] for _ in candidates],
                  "seconds": [0.0 for _ in candidates]}
     judges = [judge_for({**p, **data_fixed, **settled_params(spec, lm)}, spec.judge, lm, seed=spec.seed, demo_pool=pool,
