@@ -6,13 +6,15 @@ random sampler (seeded; duplicates drawn again), or, with ``--candidate``, named
 Every candidate judges every matrix item once; the raw scores (``null`` where the judge failed, with the
 reason beside it) are saved after each chunk of items, so a killed run resumes where it stopped (a run with
 more ``--items`` extends the file: the new items follow the old ones) and a partial file is already usable:
-``scored`` items (a prefix of ``items``) are done for every candidate. Demos
+``scored`` items (a prefix of ``items``) are done for every candidate. A file whose first candidate is an older
+default (the kind's default has changed since) is refused, unless ``--as-stored``: then its stored candidates are
+scored on the new items as they are, the first still the file's own default. Demos
 (``k > 0``) come from a seeded pool of training items that is kept out of the matrix. Selection rules are then
 evaluated from the file in seconds (``benchmarks/rules.py``), with no LM time.
 
     python benchmarks/score_matrix.py --lm local:smollm2 --judge likelihood --set sts2012-msrpar \\
         [--items 900] [--per-question N] [--candidates 8] [--chunk 50] [--demo-pool 40] [--seed 0] \\
-        [--fix KEY=VALUE ...] [--candidate JSON ...] [--out PATH]
+        [--fix KEY=VALUE ...] [--candidate JSON ...] [--as-stored] [--out PATH]
 
 Writes ``benchmarks/results/matrix-<lm>-<judge>-<set>.json``: ``meta`` (``lm``, ``judge``, ``dataset``,
 ``commit``, ``command``, ``complete``, ...), ``candidates`` (each with ``params``; the first is the default),
@@ -36,6 +38,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import optuna  # noqa: E402
 from _results import lm_name, meta  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
+from scipy.stats import spearmanr  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
 from judgetune.lm import load_lm  # noqa: E402
@@ -93,6 +96,20 @@ def variant_candidates(default: dict[str, Any], variants: list[dict[str, Any]]) 
     return [default, *({**default, **v} for v in variants)]
 
 
+def drift_check(judges: list, items: list, state: dict[str, Any]) -> None:
+    """Before scoring more items into a file: its first items scored again by today's code must rank as stored
+    (Spearman >= 0.95 per candidate), or the new items would not be comparable with the old."""
+    for j, judge in enumerate(judges):
+        again = [v.score if v.parsed else None for v in judge.judge_all(items)]
+        pairs = [(a, b) for a, b in zip(again, state["scores"][j]) if a is not None and b is not None]
+        rho = spearmanr(*zip(*pairs)).statistic if len(pairs) > 2 else float("nan")
+        gap = max((abs(a - b) for a, b in pairs), default=float("nan"))
+        print(f"{state['candidates'][j]['name']}: the first {len(items)} items again: Spearman {rho:.3f} with the "
+              f"stored scores, at most {gap:.3g} apart", flush=True)
+        if not rho >= 0.95:
+            sys.exit("today's code scores the stored items differently; start a new file (--out)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lm", default="local:smollm2")
@@ -108,6 +125,8 @@ def main() -> None:
     parser.add_argument("--fix", action="append", default=[], metavar="KEY=VALUE", help="a setting never searched")
     parser.add_argument("--candidate", action="append", type=json.loads, default=[], metavar="JSON",
                         help="a variant of the default (a JSON object of settings); replaces the random draws")
+    parser.add_argument("--as-stored", action="store_true",
+                        help="extend an existing file with its own stored candidates (its default may be an old one)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -131,11 +150,19 @@ def main() -> None:
     if out.exists():  # resume; with more --items than before, the new items follow the old ones (the same order)
         state = json.loads(out.read_text())
         had = len(state["items"]["ids"])
+        if args.as_stored:
+            candidates = [c["params"] for c in state["candidates"]]
         if [c["params"] for c in state["candidates"]] != candidates or state["items"]["ids"] != table["ids"][:had]:
             sys.exit(f"{out}: made with other candidates or items; remove it or pass --out")
+        stored = {k: state["meta"][k] for k in ("texts", "data_fixed") if k in state["meta"]}
+        if stored != {k: json.loads(json.dumps(v)) for k, v in (("texts", texts), ("data_fixed", data_fixed))
+                      if k in stored} or state["meta"].get("demo_pool", [e.id for e in pool]) != [e.id for e in pool]:
+            sys.exit(f"{out}: made with other instruction texts, data settings or demos than today's; pass --out")
         if len(items) > had:
             state["items"] = table
             state["meta"].update(complete=False, extended=meta(sys.argv))
+    elif args.as_stored:
+        sys.exit(f"--as-stored: {out} does not exist (it extends a file with the candidates stored there)")
     else:
         state = {"meta": {**meta(sys.argv), "lm": args.lm, "judge": args.judge, "dataset": args.dataset,
                           "complete": False, "seed": args.seed,
@@ -148,6 +175,8 @@ def main() -> None:
                  "seconds": [0.0 for _ in candidates]}
     judges = [judge_for({**p, **data_fixed, **settled_params(spec, lm)}, spec.judge, lm, seed=spec.seed, demo_pool=pool,
                         label_range=label_range, instructions=texts) for p in candidates]
+    if state["scored"] < len(items) and state["scored"] > 0:
+        drift_check(judges, items[:min(args.chunk, state["scored"])], state)
     started = time.time()
     while state["scored"] < len(items):
         chunk = items[state["scored"]:state["scored"] + args.chunk]
