@@ -14,7 +14,9 @@ entered again is not counted again). docs/architecture.md's hand count follows o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import io
 import json
 import statistics
 import sys
@@ -71,7 +73,8 @@ def walks(argv: list[str], ids: set[str]) -> tuple[dict[str, list[str]], dict[st
 
     sys.setprofile(profile)
     try:
-        cli_main(argv)
+        with contextlib.redirect_stdout(io.StringIO()):  # the run's JSON: not what this measures
+            cli_main(argv)
     except SystemExit as stop:
         if stop.code:
             raise
