@@ -38,10 +38,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import optuna  # noqa: E402
 from _results import lm_name, meta  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
-from scipy.stats import spearmanr  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
 from judgetune.lm import load_lm  # noqa: E402
+from judgetune.stats import correlation  # noqa: E402
 from judgetune.tuning import RunSpec, default_params, fit_space, judge_for, pool_seeds, settled_params, suggest  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -102,11 +102,12 @@ def drift_check(judges: list, items: list, state: dict[str, Any]) -> None:
     for j, judge in enumerate(judges):
         again = [v.score if v.parsed else None for v in judge.judge_all(items)]
         pairs = [(a, b) for a, b in zip(again, state["scores"][j]) if a is not None and b is not None]
-        rho = spearmanr(*zip(*pairs)).statistic if len(pairs) > 2 else float("nan")
+        rho = correlation(*zip(*pairs)) if len(pairs) > 2 else None  # None: too few or constant
         gap = max((abs(a - b) for a, b in pairs), default=float("nan"))
-        print(f"{state['candidates'][j]['name']}: the first {len(items)} items again: Spearman {rho:.3f} with the "
+        shown = "undefined" if rho is None else f"{rho:.3f}"
+        print(f"{state['candidates'][j]['name']}: the first {len(items)} items again: Spearman {shown} with the "
               f"stored scores, at most {gap:.3g} apart", flush=True)
-        if not rho >= 0.95:
+        if rho is None or rho < 0.95:
             sys.exit("today's code scores the stored items differently; start a new file (--out)")
 
 
@@ -145,6 +146,7 @@ def main() -> None:
         candidates = variant_candidates(default, args.candidate)
     else:
         candidates = draw_candidates(spec, data_fixed, lm, texts, args.candidates, args.seed, pool, label_range)
+    pool_ids = [e.id for e in pool]
     table = {"ids": [e.id for e in items], "labels": [e.judgment for e in items], "groups": [e.group_key for e in items]}
     state: dict[str, Any]
     if out.exists():  # resume; with more --items than before, the new items follow the old ones (the same order)
@@ -156,7 +158,7 @@ def main() -> None:
             sys.exit(f"{out}: made with other candidates or items; remove it or pass --out")
         stored = {k: state["meta"][k] for k in ("texts", "data_fixed") if k in state["meta"]}
         if stored != {k: json.loads(json.dumps(v)) for k, v in (("texts", texts), ("data_fixed", data_fixed))
-                      if k in stored} or state["meta"].get("demo_pool", [e.id for e in pool]) != [e.id for e in pool]:
+                      if k in stored} or state["meta"].get("demo_pool", pool_ids) != pool_ids:
             sys.exit(f"{out}: made with other instruction texts, data settings or demos than today's; pass --out")
         if len(items) > had:
             state["items"] = table
@@ -167,7 +169,7 @@ def main() -> None:
         state = {"meta": {**meta(sys.argv), "lm": args.lm, "judge": args.judge, "dataset": args.dataset,
                           "complete": False, "seed": args.seed,
                           "per_question": args.per_question,
-                          "label_range": list(label_range), "demo_pool": [e.id for e in pool], "texts": texts,
+                          "label_range": list(label_range), "demo_pool": pool_ids, "texts": texts,
                           "data_fixed": data_fixed},
                  "candidates": [{"name": "default" if i == 0 else f"c{i}", "params": p} for i, p in enumerate(candidates)],
                  "items": table,
