@@ -4,9 +4,9 @@ A small real run from the command line (``judgetune tune --data rows.csv``: the 
 trials, 40 search and 40 dev items, 20 test items, from 100 MSRpar rows written as a CSV) under
 ``sys.setprofile``. A function call in a judgetune module *holds* a row when one of its arguments or locals is
 that row: its ``Example``, a list or tuple of Examples holding it, or the CSV record (a dict with its id). For each
-row the distinct modules that held it are counted, in the order first entered: the strict count of the row's walk
-(every module the row enters, the statistics', the LM backend's and the file writer's included; a module
-entered again is not counted again). docs/architecture.md's hand count follows one search row.
+row the distinct modules that held it are counted, in the order first entered, and the modules on the call stack
+whenever one did (a module entered again is not counted again). Values made from the row (its prompt's text, its
+score, its group key) are not followed: docs/architecture.md's hand count follows those for one search row.
 
     JUDGETUNE_DATA_MIRROR=../shared/data python benchmarks/row_walk.py [--rows 100]
 """

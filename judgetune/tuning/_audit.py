@@ -1,29 +1,25 @@
-"""The audit in a tuning run: candidates held to ``--audit-max`` bounds, and the shipped judge audited.
+"""The audit in a tuning run: candidates held to ``--audit-max`` bounds (the shipped judge's audit on the
+test items is a step of ``finish``, in ``_run.py``).
 
 Every candidate, the default included, is audited on the search items before the gate, on the bounded
 probes only, calibrated as it would ship (its calibrator fitted on the search items, whose answers
 are cached: the bounds are on the human scale): a challenger is turned away when an effect is
-significantly beyond its bound; the default's verdict is recorded (it stays the fallback). The
-shipped judge is audited, calibrated, on the test items after it is frozen (``metrics.audit``).
+significantly beyond its bound; the default's verdict is recorded (it stays the fallback).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
 from judgetune import audit
 from judgetune.calibration import CALIBRATORS, cross_fitted
 from judgetune.config import JudgeConfig
-from judgetune.errors import JudgetuneError
 from judgetune.lm import parse_lm_spec
 from judgetune.tuning._selection import Reject
 from judgetune.tuning._space import judge_for, settled_params
 from judgetune.tuning._spec import RunSpec
 from judgetune.tuning._splits import Splits
-
-log = logging.getLogger(__name__)
 
 
 def audit_reject(spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
@@ -59,14 +55,3 @@ def search_calibrator(judge, splits: Splits, *, seed: int):
     raw, gold, groups = (list(x) for x in zip(*pairs))
     _, kind, _ = cross_fitted(raw, gold, label_range=splits.label_range, groups=groups, seed=seed)
     return CALIBRATORS[kind](splits.label_range).fit(raw, gold)
-
-
-def audit_shipped(config: JudgeConfig, spec: RunSpec, splits: Splits, lm) -> dict[str, Any]:
-    """The audit of the frozen judge on (a sample of) the test items: what ``metrics.audit`` holds
-    (``{"error": why}`` when it could not run, e.g. every test item failed: the run still ships)."""
-    items = audit.audit_sample(splits.test, seed=spec.seed)
-    try:
-        return audit.audit(config, items, lm, bounds=spec.audit_max, seed=spec.seed)
-    except JudgetuneError as err:
-        log.warning("%s: the audit of the shipped judge could not run: %s", spec.name, err)
-        return {"error": str(err)}

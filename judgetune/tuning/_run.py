@@ -17,7 +17,7 @@ import jsonlines
 import numpy as np
 import optuna
 
-from judgetune import datasets
+from judgetune import audit, datasets
 from judgetune._files import atomic_write, exclusive, make_folder
 from judgetune._progress import stage
 from judgetune.calibration import fit_calibrator
@@ -39,7 +39,7 @@ from judgetune.stats import (
     random_baseline_spread,
     versus_constant,
 )
-from judgetune.tuning._audit import audit_reject, audit_shipped
+from judgetune.tuning._audit import audit_reject
 from judgetune.tuning._objective import ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._proposals import load_proposer
@@ -184,6 +184,17 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
         config.metrics["audit"] = audit_shipped(config, spec, splits, lm)
     config.save(run_dir / "judge.json")
     return config
+
+
+def audit_shipped(config: JudgeConfig, spec: RunSpec, splits: Splits, lm) -> dict[str, Any]:
+    """The audit of the frozen judge, calibrated, on (a sample of) the test items: what ``metrics.audit`` holds
+    (``{"error": why}`` when it could not run, e.g. every test item failed: the run still ships)."""
+    items = audit.audit_sample(splits.test, seed=spec.seed)
+    try:
+        return audit.audit(config, items, lm, bounds=spec.audit_max, seed=spec.seed)
+    except JudgetuneError as err:
+        log.warning("%s: the audit of the shipped judge could not run: %s", spec.name, err)
+        return {"error": str(err)}
 
 
 def _against_baselines(metrics: dict[str, Any], test_scores: list, spec: RunSpec, splits: Splits,
