@@ -19,7 +19,8 @@ from judgetune import datasets  # noqa: E402
 from judgetune.evaluation import cost_per_item  # noqa: E402
 from judgetune.judges import make_judge  # noqa: E402
 from judgetune.lm import load_lm, run_items  # noqa: E402
-from judgetune.lm._prefix import plan_phases, reported_usage, source_order  # noqa: E402
+from judgetune.lm._batch import source_order  # noqa: E402
+from judgetune.lm._prefix import plan_phases, reported_usage  # noqa: E402
 
 TOLERANCE = 1e-4  # nats, target log-probs; measured 0.0 with llama.cpp built for AVX-512, within it for AVX2
 # Label probabilities of a prompt evaluated in two passes (source reused, then the rest) against one pass:

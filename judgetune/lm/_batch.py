@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from judgetune._progress import progress as progress_lines
 from judgetune.errors import ItemError
-from judgetune.lm._prefix import source_order
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -28,6 +27,17 @@ class Outcome(Generic[R]):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def source_order(items: Sequence[T], key: Callable[[T], Hashable | None]) -> list[int]:
+    """Indices of ``items`` with those of one key together, groups in order of first appearance and items
+    in their own order inside a group (``None`` keys stay where they are, each a group of its own)."""
+    first: dict[Hashable, int] = {}
+    rank = []
+    for i, item in enumerate(items):
+        k = key(item)
+        rank.append(i if k is None else first.setdefault(k, i))
+    return sorted(range(len(items)), key=lambda i: (rank[i], i))
 
 
 def run_items(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int = 1, progress: bool = False,

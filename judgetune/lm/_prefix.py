@@ -1,5 +1,6 @@
-"""Plan the scoring of many token sequences over the prefixes they share (a prefix tree), and order
-items so that those with a shared source reach a model one after another.
+"""Plan the scoring of many token sequences over the prefixes they share (a prefix tree), and read how
+many prompt tokens a server's prompt cache served (the order that brings items of one source to a model
+one after another is ``_batch.source_order``).
 
 Grouped data (one article with many summaries, one context with many claims, one question with
 many answers) gives prompts that share much more than the instruction and demos. Sorted by their
@@ -92,17 +93,6 @@ def _runs(items: list[T], key: Callable[[T], Hashable]) -> list[list[T]]:
         else:
             runs.append([item])
     return runs
-
-
-def source_order(items: Sequence[T], key: Callable[[T], Hashable | None]) -> list[int]:
-    """Indices of ``items`` with those of one key together, groups in order of first appearance and items
-    in their own order inside a group (``None`` keys stay where they are, each a group of its own)."""
-    first: dict[Hashable, int] = {}
-    rank = []
-    for i, item in enumerate(items):
-        k = key(item)
-        rank.append(i if k is None else first.setdefault(k, i))
-    return sorted(range(len(items)), key=lambda i: (rank[i], i))
 
 
 def reported_usage(body: dict) -> dict[str, int]:
