@@ -1,6 +1,7 @@
 """Stage 8, finish: freeze the chosen judge (calibrated on every labeled non-test item), test it once,
-test the default the same way, and write what tuning bought (``metrics.gain``: shipped minus
-default on the same test items, with paired grouped-bootstrap 95% intervals).
+test the default the same way, write what tuning bought (``metrics.gain``: shipped minus default on
+the same test items, with paired grouped-bootstrap 95% intervals), and audit the shipped judge on the
+test items (``metrics.audit``).
 
 Writes under ``runs/NAME/``: ``study.db`` (unless another storage is given), ``judge.json`` (the
 frozen config) and ``test_predictions.jsonl``; the report is rendered from these by ``judgetune.report``.
