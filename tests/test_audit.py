@@ -239,3 +239,29 @@ def test_tune_audits_the_shipped_judge_and_audit_max_turns_biased_candidates_awa
     shipped = {r["probe"]: r for r in config.metrics["audit"]["probes"]}
     assert shipped["verbosity"]["q"] < 0.05 and shipped["verbosity"]["relevant"] == 0.2
     assert json.loads((run_dir / "judge.json").read_text())["metrics"]["audit"]["probes"]
+
+
+def test_an_audit_of_the_shipped_judge_that_cannot_run_is_recorded_and_the_run_still_ships(tmp_path, monkeypatch,
+                                                                                              caplog):
+    """Fault injection: the audit raises a user-facing error (every test item failed, say); judge.json is
+    written anyway, ``metrics.audit`` says why, and one warning names the run."""
+    import optuna
+
+    from judgetune.datasets import write_examples
+    from judgetune.testing.biased import BiasedLM, biased_examples
+    from judgetune.tuning import RunSpec, tune
+
+    def cannot_run(*args, **kwargs):
+        raise JudgetuneError("every item failed")
+
+    monkeypatch.setattr(audit, "audit", cannot_run)
+    data = tmp_path / "biased.jsonl"
+    write_examples(data, biased_examples(150))
+    spec = RunSpec(name="unaudited", judge="rubric", data=str(data), n_trials=2, search_items=40, sampler="random")
+    with caplog.at_level("WARNING", logger="judgetune"):
+        config, run_dir, _ = tune(spec, runs_dir=tmp_path, storage=optuna.storages.InMemoryStorage(),
+                                  lm=BiasedLM(PLANTED), progress=False, n_resamples=50)
+    assert config.metrics["audit"] == {"error": "every item failed"}
+    assert json.loads((run_dir / "judge.json").read_text())["metrics"]["audit"] == {"error": "every item failed"}
+    assert any("unaudited: the audit of the shipped judge could not run: every item failed" in r.getMessage()
+               for r in caplog.records)
