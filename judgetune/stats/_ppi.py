@@ -1,0 +1,191 @@
+"""Means on the human scale from a judge's scores on every row and human labels on a random subset of them:
+prediction-powered inference with a power-tuned weight on the judge (PPI++; Angelopoulos, Duchi and Zrnic,
+2023; Angelopoulos et al., Science 2023), beside the labels-only and the judge-only means.
+
+The PPI++ estimate is ``lam * mean(judge on all rows) + mean(label - lam * judge on the labeled rows)``: the
+judge's mean, corrected by its error on the labels. It is unbiased for any judge when the labeled rows are
+a uniform random sample; the judge only changes its variance, ``Var(label - lam * judge) / n`` instead of
+``Var(label) / n``, and ``lam`` is chosen to make it smallest (``lam = 0`` is the labels-only mean).
+
+Two targets:
+
+- ``finite=True`` (what ``judgetune estimate`` reports): the mean human label over the given rows, as if
+  every one were labeled; the labels are a simple random sample of them. The judge's mean over all rows is
+  then a constant, ``lam`` is the least-squares slope of label on judge (not below 0), and the variance
+  carries the finite-population correction ``1 - n / N`` (survey sampling's difference estimator).
+- ``finite=False``: the mean of the source the rows were drawn from, with the unlabeled rows as PPI's
+  separate unlabeled sample: ``lam = Cov(label, judge) / ((1 + n / N) Var(judge))`` clipped to [0, 1] and
+  ``Var = lam^2 Var(judge, unlabeled) / N + Var(label - lam * judge) / n``, as in PPI++ and ``ppi_py``.
+
+Intervals are the CLT's, ``value +- q * se``, with ``q`` Student's t quantile on ``n - 1`` degrees of freedom for
+the labels alone and ``n - 2`` for PPI++ (one more parameter, ``lam``, fitted on the same labels) in the finite
+target, which keeps 20 labels near their nominal coverage; the normal quantile (PPI++'s) for ``finite=False``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import special as _special
+
+__all__ = ["Estimate", "judge_mean", "labels_mean", "labels_worth", "ppi_mean", "tuned_lambda", "z_value"]
+
+Numbers = Sequence[float] | np.ndarray
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean (or a difference of means) with its standard error and CLT interval.
+
+    ``labeled``: the labels it rests on; ``rows``: the rows (or inputs) it is a mean over; ``lam``: the
+    weight on the judge (0: labels only); ``residual_var``: the per-label variance of ``label - lam * judge``
+    (the labels' own variance when ``lam`` is 0), from which the labels a decision needs are computed; ``df``:
+    the degrees of freedom of its t quantile (None: the normal's)."""
+
+    value: float
+    se: float
+    low: float
+    high: float
+    labeled: int
+    rows: int
+    lam: float
+    residual_var: float
+    df: float | None = None
+
+    @property
+    def width(self) -> float:
+        return self.high - self.low
+
+    def p_value(self, null: float = 0.0) -> float:
+        """Two-sided p-value of ``value == null`` from the interval's t (or normal) distribution (1 when se is 0
+        and value is null, 0 when se is 0 and it is not)."""
+        if self.se == 0:
+            return 1.0 if math.isclose(self.value, null, abs_tol=1e-12) else 0.0
+        t = abs(self.value - null) / self.se
+        return float(2 * (_special.ndtr(-t) if self.df is None else _special.stdtr(self.df, -t)))
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def z_value(alpha: float, df: float | None = None) -> float:
+    """The two-sided quantile: 1.96 for ``alpha`` 0.05 (normal), 2.09 with ``df`` 19 (Student's t)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: expected a number in (0, 1), got {alpha}")
+    return float(_special.ndtri(1 - alpha / 2) if df is None else _special.stdtrit(df, 1 - alpha / 2))
+
+
+def _array(values: Numbers, what: str) -> np.ndarray:
+    array = np.asarray(values, dtype=float).reshape(-1)
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what}: expected finite numbers")
+    return array
+
+
+def _two_labels(labels: np.ndarray) -> None:
+    if len(labels) < 2:
+        raise ValueError(f"expected at least 2 labels for an interval, got {len(labels)}")
+
+
+def _interval(value: float, se: float, alpha: float, *, df: float | None = None, **fields: float) -> Estimate:
+    half = z_value(alpha, df) * se
+    return Estimate(value=float(value), se=float(se), low=float(value - half), high=float(value + half), df=df,
+                    **fields)
+
+
+def labels_mean(labels: Numbers, *, rows: int | None = None, alpha: float = 0.05) -> Estimate:
+    """The mean of the labels with its t interval. ``rows``: the rows the labels were drawn from, for the
+    mean over those rows (finite-population correction); None: the mean of an unlimited source."""
+    y = _array(labels, "labels")
+    _two_labels(y)
+    n = len(y)
+    total = n if rows is None else rows
+    if total < n:
+        raise ValueError(f"rows: expected at least the {n} labeled rows, got {total}")
+    keep = 1.0 if rows is None else 1 - n / total
+    var = float(np.var(y, ddof=1))
+    return _interval(float(y.mean()), math.sqrt(max(keep, 0.0) * var / n), alpha, labeled=n, rows=total, lam=0.0,
+                     residual_var=var, df=n - 1)
+
+
+def judge_mean(scores: Numbers) -> float:
+    """The judge's mean over every row: biased by whatever the judge gets wrong on average."""
+    return float(_array(scores, "scores").mean())
+
+
+def tuned_lambda(labels: Numbers, judged: Numbers, *, unlabeled: int | None = None,
+                 pooled_var: float | None = None) -> float:
+    """The weight on the judge that makes the estimate's variance smallest.
+
+    ``unlabeled`` None (finite target): the least-squares slope ``Cov(y, f) / Var(f)`` on the labeled rows,
+    not below 0. Else PPI++'s ``Cov(y, f) / ((1 + n / N) Var(f))`` with ``N = unlabeled``, the covariance
+    over the labeled rows (divided by n) and ``pooled_var`` the judge's variance over all rows, clipped to
+    [0, 1]. 0 when the judge is constant on the labeled rows."""
+    y, f = _array(labels, "labels"), _array(judged, "judged")
+    if len(y) != len(f):
+        raise ValueError(f"labels and judged: expected the same length, got {len(y)} and {len(f)}")
+    n = len(y)
+    if unlabeled is None:
+        var = float(np.var(f, ddof=1)) if n > 1 else 0.0
+        return max(0.0, float(np.cov(y, f, ddof=1)[0, 1]) / var) if var > 0 else 0.0
+    var = float(np.var(f, ddof=1)) if pooled_var is None else pooled_var
+    cov = float(np.mean((y - y.mean()) * (f - f.mean())))
+    if var <= 0:
+        return 0.0
+    return float(np.clip(cov / ((1 + n / unlabeled) * var), 0.0, 1.0))
+
+
+def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: float = 0.05, lam: float | None = None,
+             finite: bool = True) -> Estimate:
+    """The PPI++ mean: ``labels`` and the judge's scores on the same rows (``judged``), and the judge's scores
+    on the rows without a label (``unlabeled``). ``lam`` None: power-tuned (see ``tuned_lambda``); ``finite``:
+    the target (see the module).
+
+    Raises:
+        ValueError: fewer than 2 labels, mismatched lengths, non-finite values, or no unlabeled row when
+            ``finite`` is False.
+    """
+    y, f, u = _array(labels, "labels"), _array(judged, "judged"), _array(unlabeled, "unlabeled")
+    _two_labels(y)
+    n, m = len(y), len(u)
+    if finite:
+        weight = tuned_lambda(y, f) if lam is None else float(lam)
+        value = weight * float(np.concatenate([f, u]).mean()) + float(np.mean(y - weight * f))
+        resid = float(np.var(y - weight * f, ddof=1))
+        se = math.sqrt(max(0.0, 1 - n / (n + m)) * resid / n)
+        return _interval(value, se, alpha, labeled=n, rows=n + m, lam=weight, residual_var=resid,
+                         df=max(1, n - 2) if weight else n - 1)
+    if m < 2:
+        raise ValueError(f"unlabeled: expected at least 2 scores for the source's mean, got {m}")
+    pooled = float(np.var(np.concatenate([f, u]), ddof=1))
+    weight = tuned_lambda(y, f, unlabeled=m, pooled_var=pooled) if lam is None else float(lam)
+    value = weight * float(u.mean()) + float(np.mean(y - weight * f))
+    resid = float(np.var(y - weight * f))
+    se = math.sqrt(weight ** 2 * float(np.var(u)) / m + resid / n)
+    return _interval(value, se, alpha, labeled=n, rows=n + m, lam=weight, residual_var=resid)
+
+
+def labels_worth(labels: Numbers, scores: Numbers) -> dict[str, float | int]:
+    """What a judge is worth in labels, on labeled rows it scored (a test split): ``labels_worth``, the labels'
+    variance over that of ``label - lam * score`` with the power-tuned ``lam`` (n labels with this judge on many
+    more scored rows estimate a mean about as precisely as ``labels_worth * n`` labels alone); ``plain``, the
+    same with ``lam = 1`` (the calibrated score taken as it is, below 1 when it adds noise); ``lambda``; ``n``.
+
+    Raises:
+        ValueError: fewer than 2 labels or mismatched lengths.
+    """
+    y, f = _array(labels, "labels"), _array(scores, "scores")
+    _two_labels(y)
+    weight = tuned_lambda(y, f)
+    var = float(np.var(y, ddof=1))
+
+    def ratio(resid: float) -> float:
+        if resid > 0:
+            return var / resid
+        return 1.0 if var == 0 else math.inf
+
+    return {"labels_worth": ratio(float(np.var(y - weight * f, ddof=1))), "plain": ratio(float(np.var(y - f, ddof=1))),
+            "lambda": weight, "n": len(y)}

@@ -1,0 +1,137 @@
+"""Differences between systems on the human scale, from a judge's scores and a random subset of labels: paired
+by input, unpaired, or over overlapping sets of rows (win rates from pairwise comparisons); and the labels a
+difference needs to be told from zero.
+
+- Paired (both systems answered the same inputs, and the same inputs carry labels for both): PPI++ on the
+  per-input differences, ``label_B - label_A`` against ``judge_B - judge_A``.
+- Unpaired (independent samples per system): the difference of the two estimates, their variances added.
+- Overlapping rows under one simple random sample of all rows (a comparison of A and B counts for both):
+  each system's estimate over its own rows, and the variance of their difference from the linearized
+  contribution of every labeled row, ``z = 1[in B] (e_B - mean e_B) / N_B - 1[in A] (e_A - mean e_A) / N_A``,
+  ``Var = N^2 (1 - n/N) Var(z) / n``, so that a row shared by A and B counts once with both effects.
+
+A win value is a comparison's outcome for one side: 1 a win, 0.5 a tie, 0 a loss; the judge's is its
+preference for that side rescaled onto [0, 1].
+
+The targets are the ``finite`` ones of ``judgetune.stats._ppi``: means over the given rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import special as _special
+
+from judgetune.stats._ppi import Estimate, Numbers, _interval, labels_mean, ppi_mean, z_value
+
+__all__ = ["difference_paired", "difference_unpaired", "judged_wins", "labels_needed", "overlap_difference",
+           "welch_df", "win_values"]
+
+
+def difference_paired(labels_a: Numbers, labels_b: Numbers, judged_a: Numbers, judged_b: Numbers,
+                      unlabeled_a: Numbers, unlabeled_b: Numbers, *, alpha: float = 0.05,
+                      method: str = "ppi++") -> Estimate:
+    """B minus A over the inputs both answered: labels and judge scores of the labeled inputs, in the same input
+    order for both; the judge's scores on the other inputs, in the same order for both. ``method``: ``ppi++``
+    (PPI++ on the differences) or ``labels`` (the labeled differences alone)."""
+    d = np.asarray(labels_b, dtype=float) - np.asarray(labels_a, dtype=float)
+    if method == "labels":
+        return labels_mean(d, rows=len(d) + len(unlabeled_a), alpha=alpha)
+    if method != "ppi++":
+        raise ValueError(f"method: expected 'ppi++' or 'labels', got {method!r}")
+    judged = np.asarray(judged_b, dtype=float) - np.asarray(judged_a, dtype=float)
+    unlabeled = np.asarray(unlabeled_b, dtype=float) - np.asarray(unlabeled_a, dtype=float)
+    return ppi_mean(d, judged, unlabeled, alpha=alpha)
+
+
+def welch_df(a: Estimate, b: Estimate) -> float | None:
+    """Welch and Satterthwaite's degrees of freedom of a difference of two estimates (None: normal)."""
+    if a.df is None or b.df is None:
+        return None
+    va, vb = a.se ** 2, b.se ** 2
+    if va + vb == 0:
+        return float(min(a.df, b.df))
+    return float((va + vb) ** 2 / (va ** 2 / a.df + vb ** 2 / b.df))
+
+
+def difference_unpaired(a: Estimate, b: Estimate, *, alpha: float = 0.05) -> Estimate:
+    """B minus A from two estimates on independent samples. Its ``residual_var`` is the sum of theirs (the
+    variance of one label of each); ``lam`` is not defined (nan)."""
+    return _interval(b.value - a.value, math.hypot(a.se, b.se), alpha, labeled=a.labeled + b.labeled,
+                     rows=a.rows + b.rows, lam=math.nan, residual_var=a.residual_var + b.residual_var,
+                     df=welch_df(a, b))
+
+
+def _domain(y: np.ndarray, f: np.ndarray, inside: np.ndarray, labeled: np.ndarray, lam: float | None,
+            alpha: float) -> Estimate:
+    """One system's estimate over its own rows (``lam`` 0: labels only; None: power-tuned)."""
+    mine = inside & labeled
+    if lam == 0:
+        return labels_mean(y[mine], rows=int(inside.sum()), alpha=alpha)
+    return ppi_mean(y[mine], f[mine], f[inside & ~labeled], alpha=alpha, lam=lam)
+
+
+def _contribution(y: np.ndarray, f: np.ndarray, inside: np.ndarray, labeled: np.ndarray, est: Estimate) -> np.ndarray:
+    """Each labeled row's linearized contribution to the estimate's error (0 outside the system's rows)."""
+    resid = y[labeled] - est.lam * f[labeled]
+    mine = inside[labeled]
+    return np.where(mine, resid - resid[mine].mean(), 0.0) / inside.sum()
+
+
+def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Numbers, f_b: Numbers,
+                       in_b: Sequence[bool], labeled: Sequence[bool], *, alpha: float = 0.05,
+                       method: str = "ppi++") -> tuple[Estimate, Estimate, Estimate]:
+    """``(A, B, B - A)`` over the N rows of a file whose labeled rows are one simple random sample of all: per
+    row the outcome for A and for B (``y``, anything where unlabeled), the judge's (``f``), whether the row is
+    A's or B's (``in``), and whether it is labeled. ``method``: ``ppi++`` or ``labels``.
+
+    Raises:
+        ValueError: fewer than 2 labeled rows for A or B, or mismatched lengths.
+    """
+    arrays = [np.asarray(v, dtype=float) for v in (y_a, f_a, y_b, f_b)]
+    masks = [np.asarray(v, dtype=bool) for v in (in_a, in_b, labeled)]
+    if len({len(v) for v in [*arrays, *masks]}) != 1:
+        raise ValueError("overlap_difference: expected arrays of one length, one value per row")
+    (ya, fa, yb, fb), (ia, ib, lab) = arrays, masks
+    lam = 0.0 if method == "labels" else None
+    a, b = _domain(ya, fa, ia, lab, lam, alpha), _domain(yb, fb, ib, lab, lam, alpha)
+    z = _contribution(yb, fb, ib, lab, b) - _contribution(ya, fa, ia, lab, a)
+    n, total = int(lab.sum()), len(lab)
+    se = total * math.sqrt(max(0.0, 1 - n / total) * float(np.var(z, ddof=1)) / n)
+    diff = _interval(b.value - a.value, se, alpha, labeled=int((lab & (ia | ib)).sum()), rows=int((ia | ib).sum()),
+                     lam=math.nan, residual_var=total ** 2 * float(np.var(z, ddof=1)), df=welch_df(a, b))
+    return a, b, diff
+
+
+def win_values(preferences: Numbers, sides: Numbers) -> np.ndarray:
+    """The human outcome of each comparison for one side: 1 won, 0.5 tie, 0 lost. ``preferences``: positive
+    when answer_b is better; ``sides``: +1 where the side is answer_b, -1 where it is answer."""
+    signed = np.sign(np.asarray(preferences, dtype=float) * np.asarray(sides, dtype=float))
+    return (signed + 1) / 2
+
+
+def judged_wins(scores: Numbers, sides: Numbers, low: float, high: float) -> np.ndarray:
+    """The judge's preference for one side rescaled from the scale [low, high] onto [0, 1] (the scale's middle,
+    a tie, is 0.5)."""
+    if not low < high:
+        raise ValueError(f"expected low below high, got {low} and {high}")
+    signed = np.asarray(scores, dtype=float) * np.asarray(sides, dtype=float) - (low + high) / 2
+    return np.clip(0.5 + signed / (high - low), 0.0, 1.0)
+
+
+def labels_needed(difference: float, terms: Sequence[tuple[float, int]], *, alpha: float = 0.05,
+                  power: float = 0.8) -> int | None:
+    """The labels n (per system, per input or in all: as the terms count them) at which a two-sided test at
+    ``alpha`` tells ``difference`` from 0 with probability ``power``, when the estimate's variance is
+    ``sum(var_k * (1/n - 1/N_k))`` for ``terms`` ``(var_k, N_k)``: per label variances and the rows each
+    sample is drawn from. None when the difference is 0 or a variance unknown; at least 2."""
+    if difference == 0 or not math.isfinite(difference) or any(not math.isfinite(v) for v, _ in terms):
+        return None
+    k = (z_value(alpha) + float(_special.ndtri(power))) ** 2
+    total = sum(v for v, _ in terms)
+    if total <= 0:
+        return 2
+    n = total / (difference ** 2 / k + sum(v / rows for v, rows in terms))
+    return max(2, math.ceil(n - 1e-9))
