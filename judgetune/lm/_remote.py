@@ -7,8 +7,11 @@ with bounded retries. A server's errors are classified once, here (:func:`classi
   stops the command at the first call (never retried, never read as a missing feature);
 - ``unreachable``: connections refused; after ``REFUSALS_TO_STOP`` refused attempts in a row the client
   raises :class:`ServerUnreachableError` and every later call fails at once;
-- ``overload`` (429, 503): waited out, for as long as the server's ``Retry-After`` asks (every thread
-  pauses), else with exponential backoff, up to ``rate_limit_wait`` seconds per call in all;
+- ``overload`` (429, 503): every thread pauses for the longer of the server's ``Retry-After`` and the client's
+  own exponential backoff with jitter (a header of 0, a past date or a negative number never removes the
+  backoff), and while the server keeps answering so, one request at a time probes it; a call gives up after
+  ``rate_limit_wait`` seconds in all. A warning says, at most every ``WAIT_NOTICE_SECONDS``, that the run waits,
+  on which server and until when;
 - ``fault`` (other 5xx, 408, 409), timeouts and broken or empty bodies: retried ``max_retries`` times with
   exponential backoff and jitter; what still fails raises LMCallError for that item;
 - ``unsupported`` (other 4xx: a parameter or endpoint the server does not take): LMCallError at once.
@@ -19,12 +22,15 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
+import math
 import os
 import random
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -55,10 +61,19 @@ class ServerUnreachableError(ServerError):
 MAX_RESPONSE_BYTES = 64 << 20  # a chat answer is kilobytes; a server sending more is broken or hostile
 REFUSALS_TO_STOP = 4  # refused connection attempts in a row (over any calls) before the client gives up
 FAILED_CALLS_TO_STOP = 8  # calls in a row that failed after all their retries (a server failing everything) likewise
+WAIT_NOTICE_SECONDS = 30.0  # a run waiting out a server's 429/503 says so at most this often
 
 
 class _Transient(Exception):
     """A reply that is broken in a way a retry may fix (empty choices, unreadable body)."""
+
+
+class _PausedPastDeadline(Exception):
+    """The server's pause (after a 429/503) ends after the call's ``rate_limit_wait``: nothing more is sent."""
+
+    def __init__(self, until: float):
+        super().__init__(f"paused until {until}")
+        self.until = until
 
 
 @dataclass(frozen=True)
@@ -74,10 +89,11 @@ class Completion:
 class StatusError(Exception):
     """An HTTP error status from the server (kept as the cause of an LMCallError)."""
 
-    def __init__(self, status: int, body: str, retry_after: float | None = None):
+    def __init__(self, status: int, body: str, retry_after: float | None = None, header: str | None = None):
         super().__init__(f"HTTP {status}: {printable(body[:300])}")  # a server's text, never raw to a terminal
         self.status = status
         self.retry_after = retry_after  # seconds the server asked to wait (its Retry-After), if it did
+        self.header = header  # the Retry-After header as sent, if any
 
 
 def classify(error: BaseException | None) -> str:
@@ -85,6 +101,8 @@ def classify(error: BaseException | None) -> str:
     ``timeout`` or ``broken`` (an unreadable or empty answer); the cause of an LMCallError is looked at."""
     if isinstance(error, LMCallError):
         error = error.__cause__
+    if isinstance(error, _PausedPastDeadline):
+        return "overload"
     if isinstance(error, ServerAuthError) or isinstance(error, StatusError) and error.status in (401, 403):
         return "auth"
     if isinstance(error, ServerUnreachableError) or isinstance(error, httpx.ConnectError):
@@ -109,7 +127,8 @@ class OpenAICompatibleClient:
     Args:
         timeout: seconds per attempt.
         max_retries: attempts after the first, for transient faults only.
-        backoff: first wait in seconds; it doubles per retry (with jitter) up to ``max_backoff``.
+        backoff: first wait in seconds; it doubles per retry (with jitter) up to ``max_backoff``. Under 429/503
+            answers it is also the floor of every pause, whatever the server's ``Retry-After`` says.
         rps: at most this many requests per second (all threads together); None: no cap.
         rate_limit_wait: seconds one call may spend waiting out 429/503 answers before it fails.
 
@@ -130,7 +149,11 @@ class OpenAICompatibleClient:
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff, max_backoff
         self.rps, self.rate_limit_wait = rps, rate_limit_wait
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
-        self._not_before = 0.0  # monotonic time before which no request starts (a server's Retry-After)
+        self._not_before = 0.0  # monotonic time before which no request starts (a pause after a 429/503)
+        self._overloads = 0  # pauses in a row the server asked for (429/503); a request it takes resets it
+        self._overloaded_since = 0.0  # monotonic time of the first of them
+        self._last_notice = -WAIT_NOTICE_SECONDS  # monotonic time the last waiting notice was logged
+        self._probe = threading.Lock()  # held by the one request in flight while the server is overloaded
         self._next_slot = 0.0  # the next request's start under --rps
         # a key of the caller's own (a dspy.LM's) goes to its endpoint; else the environment's, where it may go
         key = api_key if api_key is not None else os.environ.get(api_key_env) if send_key else None
@@ -177,11 +200,13 @@ class OpenAICompatibleClient:
 
     def _call(self, attempt, request: dict[str, Any]):
         """One call with its retries: faults ``max_retries`` times; rate limits (429/503) waited out for up to
-        ``rate_limit_wait`` seconds in all, as long as the server's ``Retry-After`` says when it says."""
+        ``rate_limit_wait`` seconds in all (see ``_overloaded`` for how long each pause lasts)."""
         try:
             result = self._retried(attempt, request)
         except LMCallError as err:
             cause = err.__cause__
+            if isinstance(cause, _PausedPastDeadline):
+                raise  # nothing was sent: the server's state is unknown, the circuit breaker's count unchanged
             if not (isinstance(cause, (StatusError, _Transient, httpx.TransportError)) and _is_transient(cause)):
                 self._failed_calls = 0  # the server answered (a request it does not take): it is not down
                 raise
@@ -197,57 +222,137 @@ class OpenAICompatibleClient:
         return result
 
     def _retried(self, attempt, request: dict[str, Any]):
-        faults, overloads, attempts = 0, 0, 0
+        faults, attempts, overload = 0, 0, None
         deadline = time.monotonic() + self.rate_limit_wait
         while True:
             attempts += 1
             try:
-                return self._guarded(attempt, request)
+                return self._guarded(attempt, request, deadline)
+            except _PausedPastDeadline as late:
+                raise self._late_error(overload, late.until, attempts - 1) from (overload or late)
             except (StatusError, _Transient, httpx.TransportError) as err:
                 if not _is_transient(err):
                     raise LMCallError(f"{self.spec} at {self.spec.endpoint}: {_describe(err)}") from err
                 if classify(err) == "overload":
-                    overloads += 1
-                    asked = getattr(err, "retry_after", None)
-                    wait = asked if asked is not None else self._backoff(overloads)
-                    left = deadline - time.monotonic()
-                    if left <= 0 or wait > left:
-                        why = (f"the server asked to wait {wait:g} s, more than --rate-limit-wait {self.rate_limit_wait:g} "
-                               "allows" if wait > self.rate_limit_wait else
-                               f"rate limited for {self.rate_limit_wait:g} s, --rate-limit-wait")
-                        raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {attempts} attempts "
-                                          f"({why}): {_describe(err)}") from err
-                    if asked is not None:
-                        with self._lock:  # every thread waits: the server said when it takes requests again
-                            self._not_before = max(self._not_before, time.monotonic() + wait)
-                else:
-                    faults += 1
-                    if faults > self.max_retries:
-                        raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {attempts} attempts: "
-                                          f"{_describe(err)}") from err
-                    wait = self._backoff(faults)
-                time.sleep(wait)
+                    overload, left = err, self._overloaded(err)
+                    self._give_up_if_late(err, left, deadline, attempts)
+                    self._say_waiting(err, left)
+                    continue  # the next attempt waits out the pause (``_admit``)
+                faults += 1
+                if faults > self.max_retries:
+                    raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {attempts} attempts: "
+                                      f"{_describe(err)}") from err
+                time.sleep(self._backoff(faults))
+
+    def _late_error(self, err: StatusError | None, until: float, attempts: int) -> LMCallError:
+        """The error of a call whose next request would start after its ``rate_limit_wait`` is up."""
+        if err is None:  # this call sent nothing: the server's pause for every request outlasts it
+            left = until - time.monotonic()
+            return LMCallError(f"{self.spec} at {self.spec.endpoint}: not sent: the server answered 429/503 and its pause "
+                               f"lasts {left:.0f} s more, past this call's --rate-limit-wait "
+                               f"{self.rate_limit_wait:g} s: the server is overloaded")
+        return LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {attempts} attempts (rate limited for "
+                           f"{self.rate_limit_wait:g} s, --rate-limit-wait): {_describe(err)}")
+
+    def _give_up_if_late(self, err: StatusError, wait: float, deadline: float, attempts: int) -> None:
+        """Raise LMCallError when waiting ``wait`` more seconds would pass this call's ``rate_limit_wait``."""
+        left = deadline - time.monotonic()
+        if left > 0 and wait <= left:
+            return
+        asked = err.retry_after
+        why = (f"the server asked to wait {asked:g} s, more than --rate-limit-wait {self.rate_limit_wait:g} allows"
+               if asked is not None and asked > self.rate_limit_wait else
+               f"rate limited for {self.rate_limit_wait:g} s, --rate-limit-wait")
+        raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {attempts} attempts ({why}): "
+                          f"{_describe(err)}") from err
 
     def _backoff(self, n: int) -> float:
         """The n-th wait (from 1): doubling from ``backoff`` up to ``max_backoff``, with jitter."""
-        return min(self.max_backoff, self.backoff * 2 ** (n - 1)) + random.uniform(0, self.backoff)
+        return min(self.max_backoff, self.backoff * 2 ** (max(1, n) - 1)) + random.uniform(0, self.backoff)
 
-    def _pace(self) -> None:
-        """Wait for a server's Retry-After to pass and, under ``rps``, for this request's slot."""
+    def _overloaded(self, err: StatusError) -> float:
+        """Pause every thread after a 429/503 and return the seconds left of the pause.
+
+        The pause is the longer of the server's ``Retry-After`` and the client's own backoff, so a header of 0, a
+        past date or a negative number never makes the retry immediate. The backoff doubles with each answer that
+        arrives after the previous pause ended (the answers to one burst of concurrent requests count once)."""
         with self._lock:
             now = time.monotonic()
-            start = max(now, self._not_before)
-            if self.rps:
-                start = max(start, self._next_slot)
-                self._next_slot = start + 1.0 / self.rps
+            if now >= self._not_before:
+                if not self._overloads:
+                    self._overloaded_since = now
+                self._overloads += 1
+            wait = max(err.retry_after or 0.0, self._backoff(self._overloads))
+            self._not_before = max(self._not_before, now + wait)
+            return self._not_before - now
+
+    def _say_waiting(self, err: StatusError, left: float) -> None:
+        """Log that the run waits out the server's pause, at most every ``WAIT_NOTICE_SECONDS``."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last_notice < WAIT_NOTICE_SECONDS:
+                return
+            self._last_notice = now
+            waited = now - self._overloaded_since
+        log.warning("%s", self._waiting_notice(err, left, waited))
+
+    def _waiting_notice(self, err: StatusError, left: float, waited: float) -> str:
+        """One line: the run waits, on which server (host and port only), why, and until when."""
+        parts = urlsplit(self.spec.endpoint)
+        host = parts.hostname or "the server"
+        host = f"[{host}]" if ":" in host else host
+        where = f"{host}:{parts.port}" if parts.port else host
+        header = err.header
+        said = ("no Retry-After" if header is None else
+                f"Retry-After {header[:40]!r}, unreadable" if err.retry_after is None else
+                f"Retry-After {header[:40]!r}")
+        until = datetime.fromtimestamp(time.time() + left).strftime("%H:%M:%S")
+        since = f"; rate limited for {waited:.0f} s so far" if waited >= 1 else ""
+        return printable(f"{where} answered HTTP {err.status} ({said}): waiting until {until} ({left:.1f} s) before "
+                         f"the next request{since}; an item gives up after --rate-limit-wait "
+                         f"{self.rate_limit_wait:g} s")
+
+    def _admit(self, deadline: float) -> bool:
+        """Wait until this request may start: past any pause, alone while the server is overloaded (a probe), and in
+        its slot under ``rps``. True when it holds the probe lock (to release once answered).
+
+        Raises:
+            _PausedPastDeadline: the pause ends after ``deadline`` (nothing is sent).
+        """
+        while True:
+            with self._lock:
+                until = self._not_before
+            if until > deadline:
+                raise _PausedPastDeadline(until)
+            if until > time.monotonic():
+                time.sleep(max(0.0, until - time.monotonic()))
+                continue
+            if not self._overloads:
+                break
+            self._probe.acquire()
+            if time.monotonic() >= self._not_before:  # no answer while it waited set a new pause
+                self._pace()
+                return True
+            self._probe.release()
+        self._pace()
+        return False
+
+    def _pace(self) -> None:
+        """Under ``rps``, wait for this request's slot."""
+        if not self.rps:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next_slot)
+            self._next_slot = start + 1.0 / self.rps
         if start > now:
             time.sleep(start - now)
 
-    def _guarded(self, attempt, request: dict[str, Any]):
+    def _guarded(self, attempt, request: dict[str, Any], deadline: float = math.inf):
         """One attempt, unless the server was found unusable; counts refused connections in a row."""
         if self._fatal is not None:
             raise self._fatal
-        self._pace()
+        probing = self._admit(deadline)
         try:
             result = attempt(request)
         except httpx.ConnectError as err:
@@ -260,7 +365,15 @@ class OpenAICompatibleClient:
                 if self._fatal is not None:
                     raise self._fatal from None
             raise
+        except StatusError as err:
+            if classify(err) != "overload":
+                self._overloads = 0  # the server took the request (and refused it otherwise)
+            raise
+        finally:
+            if probing:
+                self._probe.release()
         self._refusals = 0
+        self._overloads = 0
         usage = result.usage if isinstance(result, Completion) else result[1]
         with self._lock:
             self.usage["requests"] += 1
@@ -292,7 +405,8 @@ class OpenAICompatibleClient:
                 self._fatal = self._fatal or error
             raise self._fatal
         if response.status_code != 200:
-            raise StatusError(response.status_code, response.text, retry_after(response.headers.get("retry-after")))
+            header = response.headers.get("retry-after")
+            raise StatusError(response.status_code, response.text, retry_after(header), header)
         try:
             return json.loads(response.content)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -317,13 +431,17 @@ class OpenAICompatibleClient:
 
 
 def retry_after(value: str | None) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (a number of seconds or an HTTP date); None when absent or unreadable."""
+    """Seconds a ``Retry-After`` header asks for (a number of seconds or an HTTP date; a past date or a negative
+    number is 0); None when absent or unreadable (``nan``, ``inf`` included). The client never waits less than its
+    own backoff whatever this says."""
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
