@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from judgetune.datasets import _sources as src
-from judgetune.datasets._fetch import FetchError, fetch_files, manifest_entries, missing_files
+from judgetune.datasets._fetch import (
+    FetchError,
+    FetchRefusedError,
+    fetch_files,
+    manifest_entries,
+    missing_files,
+    verify_files,
+)
 from judgetune.datasets._schema import Example, Scale, format_number
 from judgetune.errors import DataNotFoundError, JudgetuneError
 
@@ -116,28 +123,37 @@ def fetch(name: str, *, root: str | Path | None = None, mirror: str | Path | Non
 def ensure_fetched(name: str, *, root: str | Path | None = None, mirror: str | Path | None = None) -> Path:
     """The data folder holding a source's files, fetching the missing ones: copied from a mirror when one
     is configured, else downloaded from their recorded URLs (a line per file; each checked by SHA-256).
+    Files already there are checked against the manifest too (once per process while they are unchanged).
 
     Raises:
         DataNotFoundError: files are missing, no mirror is configured and the download failed (no network).
+        DataChecksumError: a file there is not the catalogued one (truncated or edited).
+        FetchRefusedError: a download that must not be made (a metadata address or proxy, a redirect).
     """
     root = Path(root) if root else data_dir()
-    missing = missing_files(manifest_entries(get_source(name).files), root)
-    if not missing:
-        return root
-    if _mirror(mirror) is not None:
+    entries = manifest_entries(get_source(name).files)
+    missing = missing_files(entries, root)
+    if missing and _mirror(mirror) is not None:
         log.info("fetching %s from mirror %s", name, _mirror(mirror))
         fetch(name, root=root, mirror=mirror)
-        return root
+    elif missing:
+        _download_missing(name, root, len(missing))
+    verify_files(entries, root, name)
+    return root
+
+
+def _download_missing(name: str, root: Path, missing: int) -> None:
     source = get_source(name)
     log.warning("%s: %d file(s) missing under %s; downloading them from their recorded URLs (license: %s)",
-                name, len(missing), root, source.license)
+                name, missing, root, source.license)
     try:
         fetch(name, root=root)
+    except FetchRefusedError:
+        raise
     except FetchError as err:
-        raise DataNotFoundError(f"{name}: {len(missing)} file(s) missing under {root} and the download failed "
+        raise DataNotFoundError(f"{name}: {missing} file(s) missing under {root} and the download failed "
                                 f"({err.cause}); connect to the network and re-run (or `judgetune data fetch "
                                 f"{name}`), or point JUDGETUNE_DATA_MIRROR (or --mirror DIR) at a copy") from None
-    return root
 
 
 def load(name: str, *, root: str | Path | None = None, mirror: str | Path | None = None) -> list[Example]:

@@ -46,22 +46,23 @@ def _forbidden_address(address: str) -> bool:
         mapped is not None and str(mapped) in METADATA_HOSTS)
 
 
-def check_endpoint(api_base: str) -> None:
+def check_endpoint(api_base: str, what: str = "api base", role: str = "an LM server") -> None:
     """Refuse an ``api_base`` that is not ``http(s)://HOST...``, or names a link-local address or a metadata host.
+    ``what`` names the URL in the message (``download URL``), ``role`` what such an address never is.
 
     Raises:
         EndpointError: naming the address and why.
     """
     parts = urlsplit(api_base)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EndpointError(f"api base {api_base!r}: expected an http(s) URL such as http://127.0.0.1:8000/v1")
+        raise EndpointError(f"{what} {api_base!r}: expected an http(s) URL such as http://127.0.0.1:8000/v1")
     host = parts.hostname.rstrip(".").lower()
     if host in METADATA_HOSTS or _forbidden_address(host):
-        raise EndpointError(f"api base {api_base!r}: a link-local or cloud metadata address is never an LM server "
+        raise EndpointError(f"{what} {api_base!r}: a link-local or cloud metadata address is never {role} "
                             "(it would hand out the machine's credentials); name the server's own address")
 
 
-def check_resolved(api_base: str) -> None:
+def check_resolved(api_base: str, what: str = "api base", role: str = "an LM server") -> None:
     """:func:`check_endpoint` on every address the host name resolves to (``2852039166``, a name pointing at
     169.254.169.254); a name that does not resolve is left to the connection to report.
 
@@ -76,12 +77,12 @@ def check_resolved(api_base: str) -> None:
         return
     for *_, sockaddr in infos:
         if _forbidden_address(str(sockaddr[0])):
-            raise EndpointError(f"api base {api_base!r}: {parts.hostname} resolves to {sockaddr[0]}, a link-local or "
-                                "cloud metadata address, never an LM server")
+            raise EndpointError(f"{what} {api_base!r}: {parts.hostname} resolves to {sockaddr[0]}, a link-local or "
+                                f"cloud metadata address, never {role}")
 
 
 def check_proxy(api_base: str) -> None:
-    """The proxy the environment sets for ``api_base`` (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` unless
+    """The proxy the environment sets for ``api_base``, or any URL (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` unless
     ``NO_PROXY`` exempts it; httpx reads them) checked like an endpoint: a proxy at a link-local or metadata
     address would receive every request, keys included, so it is refused.
 
@@ -96,8 +97,8 @@ def check_proxy(api_base: str) -> None:
     if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
         return
     try:
-        check_endpoint(proxy if "://" in proxy else f"http://{proxy}")
-        check_resolved(proxy if "://" in proxy else f"http://{proxy}")
+        check_endpoint(proxy if "://" in proxy else f"http://{proxy}", "proxy", "a proxy to use")
+        check_resolved(proxy if "://" in proxy else f"http://{proxy}", "proxy", "a proxy to use")
     except EndpointError as err:
         raise EndpointError(f"the proxy the environment sets for {api_base} ({proxy}, from ${parts.scheme.upper()}_PROXY "
                             f"or $ALL_PROXY) is refused: {err}") from None
