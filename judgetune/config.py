@@ -196,8 +196,8 @@ class JudgeConfig(BaseModel):
         if "schema_version" not in data:
             problems.append(f"{where}: schema_version: missing (expected {SCHEMA_VERSION})")
         elif type(data["schema_version"]) is not int:  # Literal[1] alone lets true and 1.0 through (they equal 1)
-            problems.append(f"{where}: schema_version: expected the integer {SCHEMA_VERSION}, found "
-                            f"{describe(data['schema_version'])}")
+            found = "null" if data["schema_version"] is None else describe(data["schema_version"])
+            problems.append(f"{where}: schema_version: expected the integer {SCHEMA_VERSION}, found {found}")
         checked = data
         if isinstance(data.get("lm"), dict) and any(k.lower() in _KEY_FIELDS for k in data["lm"]):
             problems.append(f"{where}: lm: expected no key (a key never belongs in a config file); remove it and "
@@ -206,7 +206,9 @@ class JudgeConfig(BaseModel):
         try:
             config = cls.model_validate(checked)
         except ValidationError as err:
-            problems += problems_from(err, where, known="a field of judge.json (`judgetune schema` prints them)")
+            said = {_field(p, where) for p in problems}  # a field already refused above is said once
+            problems += [p for p in problems_from(err, where, known="a field of judge.json (`judgetune schema` prints "
+                                                                     "them)") if _field(p, where) not in said]
             config = None
         if config is not None:
             problems += config.kind_problems(where)
@@ -248,10 +250,7 @@ class JudgeConfig(BaseModel):
         except ConfigError as err:
             problems += str(err).splitlines()
         if self.calibrator is not None:
-            try:
-                calibrator_from_dict(self.calibrator)
-            except (KeyError, TypeError, ValueError) as err:
-                problems.append(f"calibrator: {err}")
+            problems += _calibrator_problems(self.calibrator, self.label_range)
         if cls.fits and not isinstance(self.fitted, dict):
             problems.append(f"fitted: expected the {self.judge} judge's fitted state (an object)")
         elif self.fitted is not None and not cls.fits:
@@ -304,6 +303,24 @@ class JudgeConfig(BaseModel):
         for i, value in zip(kept, mapped):
             out[i] = float(value)
         return out
+
+
+def _calibrator_problems(calibrator: dict[str, Any], label_range: list[float]) -> list[str]:
+    """What is wrong with a judge.json's calibrator: its own fields, and a scale other than the judge's."""
+    try:
+        calibrator_from_dict(calibrator)
+    except (KeyError, TypeError, ValueError) as err:
+        return [f"calibrator: {err}"]
+    own = [float(v) for v in calibrator["label_range"]]
+    if own != [float(v) for v in label_range]:
+        return [f"calibrator.label_range: expected the judge's label_range [{label_range[0]:g}, {label_range[1]:g}], "
+                f"found [{own[0]:g}, {own[1]:g}] (its scores would lie off the judge's scale)"]
+    return []
+
+
+def _field(problem: str, where: str) -> str:
+    """The field a ``where: field: ...`` problem line names."""
+    return problem.removeprefix(f"{where}: ").split(":", 1)[0]
 
 
 def _warn_if_pinned(mapped: np.ndarray, raw: np.ndarray, label_range: list[float]) -> None:

@@ -128,6 +128,20 @@ def test_judge_json_is_one_strict_schema(change, message):
         JudgeConfig.from_dict({**data, **change})
 
 
+@pytest.mark.parametrize("value, found", [("1", "'1'"), (None, "null")])
+def test_a_schema_version_of_another_type_is_said_once(tmp_path, run_cli, value, found):
+    """``"schema_version": "1"`` (or null) is one problem, said in one line (the strict check and the schema's
+    Literal[1] both refuse it; the field is named once)."""
+    judge = make_judge("overlap", train=[], label_range=(0.0, 5.0))
+    data = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 5.0)).to_dict()
+    path = tmp_path / "judge.json"
+    path.write_text(json.dumps({**data, "schema_version": value}))
+    code, _, err = run_cli(["score", "--config", str(path), "--data", str(tmp_path / "d.jsonl"),
+                            "--out", str(tmp_path / "o.jsonl")])
+    assert code == 2
+    assert err.splitlines() == [f"judgetune: error: {path}: schema_version: expected the integer 1, found {found}"]
+
+
 def test_a_kind_registered_later_loads_from_judge_json(monkeypatch):
     """``KINDS`` is read from the registry at every use, so a kind added with ``register`` also loads."""
     from judgetune.judges import KINDS, LengthJudge, _registry, register

@@ -273,6 +273,27 @@ def test_a_flat_calibrator_at_the_bottom_is_not_called_off_the_scale(tmp_path, r
     assert "maps all" not in caplog.text and "off the scale" not in caplog.text + err
 
 
+@pytest.mark.parametrize("calibrator, field", [
+    ({"kind": "constant", "label_range": [1.0, 5.0], "value": 100.0}, "calibrator: constant calibrator: value"),
+    ({"kind": "constant", "label_range": [0.0, 100.0], "value": 100.0}, "calibrator.label_range"),
+    ({"kind": "isotonic", "label_range": [1.0, 5.0], "x": [0.2, 0.9], "y": [100.0, 100.0]}, "y"),
+    ({"kind": "linear", "label_range": [1.0, 5.0], "slope": 0.0, "intercept": 100.0}, "intercept (slope 0)"),
+])
+def test_a_flat_calibrator_off_the_scale_is_refused_at_load_in_one_line(tmp_path, run_cli, calibrator, field):
+    """A map that gives every item one value (a constant, a flat line or flat knots) is never warned about as pinned
+    when it scores, so a value off the 1-5 scale (or a calibrator on another scale) is refused when judge.json loads,
+    in one line naming the field; nothing is scored."""
+    config = {**json.loads(length_config(tmp_path / "ok.json").read_text()), "calibrator": calibrator}
+    path = tmp_path / "judge.json"
+    path.write_text(json.dumps(config))
+    out = tmp_path / "o.jsonl"
+    code, stdout, err = run_cli(["score", "--config", str(path), "--data", str(jsonl(tmp_path / "d.jsonl", rows(6))),
+                                 "--out", str(out)])
+    assert code == 2 and not out.exists() and stdout == ""
+    assert err.startswith(f"judgetune: error: {path}: ") and f"{field}" in err and len(err.splitlines()) == 1
+    assert "100" in err
+
+
 def test_a_resumed_study_takes_more_trials(tmp_path):
     from judgetune.tuning import RunSpec, finished_trials, open_study
 

@@ -196,10 +196,24 @@ class _State(BaseModel):
         return self
 
 
+    def _on_scale(self, field: str, values: list[float]) -> None:
+        """A map's fixed outputs lie on its scale: off it, predict would clip every item to one end in silence."""
+        low, high = self.label_range
+        off = next((v for v in values if not low <= v <= high), None)
+        if off is not None:
+            raise ValueError(f"{field}: expected a score within label_range [{low:g}, {high:g}], found {off:g}")
+
+
 class _LinearState(_State):
     kind: Literal["linear"]
     slope: FiniteFloat
     intercept: FiniteFloat
+
+    @model_validator(mode="after")
+    def _flat_on_scale(self) -> _LinearState:
+        if self.slope == 0:  # a flat line gives every item its intercept
+            self._on_scale("intercept (slope 0)", [self.intercept])
+        return self
 
 
 class _IsotonicState(_State):
@@ -213,12 +227,18 @@ class _IsotonicState(_State):
             raise ValueError("x and y must be of one length")
         if any(b < a for a, b in zip(self.x, self.x[1:])):
             raise ValueError("x must be non-decreasing")
+        self._on_scale("y", self.y)  # fitted knots are clipped to the scale
         return self
 
 
 class _ConstantState(_State):
     kind: Literal["constant"]
     value: FiniteFloat
+
+    @model_validator(mode="after")
+    def _value_on_scale(self) -> _ConstantState:
+        self._on_scale("value", [self.value])
+        return self
 
 
 _STATE = TypeAdapter(Annotated[_LinearState | _IsotonicState | _ConstantState, Field(discriminator="kind")])
