@@ -248,9 +248,10 @@ class OpenAICompatibleClient:
         """The error of a call whose next request would start after its ``rate_limit_wait`` is up."""
         if err is None:  # this call sent nothing: the server's pause for every request outlasts it
             left = until - time.monotonic()
+            ends = f" (it ends in {left:.0f} s)" if left >= 1 else ""
             return LMCallError(f"{self.spec} at {self.spec.endpoint}: not sent: the server answered 429/503 and its pause "
-                               f"lasts {left:.0f} s more, past this call's --rate-limit-wait "
-                               f"{self.rate_limit_wait:g} s: the server is overloaded")
+                               f"outlasts this call's --rate-limit-wait {self.rate_limit_wait:g} s{ends}: the server is "
+                               "overloaded")
         return LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {attempts} attempts (rate limited for "
                            f"{self.rate_limit_wait:g} s, --rate-limit-wait): {_describe(err)}")
 
@@ -329,7 +330,9 @@ class OpenAICompatibleClient:
                 continue
             if not self._overloads:
                 break
-            self._probe.acquire()
+            left = deadline - time.monotonic()
+            if not self._probe.acquire(timeout=-1 if left == math.inf else max(0.0, left)):
+                raise _PausedPastDeadline(deadline)  # the probe in flight outlasted this call's bound
             if time.monotonic() >= self._not_before:  # no answer while it waited set a new pause
                 self._pace()
                 return True
