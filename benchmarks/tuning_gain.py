@@ -118,7 +118,7 @@ def _winner_interval(selection: dict[str, Any]) -> list[float | None] | None:
     """The gate's interval of the tested challenger's dev advantage (both ends: the test at another level can
     be read off them, the t interval being symmetric), or None."""
     winner = (selection.get("gate_result") or {}).get("winner")
-    return None if winner is None else selection["rows"][winner].get("advantage_dev_ci")
+    return None if winner is None else selection["rows"][winner].get("advantage_confirming_ci")
 
 
 GATE_RULES = {"on": "gate", "nested": "nested"}  # --gate -> the rows' rule name

@@ -145,11 +145,14 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     tune.add_argument("--rounds", type=int, default=2, help="proposal rounds (the trials are shared out between them)")
     tune.add_argument("--demo-draws", type=int, default=8, help="seeded demo draws searched (the demo_seed knob)")
     tune.add_argument("--rescore", type=int, default=4, help="strongest trials (by search figures) scored on every "
-                      "non-test item beside the default judge before choosing")
+                      "non-test item (at most --gate-items) beside the default judge before choosing")
     tune.add_argument("--gate", default="nested", choices=GATES, help="nested (default): every labeled non-test "
-                      "item chooses and confirms (the choice cross-validated, 3 x 5 folds, Spearman; see "
-                      "docs/tuning.md); on: a tuned judge replaces the default only on a dev gain above zero by a "
-                      "one-sided 5%% test")
+                      "item chooses, every one but the search items also confirms (the choice cross-validated, 3 x 5 "
+                      "folds, Spearman; see docs/tuning.md); on: the challenger best on the search items replaces the "
+                      "default only on a gain on the other items above zero by a one-sided 5%% test")
+    tune.add_argument("--gate-items", type=_count, default=600, help="the most labeled non-test items each candidate "
+                      "is scored on for the gate (search, demo pool, dev; default 600): the gate costs about "
+                      "(--rescore + 1) x this many judgments")
     tune.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
                       help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "
                            "(repeatable; see docs/audit.md)")

@@ -39,6 +39,7 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
                               scale=None if args.scale is None else [args.scale.low, args.scale.high],
                               criterion=_text_or_file(args.criterion), proposer=args.proposer, proposals=proposals,
                               rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
+                              gate_items=args.gate_items,
                               gate=args.gate, audit_max=_audit_bounds(args.audit_max), stack=args.stack,
                               panel=args.panel, pooled=args.pooled,
                               **_mapping(args, label), **_protocol_field(args))

@@ -67,7 +67,7 @@ def selection_section(selection: dict[str, Any] | None) -> str:
         f"<tr><th>{html.escape(name(r))}</th><td>{html.escape(json.dumps(r['params']))}</td>"
         f"<td>{_f((r.get('search') or {}).get('spearman'))}</td><td>{_f(r['spearman'])}</td>"
         f"<td>{_f((r.get('search') or {}).get('mae'))}</td><td>{_f(r['mae'])}</td>"
-        f"<td>{_f(r.get('advantage_dev'))}</td></tr>" for r in selection["rows"])
+        f"<td>{_f(r.get('advantage_confirming'))}</td></tr>" for r in selection["rows"])
     test = selection.get("gate_result") or {}
     if selection.get("gate") == "nested":
         if test.get("refused"):

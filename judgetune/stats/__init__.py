@@ -10,6 +10,23 @@ from judgetune.stats._evaluate import (
 )
 from judgetune.stats._gain import difference_record, filled, gain, harmful_gain, versus_constant
 from judgetune.stats._gain_text import candidate_name, gain_parts
+from judgetune.stats._gate import (
+    FOLDS,
+    REPEATS,
+    best_candidate_index,
+    corrected_lower,
+    cut_folds,
+    figures,
+    jackknife_spearman,
+    nested_gate,
+    one_sided_lower,
+    paired_advantages,
+    paired_unit_differences,
+    panel_gate,
+    t_interval,
+    units_of,
+    units_to_pass,
+)
 from judgetune.stats._metrics import (
     CORRELATIONS,
     DEFAULT_BRACKETS,
@@ -45,24 +62,8 @@ from judgetune.stats._ppi_compare import (
     overlap_difference,
     win_values,
 )
-from judgetune.stats._selection_tests import (
-    FOLDS,
-    REPEATS,
-    best_candidate_index,
-    corrected_lower,
-    figures,
-    jackknife_spearman,
-    nested_gate,
-    one_sided_lower,
-    paired_advantages,
-    paired_unit_differences,
-    panel_gate,
-    t_interval,
-    units_of,
-    units_to_pass,
-)
 
-__all__ = ["candidate_name", "FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
+__all__ = ["candidate_name", "FOLDS", "REPEATS", "best_candidate_index", "corrected_lower", "cut_folds",
            "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages", "paired_unit_differences",
            "panel_gate", "panel_mean", "standardizers",
            "t_interval", "units_of", "units_to_pass", "best_accuracy", "bootstrap_interval", "bootstrap_mean_interval",

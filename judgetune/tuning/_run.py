@@ -87,9 +87,9 @@ def proposals_summary(study: optuna.Study, selection: dict) -> dict[str, Any]:
 
 def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str], *,
            progress: bool = True, settled: dict[str, Any] | None = None) -> tuple[JudgeConfig, dict]:
-    """The frozen config of a trial's parameters, its calibrator fitted on every labeled non-test item
-    (search and dev, group-wise CV choosing the form), and the calibrator's CV figures. ``settled``: the run's
-    ``settled_params`` (computed when not given)."""
+    """The frozen config of a trial's parameters, its calibrator fitted on the search and dev items (group-wise CV
+    choosing the form; a pool item may be one of the judge's own demos), and the calibrator's CV figures.
+    ``settled``: the run's ``settled_params`` (computed when not given)."""
     full = {**params, **splits.data_fixed, **(settled_params(spec, lm) if settled is None else settled)}
     judge = judge_for(full, spec.judge, lm, seed=spec.seed, demo_pool=splits.demo_pool, label_range=splits.label_range,
                       instructions=instructions)
@@ -98,7 +98,7 @@ def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructio
     protocol = {} if spec.protocol is None else {"protocol": spec.protocol}
     staged = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=None, label_range=splits.label_range, seed=spec.seed,
                                     **protocol)
-    items = splits.selection
+    items = splits.calibration
     fit_judge = staged.build_judge(lm)
     verdicts, _ = timed_verdicts(fit_judge, items, progress=progress)
     pairs = [(v.score, e.judgment, e.group_key) for v, e in zip(verdicts, items) if v.parsed]
@@ -122,8 +122,8 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     settled = settled_params(spec, lm)
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions, demo_pool=splits.demo_pool,
                              label_range=splits.label_range)
-    with stage(f"{spec.name}: choosing among the candidates on {len(splits.selection)} search and dev items",
-               enabled=progress):
+    with stage(f"{spec.name}: choosing among the candidates on {len(splits.selection)} items ({len(splits.search)} "
+               f"search, {len(splits.confirming_pool)} pool, {len(splits.dev)} dev)", enabled=progress):
         if spec.gate in ("on", "nested"):
             reject = audit_reject(spec, splits, lm, instructions, reject, settled=settled)  # --audit-max
             params, selection = select(study, spec, splits, lm, reject=reject, default=default, settled=settled)
@@ -135,32 +135,12 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     # the figures' scale: the judge's label range, widened to a test label beyond it (read without the test rows)
     test_labels = [e.judgment for e in splits.test]
     scale = (min(splits.label_range[0], *test_labels), max(splits.label_range[1], *test_labels))
-    test_scores: list[float | None] = []
-    for name, examples in (("search_items", splits.search), ("dev", splits.dev), ("test", splits.test)):
-        scoring_judge = config.build_judge(lm)
-        with stage(f"{spec.name}: scoring the frozen judge on {len(examples)} {name.replace('_', ' ')}",
-                   enabled=progress):
-            verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
-        scores = config.calibrated(verdicts, scoring_judge, examples)
-        metrics[name] = agreement(scores, examples, scale, n_resamples=n_resamples, seed=spec.seed)
-        metrics[name]["degraded"] = sum(bool(v.degraded) for v in verdicts)  # scored without some of its signals
-        if name != "search_items":  # cost apart from the figures: timings differ from run to run, agreement must not
-            metrics.setdefault("cost", {})[name] = cost_per_item(verdicts, seconds)
-        if name == "test":
-            test_scores, test_raw = scores, [v.score if v.parsed else None for v in verdicts]
-            write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
-            datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
-    for name in ("search_items", "dev"):
-        metrics[name]["note"] = "in-sample for the calibrator (fitted on the search and dev items)"
+    test_scores, test_raw = _score_frozen(config, spec, splits, lm, run_dir, metrics, scale=scale,
+                                          n_resamples=n_resamples, progress=progress)
     if params == default:
         default_scores, default_raw = test_scores, test_raw
-    else:  # the default, frozen and calibrated the same way, scored once on the same test items
-        with stage(f"{spec.name}: the untuned default, calibrated and scored on the test items", enabled=progress):
-            default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress, settled=settled)
-            default_judge = default_config.build_judge(lm)
-            verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
-        default_scores = default_config.calibrated(verdicts, default_judge, splits.test)
-        default_raw = [v.score if v.parsed else None for v in verdicts]
+    else:
+        default_scores, default_raw = _default_on_test(default, spec, splits, lm, instructions, settled, progress)
         metrics["default_test"] = agreement(default_scores, splits.test, scale,
                                             n_resamples=n_resamples, seed=spec.seed)
     median = float(np.median([e.judgment for e in splits.selection]))  # what a failure is charged (``filled``)
@@ -185,6 +165,43 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
         config.metrics["audit"] = audit_shipped(config, spec, splits, lm)
     config.save(run_dir / "judge.json")
     return config
+
+
+def _score_frozen(config: JudgeConfig, spec: RunSpec, splits: Splits, lm, run_dir: Path, metrics: dict[str, Any], *,
+                  scale: tuple[float, float], n_resamples: int, progress: bool) -> tuple[list, list]:
+    """The frozen judge scored on the search, dev and test items (figures into ``metrics``; the test predictions
+    written); returns its calibrated and raw test scores."""
+    test_scores: list[float | None] = []
+    test_raw: list[float | None] = []
+    for name, examples in (("search_items", splits.search), ("dev", splits.dev), ("test", splits.test)):
+        scoring_judge = config.build_judge(lm)
+        with stage(f"{spec.name}: scoring the frozen judge on {len(examples)} {name.replace('_', ' ')}",
+                   enabled=progress):
+            verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
+        scores = config.calibrated(verdicts, scoring_judge, examples)
+        metrics[name] = agreement(scores, examples, scale, n_resamples=n_resamples, seed=spec.seed)
+        metrics[name]["degraded"] = sum(bool(v.degraded) for v in verdicts)  # scored without some of its signals
+        if name != "search_items":  # cost apart from the figures: timings differ from run to run, agreement must not
+            metrics.setdefault("cost", {})[name] = cost_per_item(verdicts, seconds)
+        if name == "test":
+            test_scores, test_raw = scores, [v.score if v.parsed else None for v in verdicts]
+            write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
+            datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
+    for name in ("search_items", "dev"):
+        metrics[name]["note"] = "in-sample for the calibrator (fitted on the search and dev items)"
+    return test_scores, test_raw
+
+
+def _default_on_test(default: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
+                     settled: dict[str, Any], progress: bool) -> tuple[list, list]:
+    """The untuned default, frozen and calibrated as the shipped judge is, scored once on the same test items:
+    its calibrated and raw scores."""
+    with stage(f"{spec.name}: the untuned default, calibrated and scored on the test items", enabled=progress):
+        default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress, settled=settled)
+        default_judge = default_config.build_judge(lm)
+        verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
+    return (default_config.calibrated(verdicts, default_judge, splits.test),
+            [v.score if v.parsed else None for v in verdicts])
 
 
 def audit_shipped(config: JudgeConfig, spec: RunSpec, splits: Splits, lm) -> dict[str, Any]:

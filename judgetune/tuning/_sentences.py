@@ -30,7 +30,7 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
         return (f"gate: no challenger beat the default on the search items (best {best['search_figure']:.3f}, trial "
                 f"{best['number']}, vs the default's {rows[0]['search_figure']:.3f}); the default shipped")
     win = rows[test["winner"]]
-    low, high = win.get("advantage_dev_ci") or (None, None)
+    low, high = win.get("advantage_confirming_ci") or (None, None)
     line = (f"gate: {candidate_name(win)}, best on the search items ({win['search_figure']:.3f} vs the default's "
             f"{rows[0]['search_figure']:.3f}), had a dev advantage of {fmt(test.get('winner_advantage'))} "
             f"[{fmt(low)}, {fmt(high)}] in {name} on {test.get('items')} dev items ({test.get('method')}, "

@@ -46,7 +46,9 @@ class RunSpec:
     proposals: int = 0  # candidate instructions asked for per round (0: no proposals)
     rounds: int = 2  # proposal rounds; the trials are shared out between them
     demo_draws: int = 8  # seeded demo draws searched (the ``demo_seed`` knob)
-    rescore: int = 4  # Pareto-front candidates re-scored on dev before one is picked
+    rescore: int = 4  # the strongest trials by their search figures that selection scores beside the default
+    gate_items: int | None = 600  # the most labeled non-test items selection scores each candidate on (search, the
+    # demo pool's, dev; the pool's are sampled to fit, whole groups, seeded); None: every one
     fields: dict[str, str] = field(default_factory=dict)  # Example field -> the data file's column
     label: str | None = None  # the data file's column holding the human score (None: label / preference)
     gate: str = "nested"  # "nested" (default): every labeled item chooses and confirms (nested cross-validation of
@@ -88,6 +90,8 @@ class RunSpec:
             raise ValueError("search_items must be >= 4, chunk and n_trials >= 1")
         if self.fit_items is not None and self.fit_items < 4:
             raise ValueError(f"fit_items must be >= 4 (or None for all), got {self.fit_items}")
+        if self.gate_items is not None and self.gate_items < 1:
+            raise ValueError(f"gate_items must be >= 1 (or None for every item), got {self.gate_items}")
         if self.proposals < 0 or self.rounds < 1 or self.demo_draws < 1 or self.rescore < 1:
             raise ValueError("proposals must be >= 0; rounds, demo_draws and rescore >= 1")
         bad_text = unwritable(asdict(self))  # a lone surrogate (a non-UTF-8 byte in an option or a file name)

@@ -29,10 +29,19 @@ class Splits:
     test: list[Example]
     label_range: tuple[float, float]
     data_fixed: dict[str, Any] = field(default_factory=dict)  # settings the data decides (see ``fit_space``)
+    confirming_pool: list[Example] = field(default_factory=list)  # the demo pool's items selection also scores
 
     @property
     def selection(self) -> list[Example]:
-        """Every labeled non-test item the judges are scored on: the search items, then dev."""
+        """Every labeled non-test item selection scores the candidates on: the search items (which chose the
+        candidates), then the demo pool's (each judged by a candidate whose demos and fit come from the pool's other
+        folds) and dev. Every one of them takes part in the gate; all but the search items also confirm."""
+        return [*self.search, *self.confirming_pool, *self.dev]
+
+    @property
+    def calibration(self) -> list[Example]:
+        """The items the frozen judge's calibrator is fitted on: search and dev (a pool item may be a demo of the
+        frozen judge itself)."""
         return [*self.search, *self.dev]
 
 
@@ -83,8 +92,11 @@ def prepare_splits(spec: RunSpec) -> Splits:
     test = limit_by_group(splits["test"], spec.test_items, seed=spec.seed)
     if len(search) < 4 or len(dev) < 4 or len(test) < 2:
         raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)})")
-    _warn_few_questions(spec, [*search, *dev], dev)
-    return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]))
+    room = None if spec.gate_items is None else max(0, spec.gate_items - len(search) - len(dev))
+    confirming = limit_by_group(demo_pool, room, seed=spec.seed) if room != 0 else []
+    _warn_few_questions(spec, [*search, *confirming, *dev], dev)
+    return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]),
+                  confirming)
 
 
 def _warn_few_questions(spec: RunSpec, selection: list[Example], dev: list[Example]) -> None:

@@ -1,6 +1,6 @@
-"""The statistics of choosing a judge among candidates: each candidate's Spearman figure, paired
-per-unit differences against the default (candidate 0), a one-sided t test of them on scipy, and the
-nested cross-fitted gate that uses every label.
+"""The gate's statistics: how a judge is chosen among candidates and shown better than the default.
+Each candidate's Spearman figure, paired per-unit differences against the default (candidate 0), a
+one-sided t test of them on scipy, the nested cross-fitted gate, and the panel's gate beside it.
 
 Everything takes a score matrix: ``scores`` of shape ``(C, n)`` (candidate 0 is the default; a failed
 judgment NaN, filled by the one failure rule) and the ``n`` labels, with the items' questions
@@ -21,7 +21,7 @@ from judgetune.stats._metrics import correlation, spearman_rows
 
 __all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
            "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages",
-           "paired_unit_differences", "panel_gate", "t_interval",
+           "paired_unit_differences", "panel_gate", "t_interval", "cut_folds",
            "units_of", "units_to_pass"]
 
 FOLDS = 5  # the nested gate's folds of the labeled items
@@ -199,14 +199,16 @@ def _finite(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def _folds(n: int, groups: Sequence[str] | None, folds: int, seed: int) -> list[np.ndarray]:
-    """Item indices of each fold, whole questions together (seeded)."""
-    units = units_of(groups, n)
-    order = np.random.default_rng(seed).permutation(len(units))
-    out: list[list[int]] = [[] for _ in range(folds)]
-    for rank, u in enumerate(order):
-        out[rank % folds].extend(units[u].tolist())
-    return [np.asarray(sorted(f), dtype=int) for f in out if f]
+def cut_folds(n: int, groups: Sequence[str] | None, folds: int, seed: int,
+              tested: np.ndarray | None = None) -> list[np.ndarray]:
+    """Item indices of each held-out fold, whole questions together, by the one fold scheme
+    (``judgetune.datasets.group_folds``); only the ``tested`` items (a boolean mask; None: all) are held out."""
+    from judgetune.datasets import group_folds
+
+    pool = np.arange(n) if tested is None else np.flatnonzero(tested)
+    keys = None if groups is None else [str(groups[i]) for i in pool]
+    splitter, labels = group_folds(len(pool), keys, folds=folds, seed=seed)
+    return [np.sort(pool[held]) for _, held in splitter.split(pool, groups=labels)]
 
 
 def corrected_lower(fold_differences: np.ndarray, test_fraction: float, alpha: float = 0.05, *,
@@ -228,7 +230,8 @@ def corrected_lower(fold_differences: np.ndarray, test_fraction: float, alpha: f
 
 def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None = None, *,
                 allowed: Sequence[int] | None = None, folds: int = FOLDS, repeats: int = REPEATS,
-                alpha: float = 0.05, seed: int = 0, df: int | None = None) -> dict[str, Any]:
+                alpha: float = 0.05, seed: int = 0, df: int | None = None,
+                tested: np.ndarray | None = None) -> dict[str, Any]:
     """The gate that uses every label: ``repeats`` times ``folds``-fold cross-validation of the choice itself. In
     each fold the best candidate is chosen on the other folds and scored against the default on the held-out
     fold (its Spearman minus the default's, per question and averaged where there are questions; 0 where the
@@ -241,16 +244,20 @@ def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | No
 
     Returns ``passed``, ``chosen`` (the index chosen on all items), ``shipped`` (``chosen`` if passed, else 0),
     the test's ``mean``, ``lower``, ``p`` and ``units`` (fold estimates), each fold's choice and difference, and
-    ``test_fraction``, the mean held-out share ``n_test / n_train`` of the folds actually made."""
+    ``test_fraction``, the mean held-out share ``n_test / n_train`` of the folds actually made.
+
+    ``tested`` (a boolean mask; None: every item) marks the items that may be held out: items that took part in
+    choosing the candidates themselves (``tune``'s search items) choose in every fold and are never tested, so the
+    test sees only items no candidate was chosen on."""
     scores, gold = np.asarray(scores, dtype=float), np.asarray(gold, dtype=float)
     n = len(gold)
     grp = None if groups is None else [str(g) for g in groups]
     differences, choices, shares, made = [], [], [], 0
     for r in range(repeats):
-        cut = _folds(n, grp, folds, seed * 1009 + r)
+        cut = cut_folds(n, grp, folds, seed * 1009 + r, tested)
         made = len(cut)
         for held in cut:
-            rest = np.setdiff1d(np.arange(n), held)
+            rest = np.setdiff1d(np.arange(n), held)  # every other item chooses, the untested ones too
             shares.append(len(held) / len(rest))
             pick = best_candidate_index(scores[:, rest], gold[rest],
                                         None if grp is None else [grp[i] for i in rest], allowed)
@@ -273,26 +280,31 @@ def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | No
 
 
 def panel_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None = None, *, panel: int,
-               allowed: Sequence[int] | None = None, alpha: float = 0.05, seed: int = 0) -> dict[str, Any]:
+               allowed: Sequence[int] | None = None, alpha: float = 0.05, seed: int = 0,
+               tested: np.ndarray | None = None) -> dict[str, Any]:
     """The nested gate beside a panel, the level split between the two tests (Bonferroni: a null run ships
     something in at most ``alpha`` of draws). The panel (row ``panel``: made from the other candidates without
     reading a label) is one fixed challenger, so no choice needs cross-validating: its Spearman advantage over the
-    default on every item is tested one-sided at ``alpha / 2`` (the paired t interval of ``paired_advantages``).
-    The nested gate chooses among the other candidates (of ``allowed``) at ``alpha / 2``. Of the two, those that
-    pass, the one with the larger estimated gain ships (the panel's advantage on all items, the nested gate's
-    cross-validated mean): a panel where no single prompt is shown better, a single prompt where it gains more.
+    default on the ``tested`` items (a boolean mask, None: all; items its members were chosen on are left out) is
+    tested one-sided at ``alpha / 2`` (the paired t interval of ``paired_advantages``). The nested gate chooses
+    among the other candidates (of ``allowed``) at ``alpha / 2``. Of the two, those that pass, the one with the
+    larger estimated gain ships (the panel's advantage, the nested gate's cross-validated mean): a panel where no
+    single prompt is shown better, a single prompt where it gains more.
 
     Returns the shipped test's record in the nested gate's shape (``chosen``, ``shipped``, ``passed``, ``mean``,
-    ``lower``, ...), with ``panel`` (the panel's ``advantage``, ``lower``, ``passed``, ``alpha``) and ``nested``
-    (the nested gate's ``chosen``, ``passed``, ``mean``, ``lower``)."""
-    scores = np.asarray(scores, dtype=float)
+    ``lower``, ...), with ``panel`` (the panel's ``advantage``, ``lower``, ``passed``, ``alpha``, ``items``) and
+    ``nested`` (the nested gate's ``chosen``, ``passed``, ``mean``, ``lower``)."""
+    scores, gold = np.asarray(scores, dtype=float), np.asarray(gold, dtype=float)
     half = alpha / 2
-    figure = paired_advantages("spearman", scores[[0, panel]], scores[[0, panel]], gold, groups, 1 - 2 * half)[1]
+    keep = np.ones(len(gold), dtype=bool) if tested is None else np.asarray(tested, dtype=bool)
+    pair = scores[[0, panel]][:, keep]
+    held_groups = None if groups is None else [g for g, k in zip(groups, keep) if k]
+    figure = paired_advantages("spearman", pair, pair, gold[keep], held_groups, 1 - 2 * half)[1]
     lower = figure["interval"][0]
     on_panel = {"advantage": figure["advantage"], "lower": lower, "passed": bool(lower is not None and lower > 0),
-                "alpha": half}
+                "alpha": half, "items": int(keep.sum())}
     others = [j for j in (range(len(scores)) if allowed is None else allowed) if j != panel]
-    nested = nested_gate(scores, gold, groups, allowed=others, alpha=half, seed=seed)
+    nested = nested_gate(scores, gold, groups, allowed=others, alpha=half, seed=seed, tested=tested)
     summary = {k: nested[k] for k in ("chosen", "passed", "mean", "lower")}
     panel_wins = on_panel["passed"] and not (nested["passed"] and nested["mean"] is not None
                                              and nested["mean"] > on_panel["advantage"])
@@ -300,5 +312,6 @@ def panel_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | Non
         return {**nested, "alpha": alpha, "panel": on_panel, "nested": summary}
     return {**nested, "passed": True, "chosen": int(panel), "shipped": int(panel), "mean": on_panel["advantage"],
             "lower": lower, "p": None, "units": figure["units"], "alpha": alpha,
-            "method": f"the panel alone against the default on every item, paired t, one-sided {1 - half:.1%}",
+            "method": f"the panel alone against the default on {int(keep.sum())} items none of its members was chosen "
+                      f"on, paired t, one-sided {1 - half:.1%}",
             "panel": on_panel, "nested": summary}

@@ -1,0 +1,250 @@
+"""The gate as users run it, replayed on a saved score matrix with the product's own code and no LM time.
+
+Each draw takes ``N`` rows of the matrix (whole questions, seeded) as a user's labeled file and keeps the rest
+of the matrix as new data. The file goes through ``judgetune.tuning.prepare_splits`` exactly as ``judgetune
+tune`` reads a CSV (train / dev / test, the search items, the demo pool, ``--gate-items``). The trials are
+``--trials`` of the matrix's non-default columns (seeded, as a sampler's draws), each given its search
+figures by the objective ``tune`` uses (``objectives`` on the search items); ``candidate_trials`` takes the
+strongest ``--rescore`` of them, and ``choose`` (the selection and gate of ``tune``) decides on their
+columns over the selection items. The shipped column minus the default column on the new data is the
+gain (Spearman, per question where there are questions); "worse" is a draw whose gain's 95% paired
+interval lies wholly below 0. The same draw with the file's labels shuffled (trials, candidates and gate
+all re-run on them) gives the null ship rate.
+
+    python benchmarks/replay.py benchmarks/results/matrix-smollm2-likelihood-sts2012-msrpar.json \\
+        [--rows 100 300 1000] [--draws 200] [--trials 12] [--seed 0] [--json] [--out PATH]
+
+Writes ``benchmarks/results/replay-<lm>-<judge>-<set>.json``: ``{"meta": {...}, "rows": [{"rows_n", "gate",
+"panel", "mean_gain", "gain_low", "gain_high", "ship_rate", "worse_rate", "null_ship_rate", "draws", ...}]}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import pickle
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+from _results import lm_name, write_result
+
+from judgetune import stats
+from judgetune.judges import Verdict
+from judgetune.tuning import RunSpec
+from judgetune.tuning import _objective as _objective_module
+from judgetune.tuning import _selection as _selection_module
+from judgetune.tuning._objective import objectives
+from judgetune.tuning._selection import Candidate, SelectionItems, candidate_trials, choose
+from judgetune.tuning._space import PANEL
+from judgetune.tuning._splits import prepare_splits
+
+RESULTS = Path(__file__).parent / "results"
+_CALIBRATED: dict[bytes, Any] = {}
+
+
+def remembered_cross_fitted(raw, gold, **kwargs):
+    """``cross_fitted`` as the product runs it, each distinct input computed once: the four rules of a draw calibrate
+    the same columns on the same items (the product's code, memoized; no figure changes)."""
+    key = pickle.dumps((np.asarray(raw, dtype=float).tobytes(), np.asarray(gold, dtype=float).tobytes(),
+                        sorted(kwargs.items(), key=lambda kv: kv[0])))
+    if key not in _CALIBRATED:
+        if len(_CALIBRATED) > 20000:
+            _CALIBRATED.clear()
+        _CALIBRATED[key] = _selection_module.__dict__["_product_cross_fitted"](raw, gold, **kwargs)
+    pred, kind, extra = _CALIBRATED[key]
+    return pred.copy(), kind, extra
+RULES = (("nested", False), ("nested", True), ("on", False), ("on", True))
+COLUMN = "column"  # a trial's only parameter: the matrix column it stands for
+
+
+def load_matrix(path: Path) -> dict[str, Any]:
+    m = json.loads(path.read_text())
+    n = m["scored"]
+    scores = np.array([[np.nan if v is None else v for v in row[:n]] for row in m["scores"]], dtype=float)
+    groups = [str(g) for g in m["items"]["groups"][:n]]
+    return {"meta": m["meta"], "scores": scores, "gold": np.asarray(m["items"]["labels"][:n], dtype=float),
+            "groups": groups, "grouped": len(set(groups)) < n, "ids": [str(i) for i in m["items"]["ids"][:n]]}
+
+
+def draw_rows(groups: list[str], take: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """About ``take`` item indices made of whole questions (seeded), and the rest."""
+    keys = list(dict.fromkeys(groups))
+    sizes: dict[str, int] = {}
+    for g in groups:
+        sizes[g] = sizes.get(g, 0) + 1
+    chosen, count = set(), 0
+    for i in rng.permutation(len(keys)):
+        if count >= take:
+            break
+        chosen.add(keys[i])
+        count += sizes[keys[i]]
+    inside = np.array([g in chosen for g in groups])
+    return np.flatnonzero(inside), np.flatnonzero(~inside)
+
+
+def write_file(path: Path, m: dict[str, Any], rows: np.ndarray, gold: np.ndarray) -> None:
+    """The draw's rows as a user's CSV: its ids, labels and questions (the texts are not needed: no LM runs)."""
+    with path.open("w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["id", "question", "answer", "reference", "label"])
+        for i, label in zip(rows, gold):
+            question = m["groups"][i] if m["grouped"] else ""
+            out.writerow([m["ids"][i], question, "an answer", "a reference", repr(float(label))])
+
+
+def trial_study(columns: list[int], raws: np.ndarray, splits, spec: RunSpec) -> optuna.Study:
+    """An in-memory study holding one complete trial per column, its values the objective's on the search items."""
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    dist = {COLUMN: optuna.distributions.IntDistribution(0, int(raws.shape[0]) - 1)}
+    for j in columns:
+        verdicts = [Verdict(score=None, parsed=False, raw="failed") if np.isnan(v) else Verdict(score=float(v))
+                    for v in raws[j, :len(splits.search)]]
+        mae, rho, _ = objectives(verdicts, splits.search, label_range=splits.label_range, seed=spec.seed,
+                                 pooled=spec.pooled)
+        study.add_trial(optuna.trial.create_trial(params={COLUMN: j}, distributions=dist, values=[mae, rho]))
+    return study
+
+
+def run_rule(spec: RunSpec, splits, raws: np.ndarray, gold: np.ndarray, columns: list[int]) -> dict[str, Any]:
+    """The settings ``tune`` ships on these selection labels (``raws``: every column's scores on the selection
+    items): ``{COLUMN: j}``, or a panel's (its members' columns, centres and scales)."""
+    study = trial_study(columns, raws, splits, spec)
+    chosen = candidate_trials(study, spec, exclude=[{COLUMN: 0}])
+    candidates = [Candidate(None, {COLUMN: 0}), *(Candidate(t.number, dict(t.params), tuple(t.values)) for t in chosen)]
+    grouped = len({e.group_key for e in splits.selection}) < len(splits.selection)
+    items = SelectionItems(gold, [e.group_key for e in splits.selection] if grouped else None,
+                           len(splits.search), splits.label_range, spec.pooled)
+    index, record = choose(spec, candidates, [raws[c.params[COLUMN]] for c in candidates], items)
+    return record["rows"][index]["params"]
+
+
+def shipped_scores(m: dict[str, Any], params: dict[str, Any], where: np.ndarray) -> np.ndarray:
+    """The shipped judge's scores on the items ``where``: its column, or its panel's mean of standardized columns."""
+    if PANEL not in params:
+        return m["scores"][params[COLUMN], where]
+    panel = params[PANEL]
+    columns = [p[COLUMN] for p in panel["members"]]
+    return stats.panel_mean(m["scores"][columns][:, where], panel["center"], panel["scale"])[0]
+
+
+def one_draw(m: dict[str, Any], rows_n: int, draw: int, args, tmp: Path) -> list[dict[str, Any]]:
+    rng = np.random.default_rng([args.seed, rows_n, draw])
+    inside, outside = draw_rows(m["groups"], rows_n, rng)
+    shuffled = rng.permutation(m["gold"][inside])
+    columns = sorted(rng.choice(np.arange(1, len(m["scores"])), size=min(args.trials - 1, len(m["scores"]) - 1),
+                                replace=False).tolist())
+    out = []
+    for labels, null in ((m["gold"][inside], False), (shuffled, True)):
+        path = tmp / f"draw-{rows_n}-{draw}-{int(null)}.csv"
+        write_file(path, m, inside, labels)
+        for gate, panel in RULES:
+            spec = RunSpec(name="replay", judge="embedding", data=str(path), seed=draw, gate=gate, panel=panel)
+            splits = prepare_splits(spec)
+            index = {m["ids"][i]: i for i in inside}
+            sel = np.array([index[e.id] for e in splits.selection])
+            gold = np.asarray([e.judgment for e in splits.selection], dtype=float)
+            params = run_rule(spec, splits, m["scores"][:, sel], gold, columns)
+            shipped = params != {COLUMN: 0}
+            out.append({"gate": gate, "panel": panel, "null": null, "shipped": shipped,
+                        "shipped_panel": PANEL in params, "selection_items": len(sel),
+                        "search_items": len(splits.search), **({} if null else gain_on(m, params, outside))})
+    return out
+
+
+def gain_on(m: dict[str, Any], params: dict[str, Any], new: np.ndarray) -> dict[str, Any]:
+    """Shipped minus default on the new data (Spearman; per question where there are questions), and whether the
+    shipped judge is worse beyond noise (the 95% paired interval wholly below 0)."""
+    if params == {COLUMN: 0}:
+        return {"gain": 0.0, "worse": False}
+    groups = [m["groups"][i] for i in new] if m["grouped"] else None
+    pair = np.stack([m["scores"][0, new], shipped_scores(m, params, new)])
+    fig = stats.paired_advantages("spearman", pair, pair, m["gold"][new], groups, 0.95)[1]
+    return {"gain": fig["advantage"], "worse": fig["interval"][1] is not None and fig["interval"][1] < 0}
+
+
+def summary(records: list[dict[str, Any]], rows_n: int) -> list[dict[str, Any]]:
+    """Per rule: the mean gain over draws with its 95% t interval, ship, worse and null ship rates."""
+    out = []
+    for gate, panel in RULES:
+        mine = [r for r in records if r["gate"] == gate and r["panel"] == panel]
+        real = [r for r in mine if not r["null"]]
+        null = [r for r in mine if r["null"]]
+        gains = np.asarray([r["gain"] for r in real if r["gain"] is not None], dtype=float)
+        low, high = stats.t_interval(float(gains.mean()), gains, 0.95) if len(gains) > 1 else (None, None)
+        out.append({"rows_n": rows_n, "gate": gate, "panel": panel, "mean_gain": float(gains.mean()),
+                    "gain_low": low, "gain_high": high, "ship_rate": float(np.mean([r["shipped"] for r in real])),
+                    "panel_ship_rate": float(np.mean([r["shipped_panel"] for r in real])),
+                    "worse_rate": float(np.mean([bool(r["worse"]) for r in real])),
+                    "null_ship_rate": float(np.mean([r["shipped"] for r in null])), "draws": len(real),
+                    "selection_items": float(np.mean([r["selection_items"] for r in real])),
+                    "search_items": float(np.mean([r["search_items"] for r in real]))})
+    return out
+
+
+def baselines(m: dict[str, Any], rows_n: int, draws: int, seed: int) -> dict[str, Any]:
+    """The untuned default's Spearman on the new data, and the best column's gain there (an oracle no rule reaches)."""
+    defaults, oracle = [], []
+    for draw in range(draws):
+        _, new = draw_rows(m["groups"], rows_n, np.random.default_rng([seed, rows_n, draw]))
+        groups = [m["groups"][i] for i in new] if m["grouped"] else None
+        fig = stats.figures(m["scores"][:, new], m["gold"][new], groups)
+        defaults.append(fig[0])
+        oracle.append(np.nanmax(fig) - fig[0])
+    return {"rows_n": rows_n, "default_spearman": float(np.nanmean(defaults)), "oracle_gain": float(np.nanmean(oracle)),
+            "new_items": len(m["gold"]) - rows_n}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("matrix", type=Path)
+    parser.add_argument("--rows", type=int, nargs="+", default=[100, 300, 1000])
+    parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--trials", type=int, default=12, help="trials per draw, the default among them (tune's --trials)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    _selection_module._product_cross_fitted = _selection_module.cross_fitted
+    _selection_module.cross_fitted = _objective_module.cross_fitted = remembered_cross_fitted
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    m = load_matrix(args.matrix)
+    meta = m["meta"]
+    out = args.out or RESULTS / f"replay-{lm_name(meta['lm'])}-{meta['judge']}-{meta['dataset']}.json"
+    rows, extra, started = [], [], time.time()
+    trials = min(args.trials, len(m["scores"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        for rows_n in args.rows:
+            if rows_n >= len(m["gold"]) - 50:
+                print(f"{rows_n} rows: the matrix holds {len(m['gold'])} items; fewer than 50 would be left as new "
+                      "data: skipped", file=sys.stderr)
+                continue
+            records = []
+            for draw in range(args.draws):
+                records += one_draw(m, rows_n, draw, args, Path(tmp))
+                if (draw + 1) % 20 == 0:
+                    print(f"{out.name}: {rows_n} rows, {draw + 1}/{args.draws} draws ({time.time() - started:.0f} s)",
+                          file=sys.stderr, flush=True)
+            rows += summary(records, rows_n)
+            extra.append(baselines(m, rows_n, args.draws, args.seed))
+            payload = {"matrix": str(args.matrix), "trials": trials, "candidates": len(m["scores"]),
+                       "rescore": RunSpec.rescore, "gate_items": RunSpec.gate_items, "baselines": extra, "rows": rows}
+            write_result(out, payload, sys.argv)
+    if args.json:
+        print(json.dumps({"rows": rows, "baselines": extra}, indent=1))
+    else:
+        for r in rows:
+            print(f"{r['rows_n']:>5} {r['gate']:>6} panel={r['panel']!s:<5} gain {r['mean_gain']:+.3f} "
+                  f"[{r['gain_low']:+.3f}, {r['gain_high']:+.3f}] ship {r['ship_rate']:.0%} worse {r['worse_rate']:.1%} "
+                  f"null {r['null_ship_rate']:.1%} ({r['draws']} draws)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""The gate as ``tune`` runs it (``judgetune.tuning._selection.choose``), on planted score matrices: candidates are
+the strongest trials on the search items, as ``candidate_trials`` takes them, and the panel's members are those
+candidates. Shuffled labels (no candidate better) must ship at most about 5% of the time for every rule a user can
+choose; a truly better candidate must ship; and every non-test row of a file reaches the gate."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from judgetune.stats import figures
+from judgetune.tuning import RunSpec
+from judgetune.tuning._selection import Candidate, SelectionItems, choose
+from judgetune.tuning._space import PANEL
+from judgetune.tuning._splits import prepare_splits
+
+N_SEARCH, N_CONFIRMING = 40, 60
+
+
+def _linear_fit(raw, gold, **_):
+    """A stand-in for ``cross_fitted`` (a least-squares line): the nested gate under the Spearman rule reads raw
+    scores only, so the calibrator's form cannot change what ships; it keeps 120 draws fast."""
+    slope, intercept = np.polyfit(raw, gold, 1)
+    return slope * np.asarray(raw) + intercept, "linear", None
+
+
+def _null_draw(rng: np.random.Generator, spec: RunSpec) -> bool:
+    """One run on shuffled labels: 12 trials of pure noise, the 4 best on the search items become candidates beside
+    the default (so they are inflated there), then ``choose`` decides. True when anything but the default ships."""
+    n = N_SEARCH + N_CONFIRMING
+    gold = rng.integers(0, 6, n).astype(float)
+    trials = rng.normal(size=(12, n))
+    on_search = figures(trials[:, :N_SEARCH], gold[:N_SEARCH])
+    top = np.argsort(-on_search)[:4]
+    default = rng.normal(size=n)
+    raws = [default, *trials[top]]
+    candidates = [Candidate(None, {"c": -1}), *(Candidate(int(j), {"c": int(j)}, (1.0, float(on_search[j])))
+                                                 for j in top)]
+    items = SelectionItems(gold, None, N_SEARCH, (0.0, 5.0))
+    chosen, _ = choose(spec, candidates, raws, items)
+    return chosen != 0
+
+
+@pytest.mark.parametrize("panel", [True, False])
+def test_shuffled_labels_ship_at_most_about_five_percent_with_members_chosen_on_the_search_items(panel, monkeypatch):
+    monkeypatch.setattr("judgetune.tuning._selection.cross_fitted", _linear_fit)
+    spec = RunSpec(name="null", judge="embedding", data="x.csv", panel=panel)
+    rng = np.random.default_rng(7)
+    draws = 120
+    ships = sum(_null_draw(rng, spec) for _ in range(draws))
+    # a valid 5% test ships in 6 of 120 draws on average; testing on the search items too shipped about 13%
+    # (16 of 120); 12 is above the 95th percentile of Binomial(120, 0.05)
+    assert ships <= 12, f"{ships} of {draws} null draws shipped"
+
+
+def test_a_truly_better_candidate_ships_and_the_panel_is_made_of_candidates_not_rejected():
+    rng = np.random.default_rng(3)
+    n = N_SEARCH + N_CONFIRMING
+    gold = rng.normal(size=n)
+    raws = [0.3 * gold + rng.normal(size=n), 2.0 * gold + rng.normal(size=n), rng.normal(size=n)]
+    candidates = [Candidate(None, {"c": 0}), Candidate(1, {"c": 1}, (0.5, 0.8)), Candidate(2, {"c": 2}, (0.9, 0.0))]
+    items = SelectionItems(gold, None, N_SEARCH, (-4.0, 4.0))
+    spec = RunSpec(name="planted", judge="embedding", data="x.csv", panel=True)
+    chosen, record = choose(spec, candidates, raws, items, reject=lambda row: "no" if row["params"] == {"c": 2} else None)
+    assert record["rows"][2]["rejected"] == "no"
+    panel_rows = [r for r in record["rows"] if r.get("panel")]
+    assert panel_rows and {"c": 2} not in panel_rows[0]["params"][PANEL]["members"]
+    assert chosen in (1, len(record["rows"]) - 1) and record["gate_result"]["passed"]
+    assert record["confirming_items"] == N_CONFIRMING
+
+
+def test_every_kept_non_test_row_of_a_300_row_file_reaches_the_gate(tmp_path):
+    path = tmp_path / "rows.csv"
+    with path.open("w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["id", "answer", "reference", "label"])
+        for i in range(300):
+            out.writerow([f"r{i}", f"answer {i}", f"reference {i}", i % 6])
+    splits = prepare_splits(RunSpec(name="rows", judge="embedding", data=str(path)))
+    non_test = len(splits.train) + len(splits.dev)
+    assert len(splits.selection) == non_test == 240
+    assert {e.id for e in splits.confirming_pool} == {e.id for e in splits.demo_pool}
+    bounded = prepare_splits(RunSpec(name="rows", judge="embedding", data=str(path), gate_items=150))
+    assert len(bounded.selection) == 150 and len(bounded.search) == 40 and len(bounded.dev) == 60
