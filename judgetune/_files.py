@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import filelock
 
-from judgetune.errors import JudgetuneError
+from judgetune.errors import JudgetuneError, shown
 
 try:
     import fcntl
@@ -67,17 +67,17 @@ def open_regular(path: str | Path, what: str = "file") -> IO[bytes]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except IsADirectoryError:
-        raise FileKindError(f"{path}: expected a {what}, found a folder") from None
+        raise FileKindError(f"{shown(path)}: expected a {what}, found a folder") from None
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise FileKindError(f"{path}: expected a {what}, found a symlink loop") from None
+            raise FileKindError(f"{shown(path)}: expected a {what}, found a symlink loop") from None
         raise
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
-            raise FileKindError(f"{path}: expected a {what}, found a folder")
+            raise FileKindError(f"{shown(path)}: expected a {what}, found a folder")
         if not stat.S_ISREG(mode):
-            raise FileKindError(f"{path}: expected a {what} (a regular file), found {_kind(mode)}")
+            raise FileKindError(f"{shown(path)}: expected a {what} (a regular file), found {_kind(mode)}")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -96,7 +96,7 @@ def read_bounded(path: str | Path, limit: int, what: str = "file") -> bytes:
     with open_regular(path, what) as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise FileTooLargeError(f"{path}: expected a {what} of at most {limit:,} bytes, found more")
+        raise FileTooLargeError(f"{shown(path)}: expected a {what} of at most {limit:,} bytes, found more")
     return data
 
 
@@ -164,7 +164,7 @@ def make_folder(path: str | Path) -> Path:
     path = Path(path)
     blocked = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
     if blocked is not None:
-        raise JudgetuneError(f"cannot make the folder {path}: {blocked} is a file, not a folder")
+        raise JudgetuneError(f"cannot make the folder {shown(path)}: {shown(blocked)} is a file, not a folder")
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from judgetune._files import make_folder, write_text
 from judgetune.calibration import Calibrator, calibrator_from_dict
 from judgetune.datasets import Example, describe, example_from_record, problems_from, read_json, unwritable
-from judgetune.errors import API_KEY_ENVS, DataValidationError, JudgetuneError
+from judgetune.errors import API_KEY_ENVS, DataValidationError, JudgetuneError, shown
 from judgetune.judges import (
     KINDS,
     BuildContext,
@@ -177,7 +177,7 @@ class JudgeConfig(BaseModel):
             ConfigError: naming the file and every bad field (nothing is built from a broken config).
         """
         path = Path(path)
-        return cls.from_dict(read_config_json(path), where=str(path))
+        return cls.from_dict(read_config_json(path), where=shown(path))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, where: str = "config") -> JudgeConfig:
@@ -341,11 +341,11 @@ def read_config_json(path: Path) -> Any:
         ConfigError: a folder, a missing file, undecodable bytes or text that is not JSON.
     """
     if path.is_dir():
-        raise ConfigError(f"{path}: expected a judge config file (judge.json), found a folder")
+        raise ConfigError(f"{shown(path)}: expected a judge config file (judge.json), found a folder")
     try:  # the strict reader: repeated keys, deep nesting and values of the wrong JSON type refused
         return read_json(path, model=JudgeConfig)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such judge config") from None
+        raise ConfigError(f"{shown(path)}: no such judge config") from None
     except DataValidationError as err:
         raise ConfigError(str(err)) from None
 

@@ -17,8 +17,9 @@ class DataValidationError(JudgetuneError, ValueError):
     """
 
     def __init__(self, problems: list[str] | str, *, shown: int = 50):
-        # a text is its lines (never its characters)
-        self.problems = problems.splitlines() if isinstance(problems, str) else list(problems)
+        # a text is its lines (never its characters); each problem is one line, whatever names it holds
+        self.problems = [_CONTROL.sub(_escaped, p) for p in (problems.splitlines() if isinstance(problems, str)
+                                                             else problems)]
         head = self.problems[:shown]
         more = len(self.problems) - len(head)
         if len(self.problems) == 1:  # one problem: one line, where and what
@@ -80,6 +81,22 @@ def printable(text: str) -> str:
     ``\\u202e``; newlines and tabs kept. A server's error body or a data file's text could otherwise show a key,
     retitle the window, clear the screen or fake a line. Every printer of outside text goes through here."""
     return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), redact(text))
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def shown(value: object) -> str:
+    """A user's string (a file name, a column, an id, an instruction) as one line that a terminal shows as written:
+    every control character escaped (C0 with newline and tab, ESC, DEL, C1: ``\\x1b``, ``\\n``), bidirectional
+    overrides and lone surrogates (a file name's non-UTF-8 byte) too; other Unicode is kept. An ``--out`` name holding
+    ``ESC [2J`` would otherwise clear the screen, and one holding a newline fake a line. Every line that embeds a
+    user's string passes it through here (``printable`` is for outside text of many lines)."""
+    return _CONTROL.sub(_escaped, str(value))
+
+
+def _escaped(match: re.Match) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
 
 
 class PromptTooLongError(ItemError, ValueError):

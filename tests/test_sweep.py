@@ -22,7 +22,7 @@ import pytest
 
 from judgetune.config import ConfigError, JudgeConfig
 from judgetune.datasets import load_data, parse_scale, read_examples
-from judgetune.errors import DataValidationError, redact
+from judgetune.errors import DataValidationError, redact, shown
 from judgetune.tuning import RunSpec, open_study, suggest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -597,6 +597,45 @@ def test_evaluate_prints_a_data_file_name_with_its_escapes_escaped(tmp_path, dat
     code, out, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(named), "--resamples", "10"])
     assert code == 0, err
     assert "\x1b" not in out + err and "\x07" not in out + err and "\\x1b]0;pwned\\x07" in out
+
+
+HOSTILE = "x\x1b[2J\x1b]0;pwned\x07\x9b31m\r\t\x7f\nfake line"  # clear, retitle, C1 CSI, CR, DEL, a newline
+
+
+def _raw_controls(text: str) -> list[str]:
+    """Control characters a terminal acts on, other than the line breaks that end printed lines."""
+    return [c for c in text if (ord(c) < 32 and c != "\n") or 0x7F <= ord(c) <= 0x9F]
+
+
+def test_no_user_string_reaches_the_terminal_raw(tmp_path, run_cli):
+    """File names (--data, --config, --out), column names and option values holding escape sequences, C1 codes, a
+    carriage return or a newline are printed escaped (``\\x1b[2J``, ``\\n``) on stdout and stderr, in results, info
+    lines and errors alike (``errors.shown``): an --out name holding ESC [2J does not clear the screen."""
+    folder = tmp_path / f"f{HOSTILE}"
+    folder.mkdir()
+    data = jsonl(folder / f"d{HOSTILE}.jsonl", labeled_rows())
+    config = JudgeConfig(judge="rougeL", params={}, lm=None, instruction=None, demos=[], calibrator=None,
+                         label_range=[1.0, 5.0]).save(folder / f"j{HOSTILE}.json")
+    unlabeled = jsonl(folder / f"u{HOSTILE}.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in labeled_rows()])
+    out = folder / f"o{HOSTILE}.jsonl"
+    runs = [["score", "--config", str(config), "--data", str(data), "--out", str(out)],
+            ["score", "--config", str(config), "--data", str(data), "--out", str(out)],  # already complete
+            ["score", "--config", str(config), "--data", str(data), "--out", str(folder)],  # a folder: refused
+            ["score", "--config", str(config), "--data", str(data), "--out", str(tmp_path / "o2.jsonl"),
+             "--field", f"answer=a{HOSTILE}"],  # no such column
+            ["evaluate", "--judge", "rougeL", "--data", str(data), "--resamples", "10"],
+            ["compare", "--configs", str(config), str(config), "--data", str(data), "--resamples", "10"],
+            ["pick", "--data", str(unlabeled), "--n", "2", "--judge", "rougeL", "--out", str(folder / f"p{HOSTILE}.jsonl")],
+            ["export", "--config", str(config), "--to", "promptfoo", "--threshold", "3",
+             "--out", str(folder / f"e{HOSTILE}.py")],
+            ["score", "--config", str(config), "--data", str(data), "--out", str(out), f"--{HOSTILE}"]]  # unknown
+    for argv in runs:
+        code, stdout, stderr = run_cli(argv)
+        assert not _raw_controls(stdout + stderr), (argv, stdout, stderr)
+        assert "x\\x1b[2J\\x1b]0;pwned\\x07\\x9b31m\\r\\t\\x7f\\nfake line" in stdout + stderr, (argv, stdout, stderr)
+        assert not any(line.startswith("fake line") for line in (stdout + stderr).splitlines()), argv
+    assert out.is_file()
+    assert shown("données 漢字 \u00e9\x1b\x85\x7f\ud800") == "données 漢字 é\\x1b\\x85\\x7f\\ud800"  # Unicode kept
 
 
 @pytest.mark.model

@@ -19,7 +19,7 @@ from judgetune.cli._options import (
     evaluation,
     judges,
 )
-from judgetune.errors import JudgetuneError, NothingJudgedError, printable
+from judgetune.errors import JudgetuneError, NothingJudgedError, printable, shown
 
 
 def _print_prompts(transcript: list[dict]) -> None:
@@ -42,7 +42,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     examples, label_range = _load_data(args)
     splits = datasets.split_examples(examples, seed=args.seed)
     if not splits[args.split]:
-        raise JudgetuneError(f"{args.data}: the {args.split} split is empty")
+        raise JudgetuneError(f"{shown(args.data)}: the {args.split} split is empty")
     # a protocol (group, linkage) applies to the scored split and to the training data alike
     grades = sorted({e.label for e in examples if e.label is not None})
     draw = evaluation.apply_protocol(datasets.limit_by_group(splits[args.split], args.limit, seed=args.seed),
@@ -53,7 +53,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     test = draw.candidates
     params = dict(args.param or [])
     if judges.judge_class(args.judge).needs_groups_with(params) and not args.protocol:
-        raise JudgetuneError(f"judge {args.judge} with these settings ({params}) compares an item with the other "
+        raise JudgetuneError(f"judge {args.judge} with these settings ({shown(params)}) compares an item with the other "
                              "answers of its question: pass --protocol group (or linkage)")
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
@@ -87,7 +87,7 @@ def _evaluate(args: argparse.Namespace) -> None:
                           "label_range": result["label_range"], "protocol": protocol, "rows": result["rows"]}, indent=2))
         return
     low, high = label_range
-    print(f"{args.judge} on {printable(str(args.data))} ({args.split}, {len(test)} items; human scale {low:g}-{high:g})")
+    print(f"{args.judge} on {shown(args.data)} ({args.split}, {len(test)} items; human scale {low:g}-{high:g})")
     if "scoring_mode" in judge.params:
         knobs = {k: judge.params[k] for k in ("n_samples", "temperature") if k in judge.params}
         print(f"scoring mode {judge.params['scoring_mode']}" + "".join(f", {k} {v}" for k, v in knobs.items()))
@@ -121,7 +121,7 @@ def _audit(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"audit of the {config.judge} judge {printable(str(args.config))} on {printable(str(args.data))} "
+    print(f"audit of the {config.judge} judge {shown(args.config)} on {shown(args.data)} "
           f"({len(examples)} items; effects with 95% intervals, q corrected across probes, MDE at power 0.8)")
     print(audit.format_audit(result))
 
@@ -155,8 +155,8 @@ def _compare(args: argparse.Namespace) -> None:
     print(evaluation.format_rows([_cost_free(r) for r in result["rows"]]))
     for pair in result["pairs"]:
         p = pair["p_value"]
-        print(f"{pair['a']} vs {pair['b']}: MAE difference {pair['mae_difference']:+.3f} on {pair['items']} items, "
-              f"Wilcoxon p = {'-' if p is None else f'{p:.3g}'}")
+        print(f"{shown(pair['a'])} vs {shown(pair['b'])}: MAE difference {pair['mae_difference']:+.3f} on "
+              f"{pair['items']} items, Wilcoxon p = {'-' if p is None else f'{p:.3g}'}")
 
 
 def _regrade_items(args: argparse.Namespace, configs: list) -> list:
@@ -173,7 +173,7 @@ def _regrade_items(args: argparse.Namespace, configs: list) -> list:
         from judgetune.integrations import items_from_eval_log
 
         if args.field:
-            raise JudgetuneError(f"--field: an eval log's fields are fixed (input, completion, target); {args.data} "
+            raise JudgetuneError(f"--field: an eval log's fields are fixed (input, completion, target); {shown(args.data)} "
                                  "is read as one")
 
         return items_from_eval_log(args.data, scorer=args.label)
@@ -203,7 +203,7 @@ def _regrade(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"regrading {result['items']} items of {printable(str(args.data))}: old {result['old']}, new {result['new']} "
+    print(f"regrading {result['items']} items of {shown(args.data)}: old {shown(result['old'])}, new {shown(result['new'])} "
           f"({result['failed_old']} and {result['failed_new']} failed judgments, left out)")
     if not result["scored_by_both"]:
         raise NothingJudgedError("no item was scored by both judges")

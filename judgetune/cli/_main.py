@@ -14,7 +14,7 @@ from judgetune._files import open_regular
 from judgetune._offline import keep_litellm_offline
 from judgetune.cli._options import EXIT_INTERRUPTED, EXIT_NOTHING_JUDGED, EXIT_USER_ERROR
 from judgetune.cli._parser import build_parser
-from judgetune.errors import JudgetuneError, NothingJudgedError, printable, redact
+from judgetune.errors import JudgetuneError, NothingJudgedError, printable, redact, shown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        where = f"{err.filename}: " if err.filename else ""
+        where = f"{shown(err.filename)}: " if err.filename else ""
         _error(JudgetuneError(f"{where}no space left on the device ({err.strerror}); what was written before is kept "
                               "(a score run's rows in OUT.part): free some space and run the same command again to "
                               "resume"), args)

@@ -15,7 +15,7 @@ from judgetune._files import (
     FileTooLargeError,
     read_bounded,
 )
-from judgetune.errors import JudgetuneError, NothingJudgedError, printable
+from judgetune.errors import JudgetuneError, NothingJudgedError, shown
 
 EXIT_USER_ERROR = 2  # bad input or options: nothing was run
 EXIT_NOTHING_JUDGED = 3  # the command ran, but not one item could be judged
@@ -121,7 +121,8 @@ def _mapping(args: argparse.Namespace, label: str | None = None, *, stored: dict
     fields: dict[str, str] = {}
     for target, column in getattr(args, "field", None) or []:
         if target in fields and fields[target] != column:
-            raise JudgetuneError(f"--field {target}=...: given twice ({fields[target]} and {column}); map a field once")
+            raise JudgetuneError(f"--field {target}=...: given twice ({shown(fields[target])} and {shown(column)}); "
+                                 "map a field once")
         fields[target] = column
     label = label or getattr(args, "label", None)
     if stored:
@@ -142,7 +143,7 @@ def _load_data(args: argparse.Namespace) -> tuple[list, tuple[float, float]]:
     examples, label_range = datasets.load_data(args.data, mirror=args.mirror, scale=getattr(args, "scale", None),
                                                **_mapping(args))
     if args.data not in datasets.CATALOG and getattr(args, "scale", None) is None:
-        print(f"human scale {label_range[0]:g}-{label_range[1]:g}, inferred from the labels of {printable(str(args.data))} "
+        print(f"human scale {label_range[0]:g}-{label_range[1]:g}, inferred from the labels of {shown(args.data)} "
               "(state it with --scale LOW-HIGH)", file=sys.stderr)
     return examples, label_range
 
@@ -173,16 +174,16 @@ def _read_instructions(path: Path | None) -> list[str]:
         return []
     text = _read_text(path, "--instructions")
     if text.lstrip().startswith("["):
-        value, problem = datasets.parse_json(text, where=str(path), what="a JSON list of strings", field="file")
+        value, problem = datasets.parse_json(text, where=shown(path), what="a JSON list of strings", field="file")
         if problem:
             raise JudgetuneError(problem)
         variants = value
         if not isinstance(variants, list) or not all(isinstance(v, str) and v.strip() for v in variants):
-            raise JudgetuneError(f"{path}: expected a JSON list of non-empty strings")
+            raise JudgetuneError(f"{shown(path)}: expected a JSON list of non-empty strings")
         return [v.strip() for v in variants]
     variants = [block.strip() for block in text.split("\n\n") if block.strip()]
     if not variants:
-        raise JudgetuneError(f"{path}: no instruction found (one per paragraph, or a JSON list)")
+        raise JudgetuneError(f"{shown(path)}: no instruction found (one per paragraph, or a JSON list)")
     return variants
 
 
@@ -191,15 +192,17 @@ def _read_text(path: Path, option: str) -> str:
     try:  # a regular file, read with a bound (never by its reported size: /dev/zero reports 0)
         return read_bounded(path, datasets.MAX_FILE_BYTES, "file").decode("utf-8-sig")
     except FileTooLargeError:
-        raise JudgetuneError(f"{option} {path}: expected a text file of at most {datasets.MAX_FILE_BYTES:,} bytes") from None
+        raise JudgetuneError(f"{option} {shown(path)}: expected a text file of at most {datasets.MAX_FILE_BYTES:,} "
+                             "bytes") from None
     except FileKindError as err:
         raise JudgetuneError(f"{option} {err}") from None
     except FileNotFoundError:
-        raise JudgetuneError(f"{option} {path}: no such file") from None
+        raise JudgetuneError(f"{option} {shown(path)}: no such file") from None
     except IsADirectoryError:
-        raise JudgetuneError(f"{option} {path}: expected a file, found a folder") from None
+        raise JudgetuneError(f"{option} {shown(path)}: expected a file, found a folder") from None
     except UnicodeDecodeError as err:
-        raise JudgetuneError(f"{option} {path}: expected UTF-8 text, found undecodable bytes ({err.reason})") from None
+        raise JudgetuneError(f"{option} {shown(path)}: expected UTF-8 text, found undecodable bytes "
+                             f"({err.reason})") from None
 
 
 def _names_file(text: str) -> bool:
@@ -216,7 +219,7 @@ def _text_or_file(text: str | None) -> str | None:
         return text
     content = _read_text(Path(text), "--criterion").strip()
     if not content:
-        raise JudgetuneError(f"{text}: the criterion file is empty")
+        raise JudgetuneError(f"{shown(text)}: the criterion file is empty")
     return content
 
 
@@ -242,12 +245,12 @@ def _tuned_mapping(config, path: Path) -> dict:
     fields, label = config.data.get("fields", {}), config.data.get("label")
     if not isinstance(fields, dict) or not all(isinstance(c, str) for c in fields.values()) or not (
             label is None or isinstance(label, str)):
-        raise JudgetuneError(f"{path}: data.fields/data.label: expected {{FIELD: COLUMN}} and a column name, "
+        raise JudgetuneError(f"{shown(path)}: data.fields/data.label: expected {{FIELD: COLUMN}} and a column name, "
                              f"found {fields!r} and {label!r}")
     try:
         datasets.FieldMap(fields, label)
     except ValueError as err:
-        raise JudgetuneError(f"{path}: data: {err}") from None
+        raise JudgetuneError(f"{shown(path)}: data: {err}") from None
     return {"fields": fields, "label": label}
 
 
@@ -255,7 +258,7 @@ class _Parser(argparse.ArgumentParser):
     """Option errors as one line (``judgetune tune: error: argument --run: ...``), exit 2."""
 
     def error(self, message: str):
-        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {shown(message)} (see {self.prog} -h)\n")
 
 
 def _column_options(parser: argparse.ArgumentParser) -> None:

