@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from rules import load_matrix, panel_row
+from _matrix import load_matrix, panel_row
 
 from judgetune.stats import correlation, paired_difference
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+from _matrix import load_matrix, split_units
 from _results import lm_name, write_result
 
 from judgetune import stats
@@ -64,38 +65,13 @@ RULES = (("nested", False), ("nested", True), ("on", False), ("on", True))
 COLUMN = "column"  # a trial's only parameter: the matrix column it stands for
 
 
-def load_matrix(path: Path) -> dict[str, Any]:
-    m = json.loads(path.read_text())
-    n = m["scored"]
-    scores = np.array([[np.nan if v is None else v for v in row[:n]] for row in m["scores"]], dtype=float)
-    groups = [str(g) for g in m["items"]["groups"][:n]]
-    return {"meta": m["meta"], "scores": scores, "gold": np.asarray(m["items"]["labels"][:n], dtype=float),
-            "groups": groups, "grouped": len(set(groups)) < n, "ids": [str(i) for i in m["items"]["ids"][:n]]}
-
-
-def draw_rows(groups: list[str], take: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """About ``take`` item indices made of whole questions (seeded), and the rest."""
-    keys = list(dict.fromkeys(groups))
-    sizes: dict[str, int] = {}
-    for g in groups:
-        sizes[g] = sizes.get(g, 0) + 1
-    chosen, count = set(), 0
-    for i in rng.permutation(len(keys)):
-        if count >= take:
-            break
-        chosen.add(keys[i])
-        count += sizes[keys[i]]
-    inside = np.array([g in chosen for g in groups])
-    return np.flatnonzero(inside), np.flatnonzero(~inside)
-
-
 def write_file(path: Path, m: dict[str, Any], rows: np.ndarray, gold: np.ndarray) -> None:
     """The draw's rows as a user's CSV: its ids, labels and questions (the texts are not needed: no LM runs)."""
     with path.open("w", newline="") as handle:
         out = csv.writer(handle)
         out.writerow(["id", "question", "answer", "reference", "label"])
         for i, label in zip(rows, gold):
-            question = m["groups"][i] if m["grouped"] else ""
+            question = "" if m["groups"] is None else m["groups"][i]
             out.writerow([m["ids"][i], question, "an answer", "a reference", repr(float(label))])
 
 
@@ -136,7 +112,7 @@ def shipped_scores(m: dict[str, Any], params: dict[str, Any], where: np.ndarray)
 
 def one_draw(m: dict[str, Any], rows_n: int, draw: int, args, tmp: Path) -> list[dict[str, Any]]:
     rng = np.random.default_rng([args.seed, rows_n, draw])
-    inside, outside = draw_rows(m["groups"], rows_n, rng)
+    inside, outside = split_units(m["all_groups"], rows_n, rng)
     shuffled = rng.permutation(m["gold"][inside])
     columns = sorted(rng.choice(np.arange(1, len(m["scores"])), size=min(args.trials - 1, len(m["scores"]) - 1),
                                 replace=False).tolist())
@@ -163,7 +139,7 @@ def gain_on(m: dict[str, Any], params: dict[str, Any], new: np.ndarray) -> dict[
     shipped judge is worse beyond noise (the 95% paired interval wholly below 0)."""
     if params == {COLUMN: 0}:
         return {"gain": 0.0, "worse": False}
-    groups = [m["groups"][i] for i in new] if m["grouped"] else None
+    groups = None if m["groups"] is None else [m["groups"][i] for i in new]
     pair = np.stack([m["scores"][0, new], shipped_scores(m, params, new)])
     fig = stats.paired_advantages("spearman", pair, pair, m["gold"][new], groups, 0.95)[1]
     return {"gain": fig["advantage"], "worse": fig["interval"][1] is not None and fig["interval"][1] < 0}
@@ -192,8 +168,8 @@ def baselines(m: dict[str, Any], rows_n: int, draws: int, seed: int) -> dict[str
     """The untuned default's Spearman on the new data, and the best column's gain there (an oracle no rule reaches)."""
     defaults, oracle = [], []
     for draw in range(draws):
-        _, new = draw_rows(m["groups"], rows_n, np.random.default_rng([seed, rows_n, draw]))
-        groups = [m["groups"][i] for i in new] if m["grouped"] else None
+        _, new = split_units(m["all_groups"], rows_n, np.random.default_rng([seed, rows_n, draw]))
+        groups = None if m["groups"] is None else [m["groups"][i] for i in new]
         fig = stats.figures(m["scores"][:, new], m["gold"][new], groups)
         defaults.append(fig[0])
         oracle.append(np.nanmax(fig) - fig[0])
@@ -241,9 +217,10 @@ def main() -> None:
         print(json.dumps({"rows": rows, "baselines": extra}, indent=1))
     else:
         for r in rows:
-            print(f"{r['rows_n']:>5} {r['gate']:>6} panel={r['panel']!s:<5} gain {r['mean_gain']:+.3f} "
-                  f"[{r['gain_low']:+.3f}, {r['gain_high']:+.3f}] ship {r['ship_rate']:.0%} worse {r['worse_rate']:.1%} "
-                  f"null {r['null_ship_rate']:.1%} ({r['draws']} draws)")
+            low, high = (f"{v:+.3f}" if v is not None else "n/a" for v in (r["gain_low"], r["gain_high"]))
+            print(f"{r['rows_n']:>5} {r['gate']:>6} panel={r['panel']!s:<5} gain {r['mean_gain']:+.3f} [{low}, {high}] "
+                  f"ship {r['ship_rate']:.0%} worse {r['worse_rate']:.1%} null {r['null_ship_rate']:.1%} "
+                  f"({r['draws']} draws)")
 
 
 if __name__ == "__main__":
