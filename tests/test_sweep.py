@@ -649,7 +649,34 @@ def test_evaluate_bounds_an_lm_judges_fit_and_says_on_how_many_items(tmp_path, r
                             "--lm", "local:smollm2", "--resamples", "10"])
     assert code == 0, err
     fitted = [line for line in err.splitlines() if line.startswith("fitting the checklist judge on ")]
-    assert fitted and fitted[0].startswith("fitting the checklist judge on 8 of ") and "with the LM" in fitted[0]
+    assert fitted and fitted[0].startswith("fitting the checklist judge on 8 of ")
+    assert "with the LM (--fit-items)" in fitted[0]
+
+
+@pytest.mark.slow  # the embedding baseline of evaluate loads MiniLM: about 20 s
+def test_evaluate_scales_an_lm_judges_fit_with_the_limit_and_says_so(tmp_path, run_cli, monkeypatch):
+    """``evaluate --judge checklist --limit 4`` fits on 12 training items (3 per item asked for, at least 12), not on
+    200: each training item costs the LM calls of an item judged (SmolLM2 on MSRpar: 188 s for 20, where judging the
+    4 took 33 s), so the fit costs at most 3 times the judging asked for. The line before the work says how many and
+    why; --fit-items still sets it, and without --limit the bound is 200."""
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    data = jsonl(tmp_path / "d.jsonl", labeled_rows(groups=150, per_group=3))  # 270 training items
+    code, _, err = run_cli(["evaluate", "--judge", "checklist", "--data", str(data), "--limit", "4", "--lm",
+                            "test:deterministic", "--resamples", "10"])
+    assert code == 0, err
+    fitted = [line for line in err.splitlines() if line.startswith("fitting the checklist judge on ")]
+    assert fitted == ["fitting the checklist judge on 12 of 270 training items with the LM (3 per item of --limit 4, "
+                      "at least 12; --fit-items N sets it)"]
+    from argparse import Namespace
+
+    from judgetune.cli._judging import _fit_bound
+
+    lm = object()
+    assert _fit_bound(Namespace(fit_items=None, limit=10), lm)[0] == 30
+    assert _fit_bound(Namespace(fit_items=None, limit=100), lm)[0] == 200
+    assert _fit_bound(Namespace(fit_items=None, limit=None), lm)[0] == 200
+    assert _fit_bound(Namespace(fit_items=300, limit=4), lm)[0] == 300
+    assert _fit_bound(Namespace(fit_items=None, limit=4), None)[0] is None  # no LM: a fit costs no calls
 
 
 def test_the_old_rule_is_no_longer_a_users_gate(tmp_path, data, run_cli):

@@ -34,6 +34,8 @@ def _print_prompts(transcript: list[dict]) -> None:
 
 
 LM_FIT_ITEMS = 200  # a judge fitted with an LM (checklist) fits on at most this many training items unless told
+FIT_PER_LIMIT = 3  # with --limit N, it fits on at most this many training items per item judged (each costs the
+MIN_FIT_ITEMS = 12  # LM calls of an item judged) and at least these (a combiner fitted on 4 items says little)
 
 
 def _evaluate(args: argparse.Namespace) -> None:
@@ -57,21 +59,7 @@ def _evaluate(args: argparse.Namespace) -> None:
                              "answers of its question: pass --protocol group (or linkage)")
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
-    kind = judges.judge_class(args.judge)
-    fit_on = splits["train"]
-    bound = args.fit_items if args.fit_items is not None else LM_FIT_ITEMS if lm is not None else None
-    if getattr(kind, "fits", False) and bound is not None and len(fit_on) > bound:
-        fit_on = datasets.limit_by_group(fit_on, bound, seed=args.seed)
-    fitting = getattr(kind, "fits", False) and not args.json
-    how = f"{len(fit_on)} of {len(splits['train'])} training items{' with the LM' if lm is not None else ''}"
-    if fitting:
-        print(f"fitting the {args.judge} judge on {how} (--fit-items N sets how many)", file=sys.stderr)
-    try:
-        with stage(f"fitting the {args.judge} judge", enabled=fitting):
-            judge = judges.make_judge(args.judge, lm, train=fit_on, label_range=label_range, params=params,
-                                      seed=args.seed)
-    except ValueError as err:  # a bad --param
-        raise JudgetuneError(str(err)) from None
+    judge = _fitted_judge(args, lm, splits["train"], label_range, params)
     if args.show_prompt and lm is not None:
         lm.transcript = []
         judge(test[0])
@@ -97,6 +85,38 @@ def _evaluate(args: argparse.Namespace) -> None:
     else:
         print(f"protocol {args.protocol or 'none (every item scored alone)'}")
     print(evaluation.format_rows(result["rows"]))
+
+
+def _fit_bound(args: argparse.Namespace, lm) -> tuple[int | None, str]:
+    """How many training items a fitted judge fits on (None: all), and why, for the line that says it: --fit-items;
+    else with an LM at most ``FIT_PER_LIMIT`` per item --limit asks for (at least ``MIN_FIT_ITEMS``) and at most
+    ``LM_FIT_ITEMS``, since every training item costs the LM calls of an item judged."""
+    if args.fit_items is not None:
+        return args.fit_items, "--fit-items"
+    if lm is None:
+        return None, "--fit-items N bounds it"
+    scaled = LM_FIT_ITEMS if args.limit is None else max(MIN_FIT_ITEMS, FIT_PER_LIMIT * args.limit)
+    if scaled < LM_FIT_ITEMS:
+        return scaled, (f"{FIT_PER_LIMIT} per item of --limit {args.limit}, at least {MIN_FIT_ITEMS}; --fit-items N "
+                        "sets it")
+    return LM_FIT_ITEMS, f"at most {LM_FIT_ITEMS} with an LM; --fit-items N sets it"
+
+
+def _fitted_judge(args: argparse.Namespace, lm, train: list, label_range: tuple[float, float], params: dict):
+    """The judge to evaluate, fitted (a judge that fits) on a seeded, bounded share of the training items, said on
+    stderr before the work (the LM calls of a fit with an LM cost as much per item as judging)."""
+    fits = getattr(judges.judge_class(args.judge), "fits", False)
+    bound, why = _fit_bound(args, lm)
+    fit_on = datasets.limit_by_group(train, bound, seed=args.seed) if fits and bound and len(train) > bound else train
+    if fits and not args.json:
+        print(f"fitting the {args.judge} judge on {len(fit_on)} of {len(train)} training items"
+              f"{' with the LM' if lm is not None else ''} ({why})", file=sys.stderr)
+    try:
+        with stage(f"fitting the {args.judge} judge", enabled=fits and not args.json):
+            return judges.make_judge(args.judge, lm, train=fit_on, label_range=label_range, params=params,
+                                     seed=args.seed)
+    except ValueError as err:  # a bad --param
+        raise JudgetuneError(str(err)) from None
 
 
 def _audit(args: argparse.Namespace) -> None:
