@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import optuna
 
 __all__ = ["FrozenJudge", "JudgmentFailedError", "Picked", "Rows", "Scored", "Scores", "TunedJudge", "compare",
-           "evaluate", "load", "pick", "records_of", "tune"]
+           "estimate", "evaluate", "load", "pick", "records_of", "tune"]
 
 
 def _data_file(data: Any, folder: Path, *, write: bool = True) -> str:
@@ -274,6 +274,45 @@ def pick(data: Any, n: int, *, labeled: Any = None, out: str | Path | None = Non
                 handle.write("".join(json.dumps(rows_in_memory[i], ensure_ascii=False, default=str) + "\n"
                                      for i in picks.indices))
     return Picked(rows, list(picks.picks), picks.summary())
+
+
+def estimate(judge: str | Path | FrozenJudge, data: Any, *, by: str | Sequence[str], scores: str | Path | None = None,
+             labeled: Any = None, fields: dict[str, str] | None = None, label: str | None = None,
+             scale: tuple[float, float] | None = None, confidence: float = 0.95, api_base: str | None = None) -> Any:
+    """Each system's mean on the human scale (a win rate for pairwise rows) and every pair's difference, from a
+    frozen judge's scores on every row and human labels on a uniform random sample of them (PPI++), beside the
+    labels-only and the judge-only figures; see ``judgetune estimate -h`` and docs/estimate.md.
+
+    Args:
+        judge: a judge.json path or a loaded ``FrozenJudge`` (it scores the rows unless ``scores`` are given).
+        data: the outputs: a catalog name, a file, a list of dicts or a DataFrame, each row's system in column (or
+            ``meta`` key) ``by`` ("A,B" or two names for pairwise rows), labels on some rows.
+        scores: the file ``judgetune score`` wrote for ``data`` with this judge (nothing is scored again).
+        labeled: labels collected apart (rows with the ids of ``data``), in any form ``data`` may take.
+        confidence: the intervals' level.
+
+    Returns:
+        A pandas DataFrame: one row per system (``what`` "system") and per pair ("difference", named "B - A"),
+        the judge-only, labels-only and PPI++ figures, labels worth and labels needed; ``attrs["notes"]`` holds
+        what is assumed or doubtful.
+
+    Raises:
+        JudgetuneError: one system, no label, labels off the judge's scale, bad rows (one line each).
+
+    Example:
+        >>> judgetune.estimate("runs/mine/judge.json", "outputs.jsonl", by="system")  # doctest: +SKIP
+    """
+    from judgetune.estimating import estimate_files
+
+    keep_litellm_offline()
+    frozen = judge if isinstance(judge, FrozenJudge) else None
+    config = judge.config if frozen is not None else judge
+    with tempfile.TemporaryDirectory(prefix="judgetune-estimate-") as folder:
+        data_path = _data_file(data, Path(folder))
+        labeled_path = None if labeled is None else _data_file(labeled, Path(folder) / "labeled")
+        result = estimate_files(config, data_path, by, scores=scores, labeled=labeled_path, fields=fields,
+                                label=label, scale=scale, alpha=1 - confidence, api_base=api_base, frozen=frozen)
+    return result.to_pandas()
 
 
 def evaluate(judge: str | FrozenJudge, data: Any, *, split: str = "test", lm: Any = "local:smollm2",

@@ -15,9 +15,11 @@ BASE = {"datasets", "stats", "errors", "_files", "_offline", "_progress"}
 ALLOWED = {
     "cli": {"*"},
     "__init__": {"*"},
-    "_api": {"_frozen", "tuning", "evaluation", "report", "config", "calibration", "judges", "lm", "scoring", "picking"},
+    "_api": {"_frozen", "tuning", "evaluation", "report", "config", "calibration", "judges", "lm", "scoring", "picking",
+             "estimating"},
     "_frozen": {"config", "judges", "lm", "scoring"},
     "picking": {"judges", "lm"},
+    "estimating": {"_frozen", "config"},
     "_demo": {"tuning", "evaluation", "report", "config"},
     "integrations": {"_api", "config"},
     "tuning": {"audit", "evaluation", "config", "calibration", "judges", "lm"},

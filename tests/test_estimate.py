@@ -4,6 +4,9 @@ the labels alone, the power of the labels-needed rule), the command on real judg
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -155,3 +158,218 @@ def test_labels_needed_gives_about_80_percent_power():
     assert 0.72 <= rejected / draws <= 0.88
     assert stats.labels_needed(0.0, [(1.0, 100)]) is None
     assert stats.labels_needed(0.5, [(1.0, 100)]) <= 100  # labeling every row always settles a finite mean
+
+
+# --- the command, on a real signal judge (word overlap with the reference, calibrated on labels) -------------------
+
+SYSTEMS = {"good": 0.5, "fair": 1.6, "poor": 2.8}  # the mean number of word pairs each system's answers drop
+
+
+def _system_rows(inputs: int = 60, seed: int = 0) -> list[dict]:
+    """Three systems answering the same inputs: each answer keeps fewer of its input's reference words as its label
+    falls (5: all ten kept); a system's quality is how many it tends to drop."""
+    import random
+
+    from _kits import NOISE, WORDS
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(inputs):
+        reference = rng.sample(WORDS, 10)
+        for name, mean in SYSTEMS.items():
+            drop = min(5, max(0, round(rng.gauss(mean, 1.0))))
+            answer = list(reference)
+            for j in rng.sample(range(10), 2 * drop):
+                answer[j] = rng.choice(NOISE)
+            rows.append({"id": f"q{i}-{name}", "group": f"q{i}", "answer": " ".join(answer),
+                         "reference": " ".join(reference), "system": name, "label": 5 - drop})
+    return rows
+
+
+def _labeled_on(rows: list[dict], inputs: set[str]) -> list[dict]:
+    """The rows with their labels kept only on ``inputs``."""
+    return [r if r["group"] in inputs else {k: v for k, v in r.items() if k != "label"} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def overlap_judge(tmp_path_factory) -> Path:
+    """A frozen overlap judge: word overlap with the reference, its calibrator fitted on labeled rows of other
+    inputs (seed 99), saved as judge.json (no LM)."""
+    from judgetune.calibration import fit_calibrator
+    from judgetune.config import JudgeConfig
+    from judgetune.datasets import example_from_record
+    from judgetune.judges import build_judge
+
+    judge = build_judge("overlap", None)
+    train = [example_from_record({k: v for k, v in r.items() if k != "system"}, where="train", default_id=r["id"],
+                                 problems=[]) for r in _system_rows(40, seed=99)]
+    raw = [v.score for v in judge.judge_all(train)]
+    calibrator, _ = fit_calibrator(raw, [e.label for e in train], label_range=(0.0, 5.0), kinds=("isotonic",))
+    path = tmp_path_factory.mktemp("overlap-judge") / "judge.json"
+    JudgeConfig.from_judge(judge, lm=None, calibrator=calibrator, label_range=(0.0, 5.0)).save(path)
+    return path
+
+
+@pytest.fixture
+def outputs(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """The three systems' 180 outputs, labels on 20 of the 60 inputs (every system's answer to them)."""
+    import random
+
+    from _kits import jsonl
+
+    rows = _system_rows()
+    labeled = set(random.Random(1).sample(sorted({r["group"] for r in rows}), 20))
+    return jsonl(tmp_path / "outputs.jsonl", _labeled_on(rows, labeled)), rows
+
+
+def test_estimate_scores_and_reports_every_system_and_pair(run_cli, overlap_judge, outputs, tmp_path):
+    data, rows = outputs
+    out = tmp_path / "estimate.json"
+    code, stdout, stderr = run_cli(["estimate", "--config", str(overlap_judge), "--data", str(data), "--by", "system",
+                                    "--out", str(out)])
+    assert code == 0, stderr
+    result = json.loads(out.read_text())
+    assert [s["system"] for s in result["systems"]] == list(SYSTEMS)
+    truth = {name: np.mean([r["label"] for r in rows if r["system"] == name]) for name in SYSTEMS}
+    for s in result["systems"]:
+        assert (s["rows"], s["labeled"]) == (60, 20)
+        assert s["ppi_high"] - s["ppi_low"] < s["labels_high"] - s["labels_low"]  # the judge narrows it
+        assert s["labels_worth"] > 1.5
+        assert s["ppi_low"] <= truth[s["system"]] <= s["ppi_high"]
+    pairs = {(p["a"], p["b"]): p for p in result["pairs"]}
+    assert set(pairs) == {("good", "fair"), ("good", "poor"), ("fair", "poor")}
+    poor = pairs[("good", "poor")]
+    assert poor["pairing"] == "paired" and poor["high"] < 0 and poor["p_value"] < 0.001
+    assert poor["labels_needed_per"] == "input" and poor["labels_needed"] <= 20
+    assert "PPI++" in stdout and "poor - good" in stdout
+    assert "assumed: the labeled rows of each system are a uniform random sample" in stderr
+
+
+def test_estimate_from_a_score_file_gives_the_same_figures_without_scoring(run_cli, overlap_judge, outputs,
+                                                                           tmp_path):
+    data, _ = outputs
+    scored = tmp_path / "scored.jsonl"  # --label: a mapped file keeps its other columns (system) under meta
+    assert run_cli(["score", "--config", str(overlap_judge), "--data", str(data), "--label", "label", "--out",
+                    str(scored)])[0] == 0
+    direct = run_cli(["estimate", "--config", str(overlap_judge), "--data", str(data), "--by", "system", "--json"])
+    from_file = run_cli(["estimate", "--config", str(overlap_judge), "--data", str(data), "--by", "system",
+                         "--scores", str(scored), "--json"])
+    assert direct[0] == from_file[0] == 0
+    assert json.loads(direct[1])["systems"] == json.loads(from_file[1])["systems"]
+    assert json.loads(direct[1])["pairs"] == json.loads(from_file[1])["pairs"]
+
+
+def test_the_python_api_returns_a_dataframe(overlap_judge, outputs):
+    pytest.importorskip("pandas")
+    import judgetune
+
+    data, rows = outputs
+    frame = judgetune.estimate(str(overlap_judge), [dict(r) for r in _labeled_on(rows, {"q1", "q2", "q3", "q4"})],
+                               by="system")
+    assert list(frame["what"]) == ["system"] * 3 + ["difference"] * 3
+    assert list(frame["name"])[3:] == ["fair - good", "poor - good", "poor - fair"]
+    assert frame.loc[0, "labeled"] == 4 and frame.attrs["notes"]
+
+
+def _refused(run_cli, argv: list[str]) -> str:
+    code, _, stderr = run_cli(argv)
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("judgetune: error: "), stderr
+    return lines[0]
+
+
+def test_bad_input_is_refused_with_one_line_each(run_cli, overlap_judge, outputs, tmp_path):
+    from _kits import jsonl
+
+    data, rows = outputs
+    base = ["estimate", "--config", str(overlap_judge), "--by", "system"]
+    one = jsonl(tmp_path / "one.jsonl", [r for r in rows if r["system"] == "good"])
+    assert "holds one system ('good')" in _refused(run_cli, [*base, "--data", str(one)])
+    unlabeled = jsonl(tmp_path / "unlabeled.jsonl", _labeled_on(rows, set()))
+    assert "no row carries a human label" in _refused(run_cli, [*base, "--data", str(unlabeled)])
+    off = jsonl(tmp_path / "off.jsonl", [{**r, "label": 7} if r["id"] == "q3-fair" else r for r in rows])
+    assert "off.jsonl:" in (line := _refused(run_cli, [*base, "--data", str(off)]))
+    assert "expected a label on the judge's scale 0-5" in line and "found 7" in line
+    assert "scores on the scale 0-5" in _refused(run_cli, [*base, "--data", str(data), "--scale", "1-10"])
+    nameless = jsonl(tmp_path / "nameless.jsonl", [{k: v for k, v in r.items() if k != "system"} for r in rows[:1]]
+                     + rows[1:])  # a row without its system: its line, never dropped (each bad row a line)
+    assert "nameless.jsonl:1: system: expected the system's name (--by system), found nothing" in _refused(
+        run_cli, [*base, "--data", str(nameless)])
+
+
+def test_pairwise_rows_need_a_judge_of_preferences(run_cli, overlap_judge, tmp_path):
+    from _kits import jsonl
+
+    pairs = jsonl(tmp_path / "pairs.jsonl", [{"id": str(i), "answer": "a b", "answer_b": "a c", "reference": "a b",
+                                              "preference": 1, "model_a": "x", "model_b": "y"} for i in range(4)])
+    line = _refused(run_cli, ["estimate", "--config", str(overlap_judge), "--data", str(pairs), "--by",
+                              "model_a,model_b"])
+    assert "pairwise preferences" in line and "scores one answer on the scale 0-5" in line
+
+
+def test_a_system_without_labels_is_reported_unvalidated_not_dropped(run_cli, overlap_judge, outputs, tmp_path):
+    from _kits import jsonl
+
+    _, rows = outputs
+    labeled = {f"q{i}" for i in range(10)}
+    data = jsonl(tmp_path / "partly.jsonl", [{k: v for k, v in r.items() if k != "label"} if r["system"] == "poor"
+                                             else r for r in _labeled_on(rows, labeled)])
+    code, stdout, stderr = run_cli(["estimate", "--config", str(overlap_judge), "--data", str(data), "--by", "system",
+                                    "--json"])
+    assert code == 0, stderr
+    result = json.loads(stdout)
+    poor = next(s for s in result["systems"] if s["system"] == "poor")
+    assert poor["judge_note"].startswith("unvalidated") and poor["ppi"] is None and poor["judge"] < 3
+    assert [p["note"] for p in result["pairs"] if "poor" in (p["a"], p["b"])] == [
+        "unvalidated: a system with fewer than 2 labeled rows"] * 2
+    assert "system 'poor' has 0 labeled row(s): its judge-only figure" in stderr
+
+
+def test_pick_for_estimate_draws_a_seeded_uniform_sample_the_estimate_recognises(run_cli, overlap_judge, tmp_path):
+    from _kits import jsonl
+
+    rows = _system_rows()
+    data = jsonl(tmp_path / "outputs.jsonl", _labeled_on(rows, set()))
+    picked = tmp_path / "picked.jsonl"
+    code, stdout, _ = run_cli(["pick", "--for", "estimate", "--data", str(data), "--by", "system", "--n", "15",
+                               "--seed", "3", "--out", str(picked)])
+    assert code == 0 and "15 inputs every system answered" in stdout
+    chosen = [json.loads(line) for line in picked.read_text().splitlines()]
+    assert len(chosen) == 45 and len({r["group"] for r in chosen}) == 15  # each input's answer of every system
+    assert {r["meta"]["sampling_probability"] for r in chosen} == {0.25}
+    again = tmp_path / "again.jsonl"
+    run_cli(["pick", "--for", "estimate", "--data", str(data), "--by", "system", "--n", "15", "--seed", "3",
+             "--out", str(again)])
+    assert again.read_text() == picked.read_text()
+    truth = {r["id"]: r["label"] for r in rows}
+    labeled = jsonl(tmp_path / "labeled.jsonl", [{**r, "label": truth[r["id"]]} for r in chosen])
+    code, _, stderr = run_cli(["estimate", "--config", str(overlap_judge), "--data", str(data), "--by", "system",
+                               "--labeled", str(labeled), "--json"])
+    assert code == 0 and "as their recorded sampling probabilities say" in stderr and "assumed" not in stderr
+
+
+def test_labels_drawn_with_unequal_probabilities_are_refused(run_cli, overlap_judge, tmp_path):
+    from _kits import jsonl
+
+    rows = _system_rows()
+    weighted = [{**r, "meta": {"sampling_probability": 0.5 if r["group"] in ("q1", "q2") else 0.25}}
+                if r["group"] in ("q1", "q2", "q3", "q4") else {k: v for k, v in r.items() if k != "label"}
+                for r in rows]
+    data = jsonl(tmp_path / "weighted.jsonl", weighted)
+    line = _refused(run_cli, ["estimate", "--config", str(overlap_judge), "--data", str(data), "--by", "system"])
+    assert "unequal probabilities (0.25 to 0.5)" in line
+
+
+def test_scores_of_another_judge_are_refused(run_cli, overlap_judge, outputs, tmp_path):
+    from judgetune.config import JudgeConfig
+    from judgetune.scoring._output import done_marker
+
+    data, _ = outputs
+    scored = tmp_path / "scored.jsonl"
+    assert run_cli(["score", "--config", str(overlap_judge), "--data", str(data), "--label", "label", "--out",
+                    str(scored)])[0] == 0
+    assert done_marker(scored).exists()  # the record estimate reads (its own spelling of the same path)
+    other = JudgeConfig.load(overlap_judge).model_copy(update={"seed": 7}).save(tmp_path / "o.json")
+    line = _refused(run_cli, ["estimate", "--config", str(other), "--data", str(data), "--by", "system", "--scores",
+                              str(scored)])
+    assert "written by another judge" in line

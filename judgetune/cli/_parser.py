@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from judgetune import datasets
+from judgetune.cli._estimate import _confidence, _estimate, _pick_either
 from judgetune.cli._judging import _audit, _compare, _evaluate
 from judgetune.cli._options import (
     GATES,
@@ -41,7 +42,7 @@ from judgetune.cli._other import (
     _schema,
     _threshold,
 )
-from judgetune.cli._scoring import _export, _pick, _score
+from judgetune.cli._scoring import _export, _score
 from judgetune.cli._tuning import _demo, _tune, _worker
 
 
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tune(commands)
     _add_demo_worker_score(commands)
     _add_pick_audit_compare(commands)
+    _add_estimate(commands)
     _add_export_ragcheck_install_schema_report(commands)
     _add_nrp_reproduce(commands)
     return parser
@@ -230,9 +232,15 @@ def _add_pick_audit_compare(commands: argparse._SubParsersAction) -> None:
     pk.add_argument("--lm", help="LM spec, for an LM --judge")
     pk.add_argument("--api-base")
     _column_options(pk)
-    pk.add_argument("--seed", type=_seed, default=0, help="seeds the clusters and tie-breaks")
+    pk.add_argument("--seed", type=_seed, default=0, help="seeds the clusters and tie-breaks (--for estimate: the draw)")
+    pk.add_argument("--for", dest="purpose", default="calibration", choices=("calibration", "estimate"),
+                    help="calibration (default): the items that teach a judge most; estimate: a uniform random "
+                         "sample per system (--by) for judgetune estimate, each row's sampling_probability recorded")
+    pk.add_argument("--by", metavar="SYSTEM|A,B", help="with --for estimate: the column (or meta key) naming each "
+                    "row's system; A,B for pairwise rows. --n is then per system (inputs, when every system "
+                    "answered the same inputs; comparisons in all, for pairwise rows)")
     pk.add_argument("--json", action="store_true", help="print the picks and a summary as JSON")
-    pk.set_defaults(handler=_pick)
+    pk.set_defaults(handler=_pick_either)
 
     aud = commands.add_parser("audit", help="probe a frozen judge for position, verbosity and consistency biases")
     aud.add_argument("--config", required=True, type=Path)
@@ -270,6 +278,31 @@ def _add_pick_audit_compare(commands: argparse._SubParsersAction) -> None:
                          help="two configs OLD NEW over one file (labels optional; an inspect .eval log too): the "
                               "paired difference of their scores, regrading with a new judge version")
     compare.set_defaults(handler=_compare)
+
+
+def _add_estimate(commands: argparse._SubParsersAction) -> None:
+    est = commands.add_parser("estimate", help="each system's mean on the human scale (or win rate) and every "
+                              "pair's difference, from a frozen judge's scores and a few labels (PPI++)")
+    est.add_argument("--config", required=True, type=Path, help="the frozen judge (judge.json)")
+    est.add_argument("--data", required=True, metavar="NAME|FILE", help="the outputs: a row per output, each "
+                     "system's name in the --by column, human labels on a uniform random sample of the rows")
+    est.add_argument("--by", required=True, metavar="SYSTEM|A,B", help="the column (or meta key) naming each row's "
+                     "system (model, prompt variant, pipeline); A,B for pairwise rows (the systems of answer and "
+                     "answer_b): win rates")
+    est.add_argument("--scores", type=Path, metavar="FILE", help="the scores judgetune score wrote for --data with "
+                     "--config: nothing is scored again (no LM runs)")
+    est.add_argument("--labeled", type=Path, metavar="FILE", help="labels collected apart (rows with the ids of "
+                     "--data and the label, e.g. the rows of pick --for estimate, labeled)")
+    est.add_argument("--scale", type=_scale, metavar="LOW-HIGH", help="the human scale of the labels (must be the "
+                     "judge's; default: the judge's)")
+    _column_options(est)
+    est.add_argument("--confidence", type=_confidence, default=0.95, help="the intervals' level (default 0.95)")
+    est.add_argument("--out", type=Path, help="write the estimates as JSON to this file")
+    est.add_argument("--force", action="store_true", help="replace --out when it exists")
+    _endpoint_option(est)
+    est.add_argument("--mirror", type=Path, help="local copy to fetch catalog data from when it is missing")
+    est.add_argument("--json", action="store_true", help='print {"systems": [...], "pairs": [...], "notes": [...]}')
+    est.set_defaults(handler=_estimate)
 
 
 def _add_export_ragcheck_install_schema_report(commands: argparse._SubParsersAction) -> None:

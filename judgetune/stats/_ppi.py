@@ -12,7 +12,9 @@ Two targets:
 - ``finite=True`` (what ``judgetune estimate`` reports): the mean human label over the given rows, as if
   every one were labeled; the labels are a simple random sample of them. The judge's mean over all rows is
   then a constant, ``lam`` is the least-squares slope of label on judge (not below 0), and the variance
-  carries the finite-population correction ``1 - n / N`` (survey sampling's difference estimator).
+  carries the finite-population correction ``1 - n / N`` (survey sampling's difference estimator). The
+  residual variance is kept at least the labels' own over n (``residual_floor``): a judge that happens to agree
+  exactly with every label drawn does not get a zero-width interval.
 - ``finite=False``: the mean of the source the rows were drawn from, with the unlabeled rows as PPI's
   separate unlabeled sample: ``lam = Cov(label, judge) / ((1 + n / N) Var(judge))`` clipped to [0, 1] and
   ``Var = lam^2 Var(judge, unlabeled) / N + Var(label - lam * judge) / n``, as in PPI++ and ``ppi_py``.
@@ -31,7 +33,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import special as _special
 
-__all__ = ["Estimate", "judge_mean", "labels_mean", "labels_worth", "ppi_mean", "tuned_lambda", "z_value"]
+__all__ = ["Estimate", "judge_mean", "labels_mean", "labels_worth", "ppi_mean", "residual_floor", "tuned_lambda",
+           "z_value"]
 
 Numbers = Sequence[float] | np.ndarray
 
@@ -96,6 +99,12 @@ def _interval(value: float, se: float, alpha: float, *, df: float | None = None,
                     **fields)
 
 
+def residual_floor(resid: float, labels: np.ndarray) -> float:
+    """The residual variance, at least the labels' own over n: a judge seen to agree exactly with n labels may
+    still miss about one row in n, so no estimate claims more than n labels' worth per label."""
+    return max(resid, float(np.var(labels, ddof=1)) / len(labels))
+
+
 def labels_mean(labels: Numbers, *, rows: int | None = None, alpha: float = 0.05) -> Estimate:
     """The mean of the labels with its t interval. ``rows``: the rows the labels were drawn from, for the
     mean over those rows (finite-population correction); None: the mean of an unlimited source."""
@@ -154,7 +163,7 @@ def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: flo
     if finite:
         weight = tuned_lambda(y, f) if lam is None else float(lam)
         value = weight * float(np.concatenate([f, u]).mean()) + float(np.mean(y - weight * f))
-        resid = float(np.var(y - weight * f, ddof=1))
+        resid = residual_floor(float(np.var(y - weight * f, ddof=1)), y)
         se = math.sqrt(max(0.0, 1 - n / (n + m)) * resid / n)
         return _interval(value, se, alpha, labeled=n, rows=n + m, lam=weight, residual_var=resid,
                          df=max(1, n - 2) if weight else n - 1)
@@ -171,8 +180,9 @@ def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: flo
 def labels_worth(labels: Numbers, scores: Numbers) -> dict[str, float | int]:
     """What a judge is worth in labels, on labeled rows it scored (a test split): ``labels_worth``, the labels'
     variance over that of ``label - lam * score`` with the power-tuned ``lam`` (n labels with this judge on many
-    more scored rows estimate a mean about as precisely as ``labels_worth * n`` labels alone); ``plain``, the
-    same with ``lam = 1`` (the calibrated score taken as it is, below 1 when it adds noise); ``lambda``; ``n``.
+    more scored rows estimate a mean about as precisely as ``labels_worth * n`` labels alone; at most n, see
+    ``residual_floor``); ``plain``, the same with ``lam = 1`` (the calibrated score taken as it is, below 1 when it
+    adds noise); ``lambda``; ``n``.
 
     Raises:
         ValueError: fewer than 2 labels or mismatched lengths.
@@ -187,5 +197,5 @@ def labels_worth(labels: Numbers, scores: Numbers) -> dict[str, float | int]:
             return var / resid
         return 1.0 if var == 0 else math.inf
 
-    return {"labels_worth": ratio(float(np.var(y - weight * f, ddof=1))), "plain": ratio(float(np.var(y - f, ddof=1))),
-            "lambda": weight, "n": len(y)}
+    return {"labels_worth": ratio(residual_floor(float(np.var(y - weight * f, ddof=1)), y)),
+            "plain": ratio(residual_floor(float(np.var(y - f, ddof=1)), y)), "lambda": weight, "n": len(y)}

@@ -99,9 +99,13 @@ def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Nu
     a, b = _domain(ya, fa, ia, lab, lam, alpha), _domain(yb, fb, ib, lab, lam, alpha)
     z = _contribution(yb, fb, ib, lab, b) - _contribution(ya, fa, ia, lab, a)
     n, total = int(lab.sum()), len(lab)
-    se = total * math.sqrt(max(0.0, 1 - n / total) * float(np.var(z, ddof=1)) / n)
+    var = float(np.var(z, ddof=1))
+    if method != "labels":  # as residual_floor: at most n labels' worth per label
+        alone = _contribution(yb, fb * 0, ib, lab, b) - _contribution(ya, fa * 0, ia, lab, a)
+        var = max(var, float(np.var(alone, ddof=1)) / n)
+    se = total * math.sqrt(max(0.0, 1 - n / total) * var / n)
     diff = _interval(b.value - a.value, se, alpha, labeled=int((lab & (ia | ib)).sum()), rows=int((ia | ib).sum()),
-                     lam=math.nan, residual_var=total ** 2 * float(np.var(z, ddof=1)), df=welch_df(a, b))
+                     lam=math.nan, residual_var=total ** 2 * var, df=welch_df(a, b))
     return a, b, diff
 
 

@@ -1,0 +1,122 @@
+"""Joining other files onto an estimate's rows by id: the scores ``judgetune score`` wrote for the data file
+(``id`` and the calibrated ``score``, null for a failed judgment), and a file of labels collected later (the
+picked rows, labeled). Every row of the data needs its score, every score and every label a row of the data;
+anything else is refused with its line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from judgetune.errors import DataValidationError, JudgetuneError
+from judgetune.estimating._rows import PROBABILITY, Observations, _number, _take, no_gc, records
+
+__all__ = ["join_labels", "join_scores", "refuse_other_judge", "scored_by"]
+
+_SHOWN = 3  # rows named in a one-line error about many
+
+
+def _index(obs: Observations) -> dict[str, int]:
+    return {row_id: i for i, row_id in enumerate(obs.ids)}
+
+
+def _named(ids: list[str]) -> str:
+    more = f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else ""
+    return ", ".join(map(repr, ids[:_SHOWN])) + more
+
+
+def join_scores(obs: Observations, path: str | Path) -> None:
+    """Set ``obs.scores`` from a score file (JSONL, CSV or Parquet as ``judgetune score`` writes it).
+
+    Raises:
+        DataValidationError: a score of no row, a row without a score, a repeated id, a score that is no number.
+    """
+    path, problems = Path(path), []
+    index, scores, seen = _index(obs), np.full(len(obs), np.nan), np.zeros(len(obs), dtype=bool)
+    strangers: list[str] = []
+    with no_gc():
+        for line, record in records(path, problems):
+            row_id, score = record.get("id"), record.get("score")
+            i = index.get(row_id if row_id.__class__ is str else str(row_id))
+            if i is None:
+                strangers.append(str(row_id))
+                continue
+            if seen[i]:
+                problems.append(f"{path}:{line}: id: expected each id once, found {row_id!r} again")
+            seen[i] = True
+            scores[i] = score if score.__class__ is float else _number(score, (path, line), "score", problems)
+    if strangers:
+        problems.append(f"{path}: id: expected the ids of {obs.where}, found {len(strangers)} score(s) of no row "
+                        f"there ({_named(strangers)}): score this data file, or give the data file that was scored")
+    missing = [obs.ids[i] for i in np.flatnonzero(~seen)]
+    if missing:
+        problems.append(f"{path}: expected a score for every row of {obs.where}, found none for {len(missing)} "
+                        f"({_named(missing)}): score the whole file (judgetune score resumes an interrupted run)")
+    if problems:
+        raise DataValidationError(problems)
+    obs.scores = scores
+
+
+def join_labels(obs: Observations, path: str | Path, *, label: str | None = None) -> int:
+    """Add the labels of ``path`` (rows with an ``id`` of the data, the label, and the sampling probability
+    when recorded) to ``obs``; returns how many were added.
+
+    Raises:
+        DataValidationError: a label of no row, a label that is no number or contradicts the data's own.
+    """
+    path, problems, added = Path(path), [], 0
+    index = _index(obs)
+    name = label or ("preference" if obs.pairwise else "label")
+    for line, record in records(path, problems, label=label):
+        where = f"{path}:{line}"
+        i = index.get(str(record.get("id"))) if record.get("id") is not None else None
+        if i is None:
+            problems.append(f"{where}: id: expected the id of a row of {obs.where}, found {record.get('id')!r}")
+            continue
+        value = _number(record.get(name), where, name, problems)
+        if math.isnan(value):
+            continue
+        if not math.isnan(obs.labels[i]) and obs.labels[i] != value:
+            problems.append(f"{where}: {name}: expected the label {obs.where} gives row {obs.ids[i]!r} "
+                            f"({obs.labels[i]:g}) or none, found {value:g}")
+            continue
+        probability = _number(_take(record, PROBABILITY), where, PROBABILITY, problems)
+        added += math.isnan(obs.labels[i])
+        obs.labels[i] = value
+        if not math.isnan(probability):
+            obs.probabilities[i] = probability
+    if problems:
+        raise DataValidationError(problems)
+    return added
+
+
+def scored_by(scores: str | Path, config_dict: dict) -> bool | None:
+    """Whether the finished score file ``scores`` was written by the judge ``config_dict`` (its record beside the
+    file, ``.NAME.done``, names the judge's fingerprint: the SHA-256 of its sorted JSON); None when there is no
+    such record."""
+    scores = Path(scores)
+    marker = scores.with_name(f".{scores.name}.done")  # judgetune.scoring's record of a finished output
+    try:
+        done = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(done, dict) or "judge" not in done:
+        return None
+    text = json.dumps(config_dict, sort_keys=True, ensure_ascii=True).encode("ascii")
+    return done["judge"] == hashlib.sha256(text).hexdigest()
+
+
+def refuse_other_judge(scores: str | Path, config_dict: dict, config_path: str) -> None:
+    """Refuse a score file whose record names another judge than ``config_path``.
+
+    Raises:
+        JudgetuneError: the scores were written by another judge.
+    """
+    if scored_by(scores, config_dict) is False:
+        raise JudgetuneError(f"--scores {scores}: written by another judge than {config_path} (its record "
+                             f".{Path(scores).name}.done names another judge.json); give the judge that scored it")

@@ -1,0 +1,98 @@
+"""One estimate from files: a frozen judge, a data file (or catalog source) with a system per row and labels on
+some rows, optionally the labels in a file of their own and the scores ``judgetune score`` already wrote.
+Everything is checked before the judge scores anything."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from judgetune.errors import JudgetuneError
+from judgetune.estimating._checks import check_rows, check_scale
+from judgetune.estimating._estimate import Estimates, estimate_observations
+from judgetune.estimating._join import join_labels, join_scores, refuse_other_judge
+from judgetune.estimating._rows import Observations, from_examples, read_data
+
+__all__ = ["by_columns", "estimate_files", "read_observations", "score_observations"]
+
+
+def by_columns(by: str | Sequence[str]) -> list[str]:
+    """``"system"`` or ``"model_a,model_b"`` (pairwise rows) as column names.
+
+    Raises:
+        JudgetuneError: none, more than two, or an empty name.
+    """
+    names = [n.strip() for n in by.split(",")] if isinstance(by, str) else [str(n).strip() for n in by]
+    if not 1 <= len(names) <= 2 or not all(names) or len(set(names)) < len(names):
+        raise JudgetuneError(f"--by {by if isinstance(by, str) else ','.join(by)}: expected a column (each row's "
+                             "system) or two distinct ones, A,B (the systems of answer and answer_b of pairwise rows)")
+    return names
+
+
+def read_observations(data: str | Path, by: Sequence[str], *, texts: bool = False,
+                      labeled: str | Path | None = None, fields: dict[str, str] | None = None,
+                      label: str | None = None, mirror: str | Path | None = None) -> Observations:
+    """The rows of ``data`` (a file, or a catalog source, whose rows carry the systems under ``meta``), with the
+    labels of ``labeled`` added; ``texts``: keep every row as an Example too (for a judge to score)."""
+    from judgetune import datasets
+
+    if str(data) in datasets.CATALOG:
+        examples, _ = datasets.load_data(str(data), mirror=mirror, fields=fields, label=label)
+        obs = from_examples(examples, by, str(data))
+    else:
+        obs = read_data(data, by, fields=fields, label=label, examples=texts)
+    if labeled is not None:
+        join_labels(obs, labeled, label=label)
+    return obs
+
+
+def score_observations(obs: Observations, config: Any, *, api_base: str | None = None, where: str = "",
+                       frozen: Any = None) -> None:
+    """The frozen judge's calibrated score of every row (nan for a failed judgment); ``frozen``: a loaded
+    ``FrozenJudge`` of ``config`` to score with (kept open), else one is loaded and closed here."""
+    from judgetune._frozen import FrozenJudge
+
+    if obs.examples is None:
+        raise JudgetuneError("estimate: the rows were read without their texts; give --scores or the data to score")
+    judge = frozen or FrozenJudge(config, api_base=api_base, where=where or "the judge config")
+    try:
+        scored = judge.score_many(obs.examples)
+    finally:
+        if frozen is None:
+            judge.close()
+    obs.scores = np.asarray([np.nan if s.score is None else s.score for s in scored], dtype=float)
+
+
+def estimate_files(config: str | Path | Any, data: str | Path, by: str | Sequence[str], *,
+                   scores: str | Path | None = None, labeled: str | Path | None = None,
+                   fields: dict[str, str] | None = None, label: str | None = None,
+                   scale: tuple[float, float] | None = None, alpha: float = 0.05, api_base: str | None = None,
+                   mirror: str | Path | None = None, frozen: Any = None) -> Estimates:
+    """Read, check, score (unless ``scores`` are given) and estimate; see ``judgetune estimate -h``. ``config``:
+    a judge.json path or a ``JudgeConfig``; ``frozen``: its loaded ``FrozenJudge``, to score with.
+
+    Raises:
+        JudgetuneError: every refusal of ``judgetune.estimating._checks``, bad rows, or scores of another judge.
+    """
+    from judgetune.config import JudgeConfig
+
+    if not 0 < alpha < 1:
+        raise JudgetuneError(f"--confidence: expected a level between 0 and 1, found {1 - alpha:g}")
+    judge = JudgeConfig.load(config) if isinstance(config, (str, Path)) else config
+    config = config if isinstance(config, (str, Path)) else "the judge"
+    names = by_columns(by)
+    if scores is not None:
+        refuse_other_judge(scores, judge.to_dict(), str(config))
+    obs = read_observations(data, names, texts=scores is None, labeled=labeled, fields=fields, label=label,
+                            mirror=mirror)
+    judge_scale = (float(judge.label_range[0]), float(judge.label_range[1]))
+    check_rows(obs, names)
+    check_scale(obs, judge_scale, str(config), stated=scale)
+    if scores is not None:
+        join_scores(obs, scores)
+    else:
+        score_observations(obs, judge, api_base=api_base, where=str(config), frozen=frozen)
+    return estimate_observations(obs, judge_scale, alpha=alpha)
