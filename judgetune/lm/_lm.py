@@ -278,18 +278,7 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         spec = parse_lm_spec(spec, api_base=api_base, reasoning=reasoning)
     cache = (cache or ResponseCache()) if use_cache else None
     if spec.kind == "openai":
-        named = next((os.environ[n].strip() for n in BASE_URL_ENVS if os.environ.get(n, "").strip()), None)
-        if spec.api_base is None and named:  # the OpenAI SDK's variable: the endpoint its key is meant for
-            check_endpoint(named)
-            spec = dataclasses.replace(spec, api_base=named)
-        send_key = trust_endpoint or is_trusted(spec.api_base)
-        withheld = None if send_key else untrusted_hint(spec.api_base or OPENAI_ENDPOINT, endpoint_source)
-        if withheld and os.environ.get(API_KEY_ENV):
-            log.warning("%s", withheld)
-        elif withheld:  # no key to withhold, but the items themselves go to an endpoint the user did not name
-            log.warning("%s names the endpoint %s, which you have not named or trusted: every item scored is sent "
-                        "there. Pass --api-base to choose the endpoint yourself", endpoint_source,
-                        spec.api_base or OPENAI_ENDPOINT)
+        spec, send_key, withheld = _remote_endpoint(spec, trust_endpoint, endpoint_source)
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries, rps=rps,
                                         rate_limit_wait=rate_limit_wait, send_key=send_key, withheld=withheld,
                                         api_key=api_key)
@@ -305,6 +294,23 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
     model = _in_process_model(path, backend, n_ctx=n_ctx, n_threads=n_threads or embedded_threads())
     fingerprint = cache.file_fingerprint(path) if cache is not None and path.is_file() else str(path.resolve())
     return JudgeLM(spec, cache=cache, model=model, model_id=f"{backend}:{fingerprint}")
+
+
+def _remote_endpoint(spec: LMSpec, trusted: bool, source: str) -> tuple[LMSpec, bool, str | None]:
+    """An ``openai/MODEL`` spec's endpoint (the OpenAI SDK's base-URL variable when none is named), whether the key
+    is sent there, and the warning when it is withheld (said once here; the items still go there)."""
+    named = next((os.environ[n].strip() for n in BASE_URL_ENVS if os.environ.get(n, "").strip()), None)
+    if spec.api_base is None and named:  # the OpenAI SDK's variable: the endpoint its key is meant for
+        check_endpoint(named)
+        spec = dataclasses.replace(spec, api_base=named)
+    send_key = trusted or is_trusted(spec.api_base)
+    withheld = None if send_key else untrusted_hint(spec.api_base or OPENAI_ENDPOINT, source)
+    if withheld and os.environ.get(API_KEY_ENV):
+        log.warning("%s", withheld)
+    elif withheld:  # no key to withhold, but the items themselves go to an endpoint the user did not name
+        log.warning("%s names the endpoint %s, which you have not named or trusted: every item scored is sent "
+                    "there. Pass --api-base to choose the endpoint yourself", source, spec.api_base or OPENAI_ENDPOINT)
+    return spec, send_key, withheld
 
 
 def _in_process_model(path: Path, backend: str, *, n_ctx: int, n_threads: int):

@@ -135,6 +135,25 @@ def file_source(path: str | Path, *, fields: dict[str, str] | None = None,
             "label": label}
 
 
+def _budget_take(pending: int, max_tokens: int | None, usage: dict[str, int], largest: int) -> int:
+    """How many of the ``pending`` items fit in what is left of ``max_tokens`` (0: stop): the first item measures the
+    cost; then the largest item so far, with a margin."""
+    if max_tokens is None:
+        return pending
+    room = max_tokens - usage.get("prompt_tokens", 0) - usage.get("completion_tokens", 0)
+    if room <= 0:
+        return 0
+    return min(pending, 1) if largest == 0 else min(pending, int(room // (largest * BUDGET_MARGIN)))
+
+
+def _items_record(record: dict[str, Any] | None, batch: list[Example], count: int) -> dict[str, Any]:
+    """The scored Python items' running digest after ``batch`` (no file digest to compare a resume with)."""
+    digest = (record or {}).get("sha256", "")
+    for item in batch:
+        digest = item_digest(digest, item)
+    return {"count": count, "sha256": digest}
+
+
 def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | None, out: str | Path, *,
                  source: dict[str, Any], chunk_size: int = 1000, force: bool = False,
                  max_tokens: int | None = None, prices: tuple[float, float] | None = None,
@@ -168,14 +187,10 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
         with meter:
             for chunk in _chunks(examples, chunk_size):
                 while chunk:
-                    take = len(chunk)
-                    if max_tokens is not None:
-                        room = max_tokens - usage.get("prompt_tokens", 0) - usage.get("completion_tokens", 0)
-                        # the first item measures the cost; then the largest item so far, with a margin
-                        take = min(take, 1) if largest == 0 else min(take, int(room // (largest * BUDGET_MARGIN)))
-                        if room <= 0 or take <= 0:
-                            run.stopped = "budget"
-                            break
+                    take = _budget_take(len(chunk), max_tokens, usage, largest)
+                    if take <= 0:
+                        run.stopped = "budget"
+                        break
                     batch, chunk = chunk[:take], chunk[take:]
                     rows, spent, per_item = _score_chunk(config, judge, client, batch, run)
                     largest = max(largest, per_item)
@@ -185,11 +200,8 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
                         part.save_state(state)
                     part.append(rows)
                     run.scored += len(batch)
-                    if from_python:
-                        digest = (state.get("items") or {}).get("sha256", "")
-                        for item in batch:
-                            digest = item_digest(digest, item)
-                        state["items"] = {"count": run.resumed + run.scored, "sha256": digest}
+                    if from_python:  # no file digest: the items' own, saved with the rows
+                        state["items"] = _items_record(state.get("items"), batch, run.resumed + run.scored)
                         part.save_state(state)
                     meter.update(len(batch))
                 if run.stopped:
