@@ -19,8 +19,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["AMX_MNEMONICS", "INSTALL_FLAGS", "amx_instructions", "amx_problem", "built_features", "cpu_flags",
-           "library_files", "prepare_import", "rebuild_command"]
+__all__ = ["AMX_MNEMONICS", "INSTALL_FLAGS", "amx_encodings", "amx_instructions", "amx_problem", "built_features",
+           "cpu_flags", "library_files", "prepare_import", "rebuild_command"]
 
 # every AMX instruction (tile configuration, loads and stores, and the dot products of AMX-INT8/BF16/FP16)
 AMX_MNEMONICS = ("ldtilecfg", "sttilecfg", "tilerelease", "tilezero", "tileloadd", "tileloaddt1", "tilestored",
@@ -79,6 +79,58 @@ def amx_instructions(path: Path) -> int | None:
     return len(_AMX_RE.findall(run.stdout))
 
 
+# an AMX instruction is a 3-byte VEX (C4), map 0F38, W0 and L0, opcode 49/4B/5C/5E, then its ModRM byte
+_VEX_AMX = re.compile(rb"(?=\xc4([\x02\x22\x42\x62\x82\xa2\xc2\xe2])(.)([\x49\x4b\x5c\x5e])(.))", re.DOTALL)
+
+
+def _is_amx(vex2: int, opcode: int, modrm: int) -> bool:
+    """Whether the VEX byte after the map (W vvvv L pp), the opcode and the ModRM byte encode an AMX instruction."""
+    if vex2 & 0x84:  # W1 or L1
+        return False
+    pp, mod, reg, rm = vex2 & 3, modrm >> 6, (modrm >> 3) & 7, modrm & 7
+    if opcode == 0x49:  # LDTILECFG, STTILECFG (memory, /0), TILERELEASE (C0), TILEZERO (F2, a register)
+        return (pp in (0, 1) and mod != 3 and reg == 0) or (pp == 0 and modrm == 0xC0) or (pp == 3 and mod == 3
+                                                                                            and rm == 0)
+    if opcode == 0x4B:  # TILELOADDT1 (66), TILESTORED (F3), TILELOADD (F2): memory with a SIB byte
+        return pp != 0 and mod != 3 and rm == 4
+    if opcode == 0x5E:  # TDPBSSD, TDPBSUD, TDPBUSD, TDPBUUD: three tile registers
+        return mod == 3
+    return pp in (2, 3) and mod == 3  # 5C: TDPBF16PS (F3), TDPFP16PS (F2)
+
+
+def _code_sections(data: bytes) -> list[bytes]:
+    """The executable sections of an x86-64 ELF file (none for another machine, where AMX cannot be).
+
+    Raises:
+        ValueError: not a 64-bit little-endian ELF file.
+    """
+    if data[:6] != b"\x7fELF\x02\x01":
+        raise ValueError("not a 64-bit little-endian ELF file")
+    if int.from_bytes(data[0x12:0x14], "little") != 62:  # EM_X86_64
+        return []
+    offset, size, count = (int.from_bytes(data[a:b], "little") for a, b in ((0x28, 0x30), (0x3A, 0x3C), (0x3C, 0x3E)))
+    sections = []
+    for i in range(count):
+        header = data[offset + i * size: offset + (i + 1) * size]
+        kind, flags = int.from_bytes(header[4:8], "little"), int.from_bytes(header[8:16], "little")
+        start, length = int.from_bytes(header[24:32], "little"), int.from_bytes(header[32:40], "little")
+        if flags & 0x4 and kind != 8:  # SHF_EXECINSTR, not SHT_NOBITS
+            sections.append(data[start:start + length])
+    return sections
+
+
+def amx_encodings(path: Path) -> int:
+    """How many byte sequences in the executable sections of ``path`` (an x86-64 ELF file) encode an AMX
+    instruction, read without a disassembler: every AMX instruction is counted (none is missed), and bytes that
+    only look like one inside other instructions are counted too (a count above 0 is checked with objdump).
+
+    Raises:
+        ValueError: not a 64-bit little-endian ELF file.
+    """
+    return sum(_is_amx(m.group(2)[0], m.group(3)[0], m.group(4)[0])
+               for code in _code_sections(path.read_bytes()) for m in _VEX_AMX.finditer(code))
+
+
 def rebuild_command() -> str:
     """The command that rebuilds the installed llama-cpp-python without AMX (bypassing pip's wheel cache,
     which is keyed by version, not by build flags)."""
@@ -103,7 +155,8 @@ def amx_problem(*, any_cpu: bool = False) -> str | None:
 
 
 def main() -> int:
-    """Print the build's CPU paths and AMX instruction counts; exit 1 if AMX is built in (on any CPU)."""
+    """Print the build's CPU paths and AMX instruction counts; exit 1 if AMX is built in (on any CPU), or if the
+    machine code cannot be read. Without objdump the code is scanned in Python (``amx_encodings``), said on stderr."""
     features = built_features()
     if not features:
         print("llama-cpp-python is not installed", file=sys.stderr)
@@ -114,15 +167,31 @@ def main() -> int:
     if not files:
         print("no libggml-cpu library found in llama-cpp-python's files", file=sys.stderr)
         return 1
+    disassembler = shutil.which("objdump") is not None
+    if not disassembler:
+        print("objdump (binutils) not found: llama.cpp's machine code is scanned for AMX encodings in Python instead",
+              file=sys.stderr)
     for path in files:
-        count = amx_instructions(path)
-        print(f"{path}: {'objdump not found' if count is None else f'{count} AMX instructions'}")
+        count = amx_instructions(path) if disassembler else _scanned(path)
+        if count is None:
+            print(f"{path}: its machine code cannot be read without objdump; install binutils (objdump) and run "
+                  "python -m judgetune.lm.llama_build again", file=sys.stderr)
+            return 1
+        print(f"{path}: {count} AMX instructions ({'objdump' if disassembler else 'scanned without objdump'})")
         if count:
             bad = bad or f"{path.name} holds {count} AMX instructions; rebuild it: {rebuild_command()}"
     if bad:
         print(bad, file=sys.stderr)
         return 1
     return 0
+
+
+def _scanned(path: Path) -> int | None:
+    """``amx_encodings`` of ``path``, or None for a file that is no ELF file."""
+    try:
+        return amx_encodings(path)
+    except ValueError:
+        return None
 
 
 if __name__ == "__main__":
