@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, TypeVar
 
@@ -62,21 +62,25 @@ def _lines(iterable: Iterable[T], total: int | None, desc: str, stream: IO[str])
 
 
 @contextmanager
-def stage(desc: str, *, enabled: bool = True, every: float = HEARTBEAT_SECONDS,
-          stream: IO[str] | None = None) -> Iterator[None]:
+def stage(desc: str, *, enabled: bool = True, every: float = HEARTBEAT_SECONDS, stream: IO[str] | None = None,
+          clock: Callable[[], float] = time.monotonic,
+          wait: Callable[[threading.Event, float], bool] = threading.Event.wait) -> Iterator[None]:
     """A long step that prints no lines of its own: once it has run ``every`` seconds, ``desc: still running, N s``
     (from a background thread) and again every ``every`` seconds, then ``desc: done in N s``, on standard error. A
-    step shorter than ``every`` prints nothing (a quick command, or an error at once, stays one line)."""
+    step shorter than ``every`` prints nothing (a quick command, or an error at once, stays one line).
+
+    ``clock`` (seconds) and ``wait`` (``wait(stop, seconds)``: True once ``stop`` is set, False when the seconds
+    passed first) are the time it reads and waits on; a test gives its own to drive the beats."""
     stream = stream if stream is not None else sys.stderr
     if not enabled:
         yield
         return
-    start, stop, beats = time.monotonic(), threading.Event(), []
+    start, stop, beats = clock(), threading.Event(), []
 
     def beat() -> None:
-        while not stop.wait(every):
+        while not wait(stop, every):
             beats.append(1)
-            print(f"{desc}: still running, {time.monotonic() - start:.0f} s", file=stream, flush=True)
+            print(f"{desc}: still running, {clock() - start:.0f} s", file=stream, flush=True)
 
     thread = threading.Thread(target=beat, name="judgetune-heartbeat", daemon=True)
     thread.start()
@@ -86,4 +90,4 @@ def stage(desc: str, *, enabled: bool = True, every: float = HEARTBEAT_SECONDS,
         stop.set()
         thread.join()
     if beats:
-        print(f"{desc}: done in {time.monotonic() - start:.0f} s", file=stream, flush=True)
+        print(f"{desc}: done in {clock() - start:.0f} s", file=stream, flush=True)
