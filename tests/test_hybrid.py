@@ -444,6 +444,52 @@ def test_a_stacked_hybrid_takes_the_lms_likelihood_beside_the_signals_and_freeze
     assert [frozen.judge_all([e])[0].score for e in test] == pytest.approx([v.score for v in verdicts], abs=1e-9)
 
 
+FRESH_SCORES = """
+import json, sys
+from judgetune.config import JudgeConfig
+from judgetune.datasets import read_examples
+from judgetune.lm import load_lm
+
+lm = load_lm("local:smollm2")  # its answer cache is $JUDGETUNE_CACHE_DIR: empty
+judge = JudgeConfig.load(sys.argv[1]).build_judge(lm)
+print(json.dumps([judge.judge_all([e])[0].score for e in read_examples(sys.argv[2], require_label=False)]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_a_stacked_hybrid_frozen_scores_the_same_in_a_fresh_process_with_a_cold_cache(data_root, embedded_lm,
+                                                                                      tmp_path):
+    """The freeze tests above score the frozen judge on the LM that fitted it, so every LM feature comes from its
+    answer cache. Here the judge.json is scored in a new process whose answer cache ($JUDGETUNE_CACHE_DIR) starts
+    empty: each likelihood and rubric feature is computed afresh, item by item, and the scores are the fitted
+    judge's."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from judgetune.datasets import write_examples
+
+    msrpar = [e for e in datasets.load("sts2012-msrpar", root=data_root) if e.meta["split"] == "train"]
+    train, test = msrpar[:24], msrpar[24:28]
+    params = {**{f"use_{n}": n == "overlap" for n in SIGNALS}, "use_likelihood-reference": True, "use_rubric": True}
+    judge = make_judge("hybrid", embedded_lm, train=train, label_range=(0.0, 5.0), params=params)
+    assert judge.signals == ["overlap", "likelihood-reference", "rubric"]
+    fitted = [v.score for v in judge.judge_all(test)]
+    config = JudgeConfig.from_judge(judge, lm={"spec": "local:smollm2"}, calibrator=None, label_range=(0.0, 5.0))
+    config.save(tmp_path / "judge.json")
+    write_examples(tmp_path / "items.jsonl", test)
+    cold = tmp_path / "cold-cache"
+    cold.mkdir()
+    run = subprocess.run([sys.executable, "-c", FRESH_SCORES, str(tmp_path / "judge.json"),
+                          str(tmp_path / "items.jsonl")], capture_output=True, text=True,
+                         env={**os.environ, "JUDGETUNE_CACHE_DIR": str(cold)})
+    assert run.returncode == 0, run.stderr
+    assert any(cold.iterdir()), "the fresh process did not use its own answer cache"
+    assert json.loads(run.stdout.splitlines()[-1]) == pytest.approx(fitted, abs=1e-9)
+
+
 def test_label_entropy_is_zero_for_a_sure_label_and_one_for_a_uniform_distribution():
     from judgetune.judges._hybrid import label_entropy
 
