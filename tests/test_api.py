@@ -38,6 +38,8 @@ def test_tune_on_a_list_of_dicts_gives_the_frozen_judge_and_its_study(tmp_path):
     assert len(saved) == 1 and len(saved[0].read_text().splitlines()) == len(data)
     assert (tmp_path / "mem" / "judge.json").is_file()
     assert judge.config.metrics["test"]["spearman"] > 0.8
+    worth = judge.config.metrics["test"]["labels_worth"]  # a judge this close to the labels is worth many of them
+    assert worth["n"] == judge.config.metrics["test"]["n"] and worth["labels_worth"] > 1.5
 
     scored = judge.score_many(pd.DataFrame(data[:6]))  # a DataFrame straight into score_many, in order
     frame = scored.to_pandas()

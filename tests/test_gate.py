@@ -295,7 +295,8 @@ def test_the_gate_is_a_one_sided_test_at_five_percent():
     assert test["winner_advantage"] == pytest.approx(0.5)
     assert test["lower_bound"] == pytest.approx(0.5 - student_t.ppf(0.95, n - 1) * se) and test["lower_bound"] > 0
     assert test["alpha"] == 0.05 and test["confidence"] == pytest.approx(0.90)
-    rows = [{"number": 0, "search_figure": 0.5}, {"number": 3, "search_figure": 0.6, "advantage_confirming_ci": [0.01, 0.99]}]
+    rows = [{"number": 0, "search_figure": 0.5},
+            {"number": 3, "search_figure": 0.6, "advantage_confirming_ci": [0.01, 0.99]}]
     line = gate_line({"gate": "on", "rule": "mae", "rows": rows, "gate_result": {**test, "winner": 1}})
     assert "(jackknife t over items, 90% interval, one-sided 95% lower bound); it shipped" in line
 
@@ -332,7 +333,8 @@ def test_a_blocked_advantage_says_how_many_dev_items_would_pass_it_in_80_percent
         extra = 0.05 + 0.5 * draw.normal(size=needed)
         passes.append(gate("mae", [scored(g + 10.0 + extra), scored(g + 10.0)], g, None, [1], 1)["passed"])
     assert 0.72 <= np.mean(passes) <= 0.88, np.mean(passes)
-    rows = [{"number": 0, "search_figure": 0.5}, {"number": 3, "search_figure": 0.6, "advantage_confirming_ci": [-0.1, 0.2]}]
+    rows = [{"number": 0, "search_figure": 0.5},
+            {"number": 3, "search_figure": 0.6, "advantage_confirming_ci": [-0.1, 0.2]}]
     line = gate_line({"gate": "on", "rule": "mae", "rows": rows, "gate_result": {**first, "winner": 1}})
     assert line.endswith(f"the default shipped (were the advantage and its spread to hold, about "
-                         f"{first['units_to_pass']} dev items would pass it in 80% of runs)")
+                         f"{first['units_to_pass']} confirming items would pass it in 80% of runs)")

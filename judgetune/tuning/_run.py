@@ -18,7 +18,7 @@ import jsonlines
 import numpy as np
 import optuna
 
-from judgetune import audit, datasets
+from judgetune import audit, datasets, stats
 from judgetune._files import atomic_write, exclusive, make_folder
 from judgetune._progress import stage
 from judgetune.calibration import fit_calibrator
@@ -122,8 +122,10 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     settled = settled_params(spec, lm)
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions, demo_pool=splits.demo_pool,
                              label_range=splits.label_range)
-    with stage(f"{spec.name}: choosing among the candidates on {len(splits.selection)} items ({len(splits.search)} "
-               f"search, {len(splits.confirming_pool)} pool, {len(splits.dev)} dev)", enabled=progress):
+    rows = len(splits.selection)
+    with stage(f"{spec.name}: choosing among the default and up to {spec.rescore} trials on {rows} items "
+               f"({len(splits.search)} search, {len(splits.confirming_pool)} pool, {len(splits.dev)} dev): about "
+               f"{(spec.rescore + 1) * rows} judgments (--gate-items bounds the items)", enabled=progress):
         if spec.gate in ("on", "nested"):
             reject = audit_reject(spec, splits, lm, instructions, reject, settled=settled)  # --audit-max
             params, selection = select(study, spec, splits, lm, reject=reject, default=default, settled=settled)
@@ -185,11 +187,22 @@ def _score_frozen(config: JudgeConfig, spec: RunSpec, splits: Splits, lm, run_di
             metrics.setdefault("cost", {})[name] = cost_per_item(verdicts, seconds)
         if name == "test":
             test_scores, test_raw = scores, [v.score if v.parsed else None for v in verdicts]
+            metrics["test"]["labels_worth"] = worth_on(scores, examples)
             write_predictions(run_dir / "test_predictions.jsonl", examples, verdicts, scores)
             datasets.write_examples(run_dir / "test.jsonl", examples)  # `judgetune score` on it reproduces them
     for name in ("search_items", "dev"):
         metrics[name]["note"] = "in-sample for the calibrator (fitted on the search and dev items)"
     return test_scores, test_raw
+
+
+def worth_on(scores: list[float | None], examples: list[Example]) -> dict[str, Any] | None:
+    """What the judge is worth in labels on these labeled items (``stats.labels_worth``): n labels beside its scores
+    on many more rows estimate a mean about as precisely as ``labels_worth`` x n labels alone. None with fewer than
+    3 judged items."""
+    kept = [(s, e.judgment) for s, e in zip(scores, examples) if s is not None]
+    if len(kept) < 3:
+        return None
+    return stats.labels_worth([y for _, y in kept], [s for s, _ in kept])
 
 
 def _default_on_test(default: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],

@@ -11,7 +11,8 @@ __all__ = ["gain_line", "gate_line", "lm_line"]
 
 
 def gate_line(selection: dict[str, Any] | None) -> str | None:
-    """What the gate saw, in one line: the challenger chosen on the search items, its dev advantage with
+    """What the gate saw, in one line: the challenger chosen on the search items, its advantage on the confirming
+    items (pool and dev) with
     its interval, and why the default shipped when it did (None for a run without the gate)."""
     if not selection or selection.get("gate") not in ("on", "nested"):
         return None
@@ -32,16 +33,16 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
     win = rows[test["winner"]]
     low, high = win.get("advantage_confirming_ci") or (None, None)
     line = (f"gate: {candidate_name(win)}, best on the search items ({win['search_figure']:.3f} vs the default's "
-            f"{rows[0]['search_figure']:.3f}), had a dev advantage of {fmt(test.get('winner_advantage'))} "
-            f"[{fmt(low)}, {fmt(high)}] in {name} on {test.get('items')} dev items ({test.get('method')}, "
-            f"{test.get('level', '95%')})")
+            f"{rows[0]['search_figure']:.3f}), had an advantage of {fmt(test.get('winner_advantage'))} "
+            f"[{fmt(low)}, {fmt(high)}] in {name} on the {test.get('items')} confirming items (pool and dev) "
+            f"({test.get('method')}, {test.get('level', '95%')})")
     guard = test.get("guard") or {}
     if test.get("passed"):
         return line + "; it shipped"
     if guard.get("worse"):
         return line + f", but its {guard['objective']} was worse than the default's beyond noise; the default shipped"
     needed = test.get("units_to_pass")
-    more = (f" (were the advantage and its spread to hold, about {needed} dev "
+    more = (f" (were the advantage and its spread to hold, about {needed} confirming "
             f"{'questions' if test.get('groups') else 'items'} would pass it in 80% of runs)") if needed else ""
     return line + f": not above zero; the default shipped{more}"
 
@@ -53,7 +54,8 @@ def _nested_line(test: dict[str, Any], rows: list[dict[str, Any]], fmt, *, prefi
     panel = test.get("panel")
     if panel:  # two tests, each at half the level (judgetune.stats.panel_gate)
         half = f"{1 - panel['alpha']:.1%}"
-        said = (f"the panel {fmt(panel['advantage'])} Spearman over the default on all {test.get('items')} items "
+        said = (f"the panel {fmt(panel['advantage'])} Spearman over the default on the "
+                f"{panel.get('items', test.get('items'))} confirming items "
                 f"(one-sided {half} lower bound {fmt(panel['lower'])})")
         if panel.get("passed") and test.get("winner") is not None and rows[test["winner"]].get("panel"):
             return f"gate (panel and nested): {candidate_name(rows[test['winner']])} shipped: {said}"
@@ -61,11 +63,12 @@ def _nested_line(test: dict[str, Any], rows: list[dict[str, Any]], fmt, *, prefi
         return (f"gate (panel and nested): {said}: {verdict}; the nested gate: "
                 + _nested_line({**test, "panel": None}, rows, fmt, prefix="", level=half))
     if test.get("winner") is None:
-        return (f"{prefix}no challenger beat the default on the {test.get('items')} search and dev items; "
+        return (f"{prefix}no challenger beat the default on the {test.get('items')} selection items (search, pool, dev); "
                 "the default shipped")
     win = rows[test["winner"]]
-    line = (f"{prefix}{candidate_name(win)}, best on all {test.get('items')} search and dev items; the choice "
-            f"cross-validated gained {fmt(test.get('winner_advantage'))} Spearman over the default on held-out folds "
+    line = (f"{prefix}{candidate_name(win)}, best on all {test.get('items')} selection items; the choice "
+            f"cross-validated gained {fmt(test.get('winner_advantage'))} Spearman over the default on held-out folds of the "
+            f"{test.get('confirming_items')} confirming items "
             f"(one-sided {level} lower bound {fmt(test.get('lower_bound'))}, {test.get('method')})")
     return line + ("; it shipped" if test.get("passed") else ": not above zero; the default shipped")
 
