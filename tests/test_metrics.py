@@ -610,3 +610,19 @@ def test_the_mean_interval_from_scipy_is_the_hand_written_one():
         assert [got.low, got.high] == approx(by_hand(v, 300, seed).tolist(), abs=1e-12)
     assert m.bootstrap_mean_interval([0.4], n_resamples=30) == m.Interval(0.4, 0.4, 30)
     assert m.bootstrap_mean_interval([0.4, 0.5], n_resamples=0) == m.Interval(None, None, 0)
+
+
+def test_compare_gives_each_pair_paired_spearman_and_mae_differences_with_intervals():
+    from judgetune.datasets import Example
+    from judgetune.evaluation import compare_scores
+
+    rng = np.random.default_rng(0)
+    gold = rng.normal(size=60)
+    examples = [Example(id=str(i), answer="a", label=float(g)) for i, g in enumerate(gold)]
+    close, noise = list(gold + rng.normal(scale=0.3, size=60)), list(rng.normal(size=60))
+    pair = compare_scores({"close": close, "noise": noise}, examples, label_range=(-3, 3), n_resamples=300)["pairs"][0]
+    rho, err = pair["spearman_difference"], pair["mae_difference_ci"]
+    assert rho["low"] > 0.4 and rho["low"] < rho["value"] < rho["high"]  # the close judge ranks far better
+    assert err["high"] < 0 and err["value"] == pytest.approx(pair["mae_difference"])
+    same = compare_scores({"a": close, "b": close}, examples, label_range=(-3, 3), n_resamples=300)["pairs"][0]
+    assert same["spearman_difference"] == {"value": 0.0, "low": 0.0, "high": 0.0}

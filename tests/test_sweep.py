@@ -520,7 +520,7 @@ def test_selection_items_from_few_questions_are_named_once(tmp_path, caplog):
     from judgetune.tuning import prepare_splits
 
     data = jsonl(tmp_path / "grouped.jsonl", labeled_rows(groups=24, per_group=10))
-    spec = {"name": "x", "judge": "rubric", "data": str(data), "search_items": 10, "dev_items": 10}
+    spec = {"name": "x", "judge": "rubric", "data": str(data), "search_items": 10, "dev_items": 10, "gate_items": 20}
     with caplog.at_level("WARNING", logger="judgetune.tuning"):
         prepare_splits(RunSpec(**spec))
     few = [r.getMessage() for r in caplog.records if "selection items" in r.getMessage()]

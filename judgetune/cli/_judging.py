@@ -175,8 +175,16 @@ def _compare(args: argparse.Namespace) -> None:
     print(evaluation.format_rows([_cost_free(r) for r in result["rows"]]))
     for pair in result["pairs"]:
         p = pair["p_value"]
-        print(f"{shown(pair['a'])} vs {shown(pair['b'])}: MAE difference {pair['mae_difference']:+.3f} on "
-              f"{pair['items']} items, Wilcoxon p = {'-' if p is None else f'{p:.3g}'}")
+        rho, err = pair.get("spearman_difference"), pair.get("mae_difference_ci")
+        figures = "" if rho is None or err is None else (
+            f"Spearman difference {_signed(rho['value'])} [{_signed(rho['low'])}, {_signed(rho['high'])}], "
+            f"MAE difference {_signed(err['value'])} [{_signed(err['low'])}, {_signed(err['high'])}] (paired, 95%); ")
+        print(f"{shown(pair['a'])} minus {shown(pair['b'])} on {pair['items']} items: {figures}"
+              f"Wilcoxon p on the errors = {'-' if p is None else f'{p:.3g}'}")
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
 
 
 def _regrade_items(args: argparse.Namespace, configs: list) -> list:
