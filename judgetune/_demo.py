@@ -128,6 +128,7 @@ def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0
     gains = {f: results[f][0].metrics.get("gain") for f in results}  # every family: tuned minus its default
     summary = {"chosen": chosen, "best_lm_only": best_lm, "data": DATA, "rows": rows, "versus": comparisons,
                "gain": gains, "gain_lines": {f: tuning.gain_line(results[f][0].metrics) for f in results},
+               "seconds_lines": {f: tuning.seconds_line(results[f][0].metrics) for f in results},
                "dev": {f: _row(f, results[f][0].metrics["dev"]) for f in results},
                "runs": {f: str(results[f][1]) for f in results}, "python": from_python(out_dir / "judge.json"),
                "seconds": round(time.monotonic() - start, 1)}

@@ -64,18 +64,24 @@ def _lines(iterable: Iterable[T], total: int | None, desc: str, stream: IO[str])
 @contextmanager
 def stage(desc: str, *, enabled: bool = True, every: float = HEARTBEAT_SECONDS, stream: IO[str] | None = None,
           clock: Callable[[], float] = time.monotonic,
-          wait: Callable[[threading.Event, float], bool] = threading.Event.wait) -> Iterator[None]:
+          wait: Callable[[threading.Event, float], bool] = threading.Event.wait,
+          seconds: dict[str, float] | None = None, key: str | None = None) -> Iterator[None]:
     """A long step that prints no lines of its own: once it has run ``every`` seconds, ``desc: still running, N s``
     (from a background thread) and again every ``every`` seconds, then ``desc: done in N s``, on standard error. A
     step shorter than ``every`` prints nothing (a quick command, or an error at once, stays one line).
 
     ``clock`` (seconds) and ``wait`` (``wait(stop, seconds)``: True once ``stop`` is set, False when the seconds
-    passed first) are the time it reads and waits on; a test gives its own to drive the beats."""
+    passed first) are the time it reads and waits on; a test gives its own to drive the beats. ``seconds``: a
+    record the step's wall time is added to, under ``key`` (default ``desc``)."""
     stream = stream if stream is not None else sys.stderr
+    start = clock()
     if not enabled:
-        yield
+        try:
+            yield
+        finally:
+            _add_time(seconds, key or desc, clock() - start)
         return
-    start, stop, beats = clock(), threading.Event(), []
+    stop, beats = threading.Event(), []
 
     def beat() -> None:
         while not wait(stop, every):
@@ -89,5 +95,11 @@ def stage(desc: str, *, enabled: bool = True, every: float = HEARTBEAT_SECONDS, 
     finally:
         stop.set()
         thread.join()
+        _add_time(seconds, key or desc, clock() - start)
     if beats:
         print(f"{desc}: done in {clock() - start:.0f} s", file=stream, flush=True)
+
+
+def _add_time(seconds: dict[str, float] | None, key: str, elapsed: float) -> None:
+    if seconds is not None:
+        seconds[key] = round(seconds.get(key, 0.0) + elapsed, 3)

@@ -40,6 +40,9 @@ def test_tune_on_a_list_of_dicts_gives_the_frozen_judge_and_its_study(tmp_path):
     assert judge.config.metrics["test"]["spearman"] > 0.8
     worth = judge.config.metrics["test"]["labels_worth"]  # a judge this close to the labels is worth many of them
     assert worth["n"] == judge.config.metrics["test"]["n"] and worth["labels_worth"] > 1.5
+    steps = judge.config.metrics["seconds"]  # every step's wall time, for the summary's time line
+    assert {"search", "choosing", "freezing", "scoring", "audit"} <= set(steps) and min(steps.values()) >= 0
+    assert judgetune.tuning.seconds_line(judge.config.metrics).startswith("time: search ")
 
     scored = judge.score_many(pd.DataFrame(data[:6]))  # a DataFrame straight into score_many, in order
     frame = scored.to_pandas()

@@ -64,3 +64,16 @@ def test_a_stage_on_the_real_clock_ends_its_heartbeat_when_the_step_ends():
     with stage("real", every=3600.0, stream=out):
         pass
     assert out.getvalue() == "" and not [t for t in threading.enumerate() if t.name == "judgetune-heartbeat"]
+
+
+def test_a_stage_adds_its_wall_time_to_the_record_under_its_key_shown_or_not():
+    seconds: dict[str, float] = {"search": 5.0}
+    time = Time(beats=2)
+    with stage("tuning: choosing", every=30.0, stream=io.StringIO(), clock=time.clock, wait=time.wait,
+               seconds=seconds, key="choosing"):
+        assert time.ready.wait(10)
+    quiet = Time(beats=0)
+    for _ in range(2):  # the same key twice adds up; a stage that prints nothing is timed too
+        with stage("scoring", enabled=False, clock=quiet.clock, wait=quiet.wait, seconds=seconds, key="scoring"):
+            quiet.now += 4.0
+    assert seconds == {"search": 5.0, "choosing": 60.0, "scoring": 8.0}

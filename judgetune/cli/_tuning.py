@@ -80,6 +80,9 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free({**test, **config.metrics["cost"]["test"]})},
                                   *baselines]))
     print(tuning.gain_line(config.metrics))
+    timing = tuning.seconds_line(config.metrics)
+    if timing:
+        print(timing)
     versus_lm = tuning.lm_line(config.metrics)
     if versus_lm:
         print(versus_lm)
@@ -153,6 +156,8 @@ def _demo(args: argparse.Namespace) -> None:
         print(f"{summary['chosen']} minus {other} on the same {diff['n']} pairs (paired bootstrap, 95%): {figures}")
     for family, line in summary["gain_lines"].items():
         print(f"{family} judge, tuned vs its default settings: {line}")
+        if summary.get("seconds_lines", {}).get(family):
+            print(f"{family} judge, {summary['seconds_lines'][family]}")
     print(f"frozen judge: {shown(Path(args.runs_dir) / args.run / 'judge.json')}  (each family: "
           f"{', '.join(summary['runs'].values())})")
     py = summary["python"]

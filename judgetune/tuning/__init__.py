@@ -23,7 +23,7 @@ from judgetune.tuning._run import (
     write_predictions,
 )
 from judgetune.tuning._selection import Reject, candidate_trials, gate, rejection, select, select_on_dev
-from judgetune.tuning._sentences import gain_line, gate_line, lm_line
+from judgetune.tuning._sentences import gain_line, gate_line, lm_line, seconds_line
 from judgetune.tuning._space import PANEL, default_params, judge_for, pool_seeds, settled_params, suggest
 from judgetune.tuning._spec import GATES, PICK_RULES, RUN_NAME, SAMPLERS, RunSpec
 from judgetune.tuning._splits import Splits, fit_space, prepare_splits
@@ -49,7 +49,7 @@ __all__ = ["GATES", "MAX_FAILURE_RATE", "PICK_RULES", "RUN_NAME", "SAMPLERS",
            "clean_checklist", "clean_proposal", "default_params", "default_storage", "finish",
            "finished_trials",
            "fit_space", "freeze",
-           "gain_line", "gate", "gate_line", "join_study", "judge_for", "lm_calls",
+           "gain_line", "gate", "gate_line", "seconds_line", "join_study", "judge_for", "lm_calls",
            "lm_line", "load_proposer", "load_run_lm", "load_study", "make_sampler", "objectives", "open_study", "pool_seeds",
            "prepare_splits", "proposal_prompt", "proposal_round", "proposals_summary", "propose_round", "ranked",
            "refusal", "rejection", "run_trials", "search_key", "seed_instructions", "select", "study_summary",

@@ -10,6 +10,7 @@ frozen config) and ``test_predictions.jsonl``; the report is rendered from these
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,11 +114,13 @@ def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructio
 
 
 def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path, *, n_resamples: int = 1000,
-           reject: Reject | None = None, progress: bool = True) -> JudgeConfig:
+           reject: Reject | None = None, progress: bool = True, seconds: dict[str, float] | None = None) -> JudgeConfig:
     """Choose (``select`` and its gate, or the old dev pick with ``spec.gate == "off"``), freeze and
-    calibrate on every labeled non-test item, evaluate once on test beside the default and the
-    trivial baselines, and write judge.json."""
+    calibrate on the search and dev items, evaluate once on test beside the default and the trivial
+    baselines, and write judge.json. ``seconds``: the wall time of the steps before (the search), to which
+    each step here adds its own (``metrics.seconds``)."""
     instructions = InstructionPool(study).texts()
+    times = dict(seconds or {})
     # the run's unsearched settings and its untuned default, once for selection, freezing and the test
     settled = settled_params(spec, lm)
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions, demo_pool=splits.demo_pool,
@@ -125,15 +128,16 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     rows = len(splits.selection)
     with stage(f"{spec.name}: choosing among the default and up to {spec.rescore} trials on {rows} items "
                f"({len(splits.search)} search, {len(splits.confirming_pool)} pool, {len(splits.dev)} dev): about "
-               f"{(spec.rescore + 1) * rows} judgments (--gate-items bounds the items)", enabled=progress):
+               f"{(spec.rescore + 1) * rows} judgments (--gate-items bounds the items)", enabled=progress,
+               seconds=times, key="choosing"):
         if spec.gate in ("on", "nested"):
             reject = audit_reject(spec, splits, lm, instructions, reject, settled=settled)  # --audit-max
             params, selection = select(study, spec, splits, lm, reject=reject, default=default, settled=settled)
         else:
             params, selection = select_on_dev(study, spec, splits, lm, settled=settled)
-    with stage(f"{spec.name}: calibrating the chosen judge", enabled=progress):
+    with stage(f"{spec.name}: calibrating the chosen judge", enabled=progress, seconds=times, key="freezing"):
         config, cv = freeze(params, spec, splits, lm, instructions, progress=progress, settled=settled)
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, Any] = {"seconds": times}
     # the figures' scale: the judge's label range, widened to a test label beyond it (read without the test rows)
     test_labels = [e.judgment for e in splits.test]
     scale = (min(splits.label_range[0], *test_labels), max(splits.label_range[1], *test_labels))
@@ -142,7 +146,8 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     if params == default:
         default_scores, default_raw = test_scores, test_raw
     else:
-        default_scores, default_raw = _default_on_test(default, spec, splits, lm, instructions, settled, progress)
+        default_scores, default_raw = _default_on_test(default, spec, splits, lm, instructions, settled, progress,
+                                                       times)
         metrics["default_test"] = agreement(default_scores, splits.test, scale,
                                             n_resamples=n_resamples, seed=spec.seed)
     median = float(np.median([e.judgment for e in splits.selection]))  # what a failure is charged (``filled``)
@@ -163,7 +168,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     metrics["proposals"] = proposals_summary(study, selection)
     config.metrics = metrics
     config.data = _data_record(spec, splits)
-    with stage(f"{spec.name}: auditing the shipped judge", enabled=progress):
+    with stage(f"{spec.name}: auditing the shipped judge", enabled=progress, seconds=times, key="audit"):
         config.metrics["audit"] = audit_shipped(config, spec, splits, lm)
     config.save(run_dir / "judge.json")
     return config
@@ -178,7 +183,7 @@ def _score_frozen(config: JudgeConfig, spec: RunSpec, splits: Splits, lm, run_di
     for name, examples in (("search_items", splits.search), ("dev", splits.dev), ("test", splits.test)):
         scoring_judge = config.build_judge(lm)
         with stage(f"{spec.name}: scoring the frozen judge on {len(examples)} {name.replace('_', ' ')}",
-                   enabled=progress):
+                   enabled=progress, seconds=metrics["seconds"], key="scoring"):
             verdicts, seconds = timed_verdicts(scoring_judge, examples, progress=progress)
         scores = config.calibrated(verdicts, scoring_judge, examples)
         metrics[name] = agreement(scores, examples, scale, n_resamples=n_resamples, seed=spec.seed)
@@ -206,10 +211,11 @@ def worth_on(scores: list[float | None], examples: list[Example]) -> dict[str, A
 
 
 def _default_on_test(default: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
-                     settled: dict[str, Any], progress: bool) -> tuple[list, list]:
+                     settled: dict[str, Any], progress: bool, times: dict[str, float]) -> tuple[list, list]:
     """The untuned default, frozen and calibrated as the shipped judge is, scored once on the same test items:
     its calibrated and raw scores."""
-    with stage(f"{spec.name}: the untuned default, calibrated and scored on the test items", enabled=progress):
+    with stage(f"{spec.name}: the untuned default, calibrated and scored on the test items", enabled=progress,
+               seconds=times, key="default"):
         default_config, _ = freeze(default, spec, splits, lm, instructions, progress=progress, settled=settled)
         default_judge = default_config.build_judge(lm)
         verdicts, _ = timed_verdicts(default_judge, splits.test, progress=progress)
@@ -335,8 +341,10 @@ def _tune_locked(spec: RunSpec, splits: Splits, run_dir: Path, *, storage, heart
         lm = load_run_lm(spec, timeout=timeout)
     proposer = load_proposer(spec, lm)
     try:
+        started = time.monotonic()
         run_trials(study, spec, lm, splits, proposer=proposer, progress=progress)
-        config = finish(spec, study, splits, lm, run_dir, reject=reject, n_resamples=n_resamples, progress=progress)
+        config = finish(spec, study, splits, lm, run_dir, reject=reject, n_resamples=n_resamples, progress=progress,
+                        seconds={"search": round(time.monotonic() - started, 3)})
     finally:
         for model in {id(m): m for m in (lm, proposer) if m is not None and (own or m is not lm)}.values():
             model.close()

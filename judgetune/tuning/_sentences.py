@@ -7,7 +7,7 @@ from typing import Any
 
 from judgetune.stats import candidate_name, gain_parts
 
-__all__ = ["gain_line", "gate_line", "lm_line"]
+__all__ = ["gain_line", "gate_line", "lm_line", "seconds_line"]
 
 
 def gate_line(selection: dict[str, Any] | None) -> str | None:
@@ -109,3 +109,13 @@ def lm_line(metrics: dict[str, Any]) -> str | None:
     return (f"vs the LM judge alone (untuned {vs['lm_judge']['judge']}, test Spearman "
             f"{'-' if spearman is None else f'{spearman:.3f}'}): {fmt(d['value'])} [{fmt(d['low'])}, "
             f"{fmt(d['high'])}] Spearman; seconds per item: shipped {secs(shipped_cost)}, LM judge {secs(lm_cost)}")
+
+
+STEPS = ("search", "choosing", "freezing", "scoring", "default", "audit")  # the order a run takes them
+
+
+def seconds_line(metrics: dict[str, Any]) -> str | None:
+    """Each step's wall time in one line (``metrics.seconds``), so a slow step shows itself; None without them."""
+    seconds = metrics.get("seconds") or {}
+    parts = [f"{step} {seconds[step]:.0f} s" for step in STEPS if step in seconds]
+    return f"time: {', '.join(parts)}" if parts else None
