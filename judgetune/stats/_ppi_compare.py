@@ -7,8 +7,9 @@ difference needs to be told from zero.
 - Unpaired (independent samples per system): the difference of the two estimates, their variances added.
 - Overlapping rows under one simple random sample of all rows (a comparison of A and B counts for both):
   each system's estimate over its own rows, and the variance of their difference from the linearized
-  contribution of every labeled row, ``z = 1[in B] (e_B - mean e_B) / N_B - 1[in A] (e_A - mean e_A) / N_A``,
-  ``Var = N^2 (1 - n/N) Var(z) / n``, so that a row shared by A and B counts once with both effects.
+  contribution of every labeled row, ``z = 1[in B] r_B / N_B - 1[in A] r_A / N_A`` with ``r`` the HC2-adjusted
+  residuals (see ``adjusted_residuals``), ``Var = N^2 (1 - n/N) Var(z) / n``: a row shared by A and B counts
+  once, with its effect on both.
 
 A win value is a comparison's outcome for one side: 1 a win, 0.5 a tie, 0 a loss; the judge's is its
 preference for that side rescaled onto [0, 1].
@@ -24,7 +25,15 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import special as _special
 
-from judgetune.stats._ppi import Estimate, Numbers, _interval, labels_mean, ppi_mean, z_value
+from judgetune.stats._ppi import (
+    Estimate,
+    Numbers,
+    _interval,
+    adjusted_residuals,
+    labels_mean,
+    ppi_mean,
+    z_value,
+)
 
 __all__ = ["difference_paired", "difference_unpaired", "judged_wins", "labels_needed", "overlap_difference",
            "welch_df", "win_values"]
@@ -73,11 +82,19 @@ def _domain(y: np.ndarray, f: np.ndarray, inside: np.ndarray, labeled: np.ndarra
     return ppi_mean(y[mine], f[mine], f[inside & ~labeled], alpha=alpha, lam=lam)
 
 
-def _contribution(y: np.ndarray, f: np.ndarray, inside: np.ndarray, labeled: np.ndarray, est: Estimate) -> np.ndarray:
-    """Each labeled row's linearized contribution to the estimate's error (0 outside the system's rows)."""
-    resid = y[labeled] - est.lam * f[labeled]
-    mine = inside[labeled]
-    return np.where(mine, resid - resid[mine].mean(), 0.0) / inside.sum()
+def _contribution(y: np.ndarray, f: np.ndarray, inside: np.ndarray, rows: np.ndarray, est: Estimate,
+                  tuned: bool) -> np.ndarray:
+    """Each labeled row's linearized contribution to the system's error (0 outside its rows): its residual,
+    HC2-adjusted when the weight on the judge was tuned, over the system's row count."""
+    out = np.zeros(len(rows))
+    mine = inside[rows]
+    y_mine, f_mine = y[rows][mine], f[rows][mine]
+    if tuned:
+        out[mine] = adjusted_residuals(y_mine, f_mine, est.lam)
+    else:
+        resid = y_mine - est.lam * f_mine
+        out[mine] = resid - resid.mean()
+    return out / inside.sum()
 
 
 def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Numbers, f_b: Numbers,
@@ -97,15 +114,17 @@ def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Nu
     (ya, fa, yb, fb), (ia, ib, lab) = arrays, masks
     lam = 0.0 if method == "labels" else None
     a, b = _domain(ya, fa, ia, lab, lam, alpha), _domain(yb, fb, ib, lab, lam, alpha)
-    z = _contribution(yb, fb, ib, lab, b) - _contribution(ya, fa, ia, lab, a)
-    n, total = int(lab.sum()), len(lab)
-    var = float(np.var(z, ddof=1))
+    rows = np.flatnonzero(lab)
+    n, total = len(rows), len(lab)
+    z = _contribution(yb, fb, ib, rows, b, lam is None) - _contribution(ya, fa, ia, rows, a, lam is None)
+    var = total ** 2 * float(np.var(z, ddof=1)) / n
     if method != "labels":  # as residual_floor: at most n labels' worth per label
-        alone = _contribution(yb, fb * 0, ib, lab, b) - _contribution(ya, fa * 0, ia, lab, a)
-        var = max(var, float(np.var(alone, ddof=1)) / n)
-    se = total * math.sqrt(max(0.0, 1 - n / total) * var / n)
+        alone = [_domain(y, f, inside, lab, 0.0, alpha) for y, f, inside in ((ya, fa, ia), (yb, fb, ib))]
+        z0 = _contribution(yb, fb, ib, rows, alone[1], False) - _contribution(ya, fa, ia, rows, alone[0], False)
+        var = max(var, total ** 2 * float(np.var(z0, ddof=1)) / n ** 2)
+    se = math.sqrt(max(0.0, 1 - n / total) * var)
     diff = _interval(b.value - a.value, se, alpha, labeled=int((lab & (ia | ib)).sum()), rows=int((ia | ib).sum()),
-                     lam=math.nan, residual_var=total ** 2 * var, df=welch_df(a, b))
+                     lam=math.nan, residual_var=n * var, df=welch_df(a, b))
     return a, b, diff
 
 
