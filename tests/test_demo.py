@@ -15,7 +15,8 @@ from judgetune import _demo
 @pytest.fixture()
 def small_demo(monkeypatch, tmp_path, data_root):
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
-    monkeypatch.setattr(_demo, "SIZES", {"search_items": 12, "chunk": 12, "dev_items": 24, "test_items": 40})
+    monkeypatch.setattr(_demo, "SIZES", {"search_items": 12, "chunk": 12, "dev_items": 24, "test_items": 40,
+                                           "gate_items": 36})
     families = (_demo.Family("embedding", "embedding", 1, {}, False),
                 _demo.Family("rougeL", "rougeL", 1, {}, False))
     return _demo.run_demo(name="d", runs_dir=tmp_path, families=families), tmp_path
