@@ -40,7 +40,7 @@ def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(postgre
     name = f"workers-{uuid.uuid4().hex[:8]}"
     spec = RunSpec(name=name, judge="rubric", data="sts2012-msrpar", lm="test:slow", n_trials=6,
                    search_items=8, chunk=8,
-                   dev_items=8, test_items=4, fixed={"reasoning": False})
+                   dev_items=8, test_items=4, gate_items=16, fixed={"reasoning": False})
     open_study(spec, postgres)
     command = [sys.executable, "-m", "judgetune.cli", "worker", "--storage", postgres, "--study", name]
     workers = [subprocess.Popen(command, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
