@@ -14,6 +14,8 @@ all re-run on them) gives the null ship rate.
     python benchmarks/replay.py benchmarks/results/matrix-smollm2-likelihood-sts2012-msrpar.json \\
         [--rows 100 300 1000] [--draws 200] [--trials 12] [--seed 0] [--json] [--out PATH]
 
+    python benchmarks/replay.py --table benchmarks/results/replay-*.json   # the Markdown table of docs/tuning.md
+
 Writes ``benchmarks/results/replay-<lm>-<judge>-<set>.json``: ``{"meta": {...}, "rows": [{"rows_n", "gate",
 "panel", "mean_gain", "gain_low", "gain_high", "ship_rate", "worse_rate", "null_ship_rate", "draws", ...}]}``.
 """
@@ -186,7 +188,26 @@ def baselines(m: dict[str, Any], rows_n: int, draws: int, seed: int) -> dict[str
             "new_items": len(m["gold"]) - rows_n}
 
 
+def table(paths: list[Path]) -> str:
+    """The result files as the Markdown table docs/tuning.md shows: per matrix, N and rule, the figures."""
+    lines = ["| matrix (trials) | rows | gate | panel | ships | mean gain over the default [95%] | significantly worse "
+             "| ships on shuffled labels | default's Spearman |", "|---|---|---|---|---|---|---|---|---|"]
+    for path in paths:
+        result = json.loads(path.read_text())
+        base = {b["rows_n"]: b for b in result["baselines"]}
+        for r in result["rows"]:
+            low, high = (f"{v:+.3f}" if v is not None else "n/a" for v in (r["gain_low"], r["gain_high"]))
+            lines.append(f"| [{path.stem.removeprefix('replay-')}](../benchmarks/results/{path.name}) ({result['trials']}) | {r['rows_n']} | "
+                         f"{r['gate']} | {'yes' if r['panel'] else 'no'} | {r['ship_rate']:.0%} | "
+                         f"{r['mean_gain']:+.3f} [{low}, {high}] | {r['worse_rate']:.1%} | {r['null_ship_rate']:.1%} | "
+                         f"{base[r['rows_n']]['default_spearman']:.3f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--table"]:
+        print(table([Path(p) for p in sys.argv[2:]]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("matrix", type=Path)
     parser.add_argument("--rows", type=int, nargs="+", default=[100, 300, 1000])
