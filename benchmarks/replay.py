@@ -197,7 +197,8 @@ def table(paths: list[Path]) -> str:
         base = {b["rows_n"]: b for b in result["baselines"]}
         for r in result["rows"]:
             low, high = (f"{v:+.3f}" if v is not None else "n/a" for v in (r["gain_low"], r["gain_high"]))
-            lines.append(f"| [{path.stem.removeprefix('replay-')}](../benchmarks/results/{path.name}) ({result['trials']}) | {r['rows_n']} | "
+            link = f"[{path.stem.removeprefix('replay-')}](../benchmarks/results/{path.name})"
+            lines.append(f"| {link} ({result['trials']}) | {r['rows_n']} | "
                          f"{r['gate']} | {'yes' if r['panel'] else 'no'} | {r['ship_rate']:.0%} | "
                          f"{r['mean_gain']:+.3f} [{low}, {high}] | {r['worse_rate']:.1%} | {r['null_ship_rate']:.1%} | "
                          f"{base[r['rows_n']]['default_spearman']:.3f} |")
