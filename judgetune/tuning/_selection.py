@@ -40,6 +40,7 @@ import optuna
 from judgetune import stats
 from judgetune.calibration import CALIBRATORS, cross_fitted
 from judgetune.datasets import Example, group_folds, groups_of
+from judgetune.errors import JudgetuneError
 from judgetune.judges import MAX_MEMBERS
 from judgetune.stats import FOLDS, correlation, filled, nested_gate, panel_gate, units_of, units_to_pass
 from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
@@ -128,8 +129,13 @@ def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, i
     def judged(items: list[Example], pool: list[Example]) -> list[float]:
         if not items:
             return []
-        judge = judge_for(full, spec.judge, lm, seed=spec.seed, demo_pool=pool, label_range=splits.label_range,
-                          instructions=instructions)
+        try:
+            judge = judge_for(full, spec.judge, lm, seed=spec.seed, demo_pool=pool, label_range=splits.label_range,
+                              instructions=instructions)
+        except (JudgetuneError, ValueError) as err:  # a fold's pool too small to fit on: its items fail, counted
+            log.warning("%s: a candidate could not be built on %d pool items (%s): its %d items count as failed",
+                        spec.name, len(pool), err, len(items))
+            return [np.nan] * len(items)
         return [v.score if v.parsed else np.nan for v in judge.judge_all(items)]
 
     search = judged(splits.search, splits.demo_pool)

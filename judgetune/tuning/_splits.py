@@ -93,7 +93,8 @@ def prepare_splits(spec: RunSpec) -> Splits:
     if len(search) < 4 or len(dev) < 4 or len(test) < 2:
         raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)})")
     room = None if spec.gate_items is None else max(0, spec.gate_items - len(search) - len(dev))
-    confirming = limit_by_group(demo_pool, room, seed=spec.seed) if room != 0 else []
+    # the pool's items are judged cross-fitted (by candidates built on the pool's other folds): two items at least
+    confirming = limit_by_group(demo_pool, room, seed=spec.seed) if room != 0 and len(demo_pool) >= 2 else []
     _warn_few_questions(spec, [*search, *confirming, *dev], dev)
     return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]),
                   confirming)
