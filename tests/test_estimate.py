@@ -390,3 +390,17 @@ def test_scores_of_another_judge_are_refused(run_cli, overlap_judge, outputs, tm
     line = _refused(run_cli, ["estimate", "--config", str(other), "--data", str(data), "--by", "system", "--scores",
                               str(scored)])
     assert "written by another judge" in line
+
+
+def test_a_catalog_source_on_another_scale_is_refused(run_cli, overlap_judge, data_root):
+    line = _refused(run_cli, ["estimate", "--config", str(overlap_judge), "--data", "linkage-webglm", "--by", "model"])
+    assert "linkage-webglm's scale 1-3: the judge" in line and "scores on the scale 0-5" in line
+
+
+def test_labels_on_a_narrow_part_of_the_judge_scale_are_said(run_cli, overlap_judge, tmp_path):
+    from _kits import jsonl
+
+    rows = [r for r in _system_rows() if r["label"] >= 4]  # grades 4-5 only, on the judge's 0-5
+    data = jsonl(tmp_path / "narrow.jsonl", _labeled_on(rows, {r["group"] for r in rows[::3]}))
+    code, _, stderr = run_cli(["estimate", "--config", str(overlap_judge), "--data", str(data), "--by", "system"])
+    assert code == 0 and "the labels span 4-5, less than half the judge's scale 0-5" in stderr

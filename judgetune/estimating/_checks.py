@@ -28,7 +28,7 @@ def _number(value: float) -> str:
 
 
 def check_scale(obs: Observations, judge: tuple[float, float], config: str, *,
-                stated: tuple[float, float] | None = None) -> None:
+                stated: tuple[float, float] | None = None, stated_by: str = "--scale") -> None:
     """Refuse labels the judge's scale cannot hold, and a file whose scale is not the judge's.
 
     Raises:
@@ -37,7 +37,7 @@ def check_scale(obs: Observations, judge: tuple[float, float], config: str, *,
     low, high = judge
     shown = f"{_number(low)}-{_number(high)}"
     if stated is not None and (not math.isclose(stated[0], low) or not math.isclose(stated[1], high)):
-        raise JudgetuneError(f"--scale {_number(stated[0])}-{_number(stated[1])}: the judge {config} scores on the "
+        raise JudgetuneError(f"{stated_by} {_number(stated[0])}-{_number(stated[1])}: the judge {config} scores on the "
                              f"scale {shown}; estimate with a judge tuned on this file's scale")
     if obs.pairwise and not math.isclose(low, -high):
         raise JudgetuneError(f"{obs.where}: the rows are pairwise preferences, but the judge {config} scores one "
@@ -104,9 +104,23 @@ def _balance(side: Side) -> str | None:
             "the intervals assume they are one")
 
 
-def notes(obs: Observations, all_sides: list[Side]) -> list[str]:
+def _scale_note(obs: Observations, scale: tuple[float, float]) -> str | None:
+    """A line when the labels span less than half the judge's scale (a judge of another scale, perhaps)."""
+    labels = obs.labels[~np.isnan(obs.labels)]
+    low, high = scale
+    if obs.pairwise or len(labels) < 2 or labels.max() - labels.min() >= (high - low) / 2:
+        return None
+    return (f"warning: the labels span {_number(labels.min())}-{_number(labels.max())}, less than half the judge's "
+            f"scale {_number(low)}-{_number(high)}: if the file's scale is not the judge's, its judge-only figures "
+            "are on the judge's scale (PPI++ and the labels-only figures stay on the labels'); --scale LOW-HIGH checks")
+
+
+def notes(obs: Observations, all_sides: list[Side], scale: tuple[float, float]) -> list[str]:
     """The lines an estimate prints beside its figures (assumptions first, then warnings)."""
     lines = _probabilities(obs, all_sides)
+    scale_line = _scale_note(obs, scale)
+    if scale_line:
+        lines.append(scale_line)
     for side in all_sides:
         labeled = int(side.mine.sum())
         if labeled < 2:

@@ -89,4 +89,4 @@ def estimate_observations(obs: Observations, scale: tuple[float, float], *, alph
         fit(side, alpha)
     pairs = [pair_record(a, b, obs.pairwise, alpha) for a, b in combinations(all_sides, 2)]
     return Estimates("win rate" if obs.pairwise else "mean label", alpha, scale,
-                     [_system_record(s) for s in all_sides], pairs, notes(obs, all_sides))
+                     [_system_record(s) for s in all_sides], pairs, notes(obs, all_sides, scale))

@@ -47,6 +47,7 @@ class Observations:
     probabilities: np.ndarray
     scores: np.ndarray = field(default_factory=lambda: np.zeros(0))
     examples: list[Example] | None = None
+    scale: tuple[float, float] | None = None  # the data's own human scale, when known (a catalog source's)
 
     @property
     def pairwise(self) -> bool:

@@ -42,6 +42,8 @@ def read_observations(data: str | Path, by: Sequence[str], *, texts: bool = Fals
     if str(data) in datasets.CATALOG:
         examples, _ = datasets.load_data(str(data), mirror=mirror, fields=fields, label=label)
         obs = from_examples(examples, by, str(data))
+        known = datasets.get_source(str(data)).scale
+        obs.scale = (float(known.low), float(known.high))
     else:
         obs = read_data(data, by, fields=fields, label=label, examples=texts)
     if labeled is not None:
@@ -90,7 +92,9 @@ def estimate_files(config: str | Path | Any, data: str | Path, by: str | Sequenc
                             mirror=mirror)
     judge_scale = (float(judge.label_range[0]), float(judge.label_range[1]))
     check_rows(obs, names)
-    check_scale(obs, judge_scale, str(config), stated=scale)
+    if scale is not None:
+        check_scale(obs, judge_scale, str(config), stated=scale)
+    check_scale(obs, judge_scale, str(config), stated=obs.scale, stated_by=f"{data}'s scale")
     if scores is not None:
         join_scores(obs, scores)
     else:
