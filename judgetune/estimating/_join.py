@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from judgetune.errors import DataValidationError, JudgetuneError
+from judgetune.estimating._arrow import fast_scores
 from judgetune.estimating._rows import PROBABILITY, Observations, _number, _take, no_gc, records
 
 __all__ = ["join_labels", "join_scores", "refuse_other_judge", "scored_by"]
@@ -36,6 +37,10 @@ def join_scores(obs: Observations, path: str | Path) -> None:
     Raises:
         DataValidationError: a score of no row, a row without a score, a repeated id, a score that is no number.
     """
+    fast = fast_scores(obs, path)
+    if fast is not None:
+        obs.scores = fast
+        return
     path, problems = Path(path), []
     index, scores, seen = _index(obs), np.full(len(obs), np.nan), np.zeros(len(obs), dtype=bool)
     strangers: list[str] = []

@@ -37,7 +37,7 @@ class Observations:
     Labels, probabilities and scores are nan where absent."""
 
     where: str
-    ids: list[str]
+    ids: Sequence[str]
     lines: np.ndarray
     names: list[str]
     system: np.ndarray
@@ -287,6 +287,12 @@ def read_data(path: str | Path, by: Sequence[str], *, fields: dict[str, str] | N
         FileNotFoundError: no such file.
     """
     path = Path(path)
+    if not fields and label is None and not examples:
+        from judgetune.estimating._arrow import fast_observations
+
+        fast = fast_observations(path, by)
+        if fast is not None:
+            return fast
     problems: list[str] = []
     columns = _Columns(path, by, FieldMap(fields or {}, label), examples)
     rows = records(path, problems, label=label)
