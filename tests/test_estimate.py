@@ -426,3 +426,54 @@ def test_the_arrow_reader_and_the_row_reader_agree(tmp_path, monkeypatch):
     odd.write_text(regular.read_text().replace("\n", "\n\n", 1).replace('"id": "q0-fair"', '"id": 7'))
     read = read_data(odd, ["system"])
     assert not isinstance(read.ids, _arrow.ArrowIds) and read.ids[1] == "7" and list(read.lines[:3]) == [1, 3, 4]
+
+
+def _comparisons(rows: list[dict]) -> list[dict]:
+    """Every pair of systems on every input as a pairwise row: preference = label_b - label_a, cut to -2..2."""
+    by_input: dict[str, list[dict]] = {}
+    for r in rows:
+        by_input.setdefault(r["group"], []).append(r)
+    out = []
+    for group, answers in by_input.items():
+        for i, a in enumerate(answers):
+            for b in answers[i + 1:]:
+                out.append({"id": f"{group}-{a['system']}-{b['system']}", "group": group, "answer": a["answer"],
+                            "answer_b": b["answer"], "reference": a["reference"], "model_a": a["system"],
+                            "model_b": b["system"], "preference": max(-2, min(2, b["label"] - a["label"]))})
+    return out
+
+
+def test_win_rates_from_pairwise_comparisons(run_cli, tmp_path):
+    from _kits import jsonl
+
+    from judgetune.calibration import fit_calibrator
+    from judgetune.config import JudgeConfig
+    from judgetune.datasets import example_from_record
+    from judgetune.judges import build_judge
+
+    judge = build_judge("overlap", None)  # on a pair: answer_b's overlap minus answer's
+    train = [example_from_record({k: v for k, v in r.items() if k not in ("model_a", "model_b")}, where="train",
+                                 default_id=r["id"], problems=[]) for r in _comparisons(_system_rows(30, seed=7))]
+    raw = [v.score for v in judge.judge_all(train)]
+    calibrator, _ = fit_calibrator(raw, [e.preference for e in train], label_range=(-2.0, 2.0), kinds=("isotonic",))
+    config = JudgeConfig.from_judge(judge, lm=None, calibrator=calibrator, label_range=(-2.0, 2.0)).save(
+        tmp_path / "judge.json")
+    pairs = _comparisons(_system_rows())
+    data = jsonl(tmp_path / "pairs.jsonl", [{k: v for k, v in p.items() if k != "preference"} for p in pairs])
+    picked = tmp_path / "picked.jsonl"
+    code, stdout, _ = run_cli(["pick", "--for", "estimate", "--data", str(data), "--by", "model_a,model_b", "--n",
+                               "45", "--out", str(picked)])
+    assert code == 0 and "45 comparisons" in stdout
+    truth = {p["id"]: p["preference"] for p in pairs}
+    labeled = jsonl(tmp_path / "labeled.jsonl", [{**json.loads(line), "preference": truth[json.loads(line)["id"]]}
+                                                 for line in picked.read_text().splitlines()])
+    code, stdout, stderr = run_cli(["estimate", "--config", str(config), "--data", str(data), "--by",
+                                    "model_a,model_b", "--labeled", str(labeled), "--json"])
+    assert code == 0, stderr
+    result = json.loads(stdout)
+    assert result["measure"] == "win rate"
+    rates = {s["system"]: s for s in result["systems"]}
+    assert rates["good"]["ppi"] > rates["fair"]["ppi"] > rates["poor"]["ppi"]
+    assert all(s["rows"] == 120 and 0 <= s["ppi_low"] <= s["ppi_high"] <= 1 for s in rates.values())
+    poor = next(p for p in result["pairs"] if {p["a"], p["b"]} == {"good", "poor"})
+    assert poor["pairing"] == "comparisons" and poor["labels_needed_per"] == "comparison" and poor["p_value"] < 0.01
