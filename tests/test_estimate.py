@@ -406,26 +406,25 @@ def test_labels_on_a_narrow_part_of_the_judge_scale_are_said(run_cli, overlap_ju
     assert code == 0 and "the labels span 4-5, less than half the judge's scale 0-5" in stderr
 
 
-def test_the_arrow_reader_and_the_row_reader_agree(tmp_path, monkeypatch):
+def test_the_arrow_reader_and_the_row_reader_agree(tmp_path):
     pytest.importorskip("pyarrow")
     from _kits import jsonl
 
-    from judgetune.estimating import _arrow, read_data
+    from judgetune.estimating import read_data, read_observations
+    from judgetune.estimating._arrow import ArrowIds
 
     rows = _labeled_on(_system_rows(12), {"q1", "q5"})
     regular = jsonl(tmp_path / "regular.jsonl", [{**r, "meta": {"sampling_probability": 0.5}} for r in rows])
-    fast = read_data(regular, ["system"])
-    assert isinstance(fast.ids, _arrow.ArrowIds)  # the whole file in one Arrow read
-    monkeypatch.setattr(_arrow, "fast_observations", lambda *_: None)
-    slow = read_data(regular, ["system"])
+    fast = read_observations(regular, ["system"])
+    assert isinstance(fast.ids, ArrowIds)  # the whole file in one Arrow read
+    slow = read_data(regular, ["system"])  # row by row
     assert list(fast.ids) == slow.ids and fast.names == slow.names
     for name in ("lines", "system", "inputs", "labels", "probabilities"):
         np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name))
-    monkeypatch.undo()
     odd = tmp_path / "odd.jsonl"  # a blank line and an integer id: the row reader's, with its lines
     odd.write_text(regular.read_text().replace("\n", "\n\n", 1).replace('"id": "q0-fair"', '"id": 7'))
-    read = read_data(odd, ["system"])
-    assert not isinstance(read.ids, _arrow.ArrowIds) and read.ids[1] == "7" and list(read.lines[:3]) == [1, 3, 4]
+    read = read_observations(odd, ["system"])
+    assert not isinstance(read.ids, ArrowIds) and read.ids[1] == "7" and list(read.lines[:3]) == [1, 3, 4]
 
 
 def _comparisons(rows: list[dict]) -> list[dict]:

@@ -287,12 +287,6 @@ def read_data(path: str | Path, by: Sequence[str], *, fields: dict[str, str] | N
         FileNotFoundError: no such file.
     """
     path = Path(path)
-    if not fields and label is None and not examples:
-        from judgetune.estimating._arrow import fast_observations
-
-        fast = fast_observations(path, by)
-        if fast is not None:
-            return fast
     problems: list[str] = []
     columns = _Columns(path, by, FieldMap(fields or {}, label), examples)
     rows = records(path, problems, label=label)

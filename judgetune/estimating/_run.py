@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from judgetune.errors import JudgetuneError
+from judgetune.estimating._arrow import fast_observations
 from judgetune.estimating._checks import check_rows, check_scale
 from judgetune.estimating._estimate import Estimates, estimate_observations
 from judgetune.estimating._join import join_labels, join_scores, refuse_other_judge
@@ -45,7 +46,8 @@ def read_observations(data: str | Path, by: Sequence[str], *, texts: bool = Fals
         known = datasets.get_source(str(data)).scale
         obs.scale = (float(known.low), float(known.high))
     else:
-        obs = read_data(data, by, fields=fields, label=label, examples=texts)
+        fast = None if texts or fields or label is not None else fast_observations(data, by)
+        obs = fast or read_data(data, by, fields=fields, label=label, examples=texts)
     if labeled is not None:
         join_labels(obs, labeled, label=label)
     return obs
