@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "judgetune"
 # every package may use these
-BASE = {"datasets", "stats", "errors", "_files", "_offline", "_progress"}
+BASE = {"datasets", "stats", "errors", "_files", "_offline", "_progress", "_endpoints"}
 # who may import whom (besides BASE and itself); anything not listed is not allowed
 ALLOWED = {
     "cli": {"*"},
@@ -38,6 +38,7 @@ ALLOWED = {
     "datasets": {"errors", "_files"},
     "stats": set(),
     "errors": set(),
+    "_endpoints": set(),  # the trust rules every request follows (scoring, data downloads)
     "_files": set(),
     "_offline": set(),
     "_progress": set(),

@@ -97,7 +97,9 @@ def test_the_tuner_finds_the_planted_instruction_demos_and_k(data, tmp_path):
     assert params["instruction"] == planted_id and params["k"] == K and params["demo_seed"] == DEMO_SEED
     chosen = next(r for r in selection["rows"] if r["chosen"])
     assert study.trials[chosen["number"]].values[1] == pytest.approx(1.0)
-    assert chosen["spearman"] == pytest.approx(1.0) and chosen["mae"] == pytest.approx(0.0, abs=1e-9)
+    # perfect with the planted demos (search and dev); a pool item is judged by the candidate built on the pool's other
+    # folds, whose demos are other items, which the planted LM does not make perfect
+    assert chosen["spearman"] > 0.95 and chosen["spearman"] > selection["rows"][0]["spearman"] + 0.3
     gate_result = selection["gate_result"]
     assert not selection["default_shipped"] and gate_result["passed"] and gate_result["lower_bound"] > 0
     # the old rule (--gate off) re-scores on dev alone and finds it too

@@ -213,8 +213,8 @@ def test_items_sent_to_an_endpoint_the_user_did_not_name_are_warned_of_without_a
 def test_a_proxy_at_a_metadata_address_is_refused_like_an_endpoint(monkeypatch, variable):
     """Issue 49.17: httpx would send every request (the bearer too) through the environment's proxy; one at a
     link-local or metadata address is refused before any request, naming it; NO_PROXY exemptions hold."""
+    from judgetune._endpoints import EndpointError
     from judgetune.lm import load_lm
-    from judgetune.lm._endpoints import EndpointError
 
     for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
                  "no_proxy"):

@@ -1,6 +1,6 @@
 """Fetch catalog files: from a local mirror folder or their canonical URL, checked by SHA-256.
 
-A download is held to the rules of a scoring request (``judgetune.lm._endpoints``): no link-local or cloud
+A download is held to the rules of a scoring request (``judgetune._endpoints``): no link-local or cloud
 metadata address, directly, through the environment's proxy or by a redirect (redirects are never followed:
 the recorded URLs serve their files themselves), and it stops reading past the manifest's recorded size. A
 manifest path must stay inside the data folder. A failed fetch leaves no partial file and no empty folder.
@@ -205,7 +205,7 @@ def _check_url(entry: ManifestEntry, url: str) -> None:
     Raises:
         FetchRefusedError: naming the URL or proxy and why.
     """
-    from judgetune.lm._endpoints import EndpointError, check_endpoint, check_proxy, check_resolved
+    from judgetune._endpoints import EndpointError, check_endpoint, check_proxy, check_resolved
 
     try:
         check_endpoint(url, "download URL", "a data source")

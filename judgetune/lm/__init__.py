@@ -1,11 +1,11 @@
 """LMs: specs, the embedded engine (llama.cpp, transformers), OpenAI-compatible servers, label
 distributions, target-text log-probabilities and the on-disk cache."""
 
+from judgetune._endpoints import TRUST_ENV, EndpointError, check_endpoint, is_trusted, same_endpoint
 from judgetune.lm._adapter import PrefillChatAdapter
 from judgetune.lm._assembled import ASSEMBLED_MODELS, AssembledModel, assemble, assembled_path, models_dir
 from judgetune.lm._batch import Outcome, run_items
 from judgetune.lm._cache import ResponseCache, default_cache_dir
-from judgetune.lm._endpoints import TRUST_ENV, EndpointError, check_endpoint, is_trusted, same_endpoint
 from judgetune.lm._labels import LabelDistribution
 from judgetune.lm._lm import Generation, JudgeLM, load_lm
 from judgetune.lm._modes import SCORING_MODES, LogprobsUnavailableError, logprobs_unavailable, resolve_scoring_mode

@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 import dspy
 from dspy import lm15
 
+from judgetune._endpoints import BASE_URL_ENVS, OPENAI_ENDPOINT, check_endpoint, is_trusted, untrusted_hint
 from judgetune.errors import ItemError
 from judgetune.lm._batch import Coalescer, Outcome, run_items
 from judgetune.lm._cache import ResponseCache, cached
-from judgetune.lm._endpoints import BASE_URL_ENVS, OPENAI_ENDPOINT, check_endpoint, is_trusted, untrusted_hint
 from judgetune.lm._engine import LocalEngine, RemoteEngine
 from judgetune.lm._labels import LabelDistribution, local_label_distributions
 from judgetune.lm._position import ServerLabelReader
@@ -267,7 +267,7 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
             (a GGUF path or Jinja text; None: the embedded model of that name). See ``_position``.
         trust_endpoint: whether the caller named ``api_base`` (True) or read it from a file someone else may
             have written (False: ``$OPENAI_API_KEY`` is sent there only when the endpoint is trusted, see
-            ``judgetune.lm._endpoints``); ``endpoint_source`` names that file in the warning.
+            ``judgetune._endpoints``); ``endpoint_source`` names that file in the warning.
         api_key: the key to send to an ``openai/MODEL`` endpoint instead of ``$OPENAI_API_KEY`` ("" sends none).
 
     Example:

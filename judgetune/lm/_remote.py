@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from judgetune._endpoints import check_proxy, check_resolved
 from judgetune.errors import ItemError, JudgetuneError, printable
-from judgetune.lm._endpoints import check_proxy, check_resolved
 from judgetune.lm._prefix import reported_usage
 from judgetune.lm._spec import API_KEY_ENV, LMSpec
 

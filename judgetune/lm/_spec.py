@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from judgetune._endpoints import EndpointError, check_endpoint
 from judgetune.errors import LMSpecError
-from judgetune.lm._endpoints import EndpointError, check_endpoint
 
 KINDS = ("local", "llamacpp", "hf", "openai", "test")
 # embedded models: name -> (package that ships the weights, file pattern inside it)

@@ -72,7 +72,7 @@ def load_config_lm(config: JudgeConfig, *, timeout: float = 60.0, api_base: str 
 
     ``api_base`` (the user's ``--api-base``) replaces the config's endpoint. A server's key comes from the
     environment, and goes to the config's own endpoint only when the user trusts it (``where`` names the
-    config in the warning; see ``judgetune.lm._endpoints``): a judge.json is untrusted input.
+    config in the warning; see ``judgetune._endpoints``): a judge.json is untrusted input.
     """
     if not config.needs_lm():
         return None
