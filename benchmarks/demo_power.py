@@ -2,7 +2,7 @@
 demo's sizes (56 labeled items to standardize the panel on, 80 test items), the panel of every candidate against
 the default on the test items, the Spearman difference's 95% interval from `judgetune.stats.paired_difference` (the
 interval `metrics.gain` reports for a shipped judge); the share of draws whose lower bound is above zero. No LM time
-(issue 47: the demo's gain_low).
+(the demo's gain_low).
 
     python benchmarks/demo_power.py [--draws 100] [--labels 56] [--test 80] [--seed 0]
 """

@@ -1,4 +1,4 @@
-"""Hybrid judges against single signals, the constant predictor and the LINKAGE paper (issue 8).
+"""Hybrid judges against single signals, the constant predictor and the LINKAGE paper.
 
 LINKAGE data (TREC-DL-NF, ANTIQUE) under the paper's protocol (``judgetune.evaluation``):
 references drawn by grade and removed from the candidates, questions without enough answers of every

@@ -1,4 +1,4 @@
-"""Every judge of issue 4 on held-out data with the embedded model, beside the embedding, lexical
+"""Every judge kind on held-out data with the embedded model, beside the embedding, lexical
 and constant baselines (the judges issue's benchmark).
 
 Rubric and correctness on MSRpar test; LINKAGE (and pairwise against graded references) on

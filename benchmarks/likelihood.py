@@ -1,4 +1,4 @@
-"""The likelihood judge on the embedded SmolLM2-135M (issue 16), beside the label-distribution rubric
+"""The likelihood judge on the embedded SmolLM2-135M, beside the label-distribution rubric
 judge, the embedding (MiniLM) and ROUGE-L baselines and the constant and random predictors.
 
 Parts:

@@ -1,4 +1,4 @@
-"""Prompt tokens per second of llama.cpp builds (issue 46): the same GGUF evaluated by each build's Python.
+"""Prompt tokens per second of llama.cpp builds: the same GGUF evaluated by each build's Python.
 
 Each ``--python`` is the interpreter of a virtualenv holding one llama-cpp-python build (e.g. the native build
 with AMX kernels, and install.sh's build without them). A child process loads the model and evaluates a prompt

@@ -1,4 +1,4 @@
-"""Throughput of the embedded judge model on a 1-5 rubric over MSRpar pairs (issues 3 and 18).
+"""Throughput of the embedded judge model on a 1-5 rubric over MSRpar pairs.
 
 Items per second on the same prompts for: (a) dspy.Predict generating and parsing the score, (a')
 the same with the answer marker prefilled, (b) label distributions with every prompt evaluated from
@@ -14,7 +14,7 @@ run in interleaved rounds (each round: the same items through every path, in a r
 path warmed on another item first), so machine noise hits them alike; figures are medians over rounds.
 Also: 16 requests against a server with 50 ms latency, one at a time vs 16 threads.
 
-``--grouped``: grouped data instead (issue 29), the SummaC-Polytope articles that carry 8 or more
+``--grouped``: grouped data instead, the SummaC-Polytope articles that carry 8 or more
 summaries (8 each), ``--sources`` articles per round. Items per second of the likelihood judge
 (``instruction=summary, direction=answer, k=0, chat``; the article is its source) and of the rubric judge
 (defaults, the article as its reference) with source reuse (the engine's prefix tree, items dispatched

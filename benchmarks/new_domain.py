@@ -1,4 +1,4 @@
-"""A new domain from zero labels (issue 40): ``judgetune pick`` against random picks, and the checklist
+"""A new domain from zero labels: ``judgetune pick`` against random picks, and the checklist
 judge beside the rubric and hybrid judges on the same labelled items.
 
 Simulated labelling on catalog sets whose labels are hidden: per set, the labelled data is split by

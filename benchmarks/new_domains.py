@@ -1,4 +1,4 @@
-"""Untuned vs tuned judges on catalog sets the recipes were not developed on (issue 19, item 6).
+"""Untuned vs tuned judges on catalog sets the recipes were not developed on.
 
 For each set: train / dev / test by group (``judgetune.tuning.prepare_splits``, which splits with
 ``judgetune.datasets.split_examples`` and keeps seeded subsets by group), then

@@ -1,4 +1,4 @@
-"""NRP on the NRP paper's CLEF eHealth 2021 files (issue 6's benchmark).
+"""NRP on the NRP paper's CLEF eHealth 2021 files.
 
 1. Rankers: the shipped monoT5 scores, BM25, the bundled MiniLM embedding and (with --judge) a frozen
    judge from the tuner; nDCG@10 per quality dimension on the judged documents and agreement with the

@@ -1,4 +1,4 @@
-"""Prompt optimizers against each other (issue 17): judgetune's tuner (TPE over an instruction pool
+"""Prompt optimizers against each other: judgetune's tuner (TPE over an instruction pool
 that a proposer LM grows in rounds, demo draws, dev re-scoring of the front), random search (the
 same pipeline with Optuna's RandomSampler) at the tuner's LM-call budget, and DSPy's
 BootstrapFewShotWithRandomSearch, MIPROv2 and GEPA at about the same budget, with the same judge LM

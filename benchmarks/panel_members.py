@@ -1,4 +1,4 @@
-"""A shipped panel against each of its members, on a real run's test items (issue 48: does a panel beat its best
+"""A shipped panel against each of its members, on a real run's test items (does a panel beat its best
 single member?).
 
 Reads a kept run folder (`python benchmarks/tuning_gain.py ... --runs-dir DIR`): its judge.json (a frozen panel)

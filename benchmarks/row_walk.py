@@ -1,4 +1,4 @@
-"""One row's walk (issue 50), measured: the judgetune modules a CSV row passes through in ``judgetune tune``.
+"""One row's walk, measured: the judgetune modules a CSV row passes through in ``judgetune tune``.
 
 A small real run from the command line (``judgetune tune --data rows.csv``: the rubric judge on SmolLM2, 2
 trials, 40 search and 40 dev items, 20 test items, from 100 MSRpar rows written as a CSV) under

@@ -1,4 +1,4 @@
-"""Score matrices (issue 47): a fixed set of candidate judges scored once on every item of a set.
+"""Score matrices: a fixed set of candidate judges scored once on every item of a set.
 
 The candidates are the kind's default (candidate 0) and settings drawn from its search space by Optuna's
 random sampler (seeded; duplicates drawn again), or, with ``--candidate``, named variants of the default

@@ -1,4 +1,4 @@
-"""The run spec's trip through ``tune`` (issue 50): which modules a ``RunSpec`` passes through, and how often it
+"""The run spec's trip through ``tune``: which modules a ``RunSpec`` passes through, and how often it
 comes back to a module it had left.
 
 A small real run (the embedding judge on MSRpar, 2 trials, 40 search and 40 dev items: enough for the nested

@@ -1,4 +1,4 @@
-"""Panels and stacked judges on a saved score matrix (issue 48): what the LM adds beside the signals, with no LM time.
+"""Panels and stacked judges on a saved score matrix: what the LM adds beside the signals, with no LM time.
 
 From a matrix (``benchmarks/score_matrix.py``) and the signal judges' features of its items (sentence embeddings,
 BM25, overlap, length: no LM, computed here in seconds), one seeded draw of ``--labels`` labeled items (whole

@@ -1,4 +1,4 @@
-"""Per-subset tables on SummaC and LLMBar (issue 48): the untuned LM judge beside judges without an LM, per
+"""Per-subset tables on SummaC and LLMBar: the untuned LM judge beside judges without an LM, per
 subset, next to the published figures we could find.
 
 SummaC (the four validation subsets in the catalog): the binary fact check's P(consistent) against the 0/1

@@ -1,4 +1,4 @@
-"""What tuning buys (issue 5's benchmark): on MSRpar (rubric) and TREC-DL-NF (LINKAGE), with the
+"""What tuning buys: on MSRpar (rubric) and TREC-DL-NF (LINKAGE), with the
 embedded model, held-out test figures of
   - the untuned method-faithful prompt with k=0 (raw score mapped linearly onto the human scale),
   - the tuned and calibrated judge (`judgetune tune`),

@@ -1,4 +1,4 @@
-"""What tuning buys over the default judge, run by run, with intervals (issue 24).
+"""What tuning buys over the default judge, run by run, with intervals.
 
 For each catalog set and judge: ``judgetune.tuning.tune`` with its default settings (the gate on),
 and once more with ``gate="off"`` (the old rule: the front re-scored on the dev split alone, the

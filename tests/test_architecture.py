@@ -145,7 +145,7 @@ def _module_graph() -> dict[str, set[str]]:
 
 
 def test_no_import_circle_between_modules():
-    """Issue 50: no module reaches, through the modules it imports, back to itself (a package's __init__, which
+    """No module reaches, through the modules it imports, back to itself (a package's __init__, which
     re-exports its modules, aside)."""
     graph = _module_graph()
     inits = {m for m in graph if (Path(__file__).resolve().parents[1] / m.replace(".", "/") / "__init__.py").is_file()}

@@ -35,7 +35,7 @@ def test_data_fetch_from_mirror_and_errors(tmp_path, mirror, monkeypatch, capsys
 
 
 def test_import_writes_no_environment_and_the_entry_points_keep_litellm_offline(tmp_path):
-    """Issue 50: importing judgetune changes no environment variable; the CLI sets litellm's offline switch before
+    """Importing judgetune changes no environment variable; the CLI sets litellm's offline switch before
     any work (a user's own setting wins)."""
     import os
     import subprocess

@@ -1,4 +1,4 @@
-"""New domains in one command (issue 19, items 1-4): field mapping and several criteria, a search
+"""New domains in one command: field mapping and several criteria, a search
 space that fits the data, optional encoders that never crash a run, and every command's user
 errors as one line with exit code 2."""
 

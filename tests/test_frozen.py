@@ -162,7 +162,7 @@ def test_a_kind_registered_later_loads_from_judge_json(monkeypatch):
 
 
 def test_metrics_load_as_written():
-    """Issue 50: no renaming shim before a release: a judge.json's metrics are read exactly as they were written."""
+    """No renaming shim before a release: a judge.json's metrics are read exactly as they were written."""
     judge = make_judge("overlap", train=[], label_range=(0.0, 5.0))
     data = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 5.0)).to_dict()
     metrics = {"train": {"n": 6}, "gain": {"n": 6, "gated": True}, "selection": {"gate": "on", "test": {"winner": 1}}}
@@ -170,7 +170,7 @@ def test_metrics_load_as_written():
 
 
 def test_score_many_refuses_a_repeated_id_and_1_and_text_1_are_one_id():
-    """Issue 49.23: ids are text; two items with id 1 and "1" (or the same id twice) would collapse in every keyed
+    """Ids are text; two items with id 1 and "1" (or the same id twice) would collapse in every keyed
     output, so they are refused with both positions named."""
     from judgetune.errors import DataValidationError
 

@@ -1,4 +1,4 @@
-"""The gate and the frozen-judge paths hold no trust holes (issue 36): a frozen judge is scored on its
+"""The gate and the frozen-judge paths hold no trust holes: a frozen judge is scored on its
 own split; the gate makes a valid test with few dev questions or none; grouped Spearman is paired; the
 early stop measures like the front; one failure rule; the other objective is guarded and a harmful
 gain is said; --audit-max audits the default and calibrated candidates; the label range is read

@@ -67,7 +67,7 @@ def test_a_changed_model_file_is_one_error_naming_the_install_command(chunked):
 
 
 def test_a_byte_changed_with_the_mtime_set_back_is_found_and_assemble_repairs_it(chunked):
-    """Issue 49.18: the change time moves even when the modification time is restored, so the file is hashed again:
+    """The change time moves even when the modification time is restored, so the file is hashed again:
     a damaged model is refused in one line naming the command that repairs it, and assembling (what
     ``judgetune install`` runs) rebuilds it from the chunks; the installed file is readable by others (0644 less the
     umask), and a killed install's stale temporary file is removed."""

@@ -427,7 +427,7 @@ def test_the_likelihood_signal_gets_the_lm_from_the_builder_and_a_frozen_hybrid_
 
 @pytest.mark.model
 def test_a_stacked_hybrid_takes_the_lms_likelihood_beside_the_signals_and_freezes_with_it(data_root, embedded_lm):
-    """Issue 48: ``use_likelihood-reference`` puts the likelihood judge's score in both directions (p(answer |
+    """``use_likelihood-reference`` puts the likelihood judge's score in both directions (p(answer |
     reference), p(reference | answer)) beside the signals; the frozen judge names its LM and scores an item alone
     exactly as the fitted one did."""
     import json
@@ -500,7 +500,7 @@ def test_label_entropy_is_zero_for_a_sure_label_and_one_for_a_uniform_distributi
 
 @pytest.mark.model
 def test_a_stacked_hybrid_takes_the_rubric_judges_label_and_doubt_and_freezes_with_them(data_root, embedded_lm):
-    """Issue 48: ``use_rubric`` puts the untuned rubric judge's expected label (on its 1-5 scale) and the entropy of
+    """``use_rubric`` puts the untuned rubric judge's expected label (on its 1-5 scale) and the entropy of
     its label distribution beside the signals; the frozen judge scores an item alone exactly as the fitted one."""
     import json
 
@@ -521,7 +521,7 @@ def test_a_stacked_hybrid_takes_the_rubric_judges_label_and_doubt_and_freezes_wi
 
 @pytest.mark.model
 def test_a_stacking_run_searches_the_lms_features_and_keeps_the_signal_only_hybrid_as_the_default(tmp_path):
-    """Issue 48: ``RunSpec(stack=True)`` lets the search add the LM's likelihood beside the signals (MSRpar has
+    """``RunSpec(stack=True)`` lets the search add the LM's likelihood beside the signals (MSRpar has
     no questions, so only the reference direction); the incumbent is the signal-only hybrid, the gate's default;
     the frozen judge names the LM only when it uses it. Without ``stack`` the LM features are never searched."""
     from judgetune.tuning import RunSpec, tune

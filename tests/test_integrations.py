@@ -206,7 +206,7 @@ def test_regrading_a_labeled_file_reports_the_paired_error_difference(judges, ru
 
 
 def test_regrading_a_catalog_split_uses_the_judges_own_split_seed(judges, run_cli, tmp_path, data_root, monkeypatch):
-    """Issue 49.12: ``compare --regrade`` on a catalog source splits with the seed the judges were tuned on (as
+    """``compare --regrade`` on a catalog source splits with the seed the judges were tuned on (as
     ``evaluate`` does), never a fresh random split; another --seed is refused."""
     from judgetune.config import JudgeConfig
 
@@ -316,7 +316,7 @@ def test_export_refuses_bad_options(judges, run_cli, tmp_path):
 
 
 def test_export_to_dspy_works_offline_without_contacting_the_judges_server(run_cli, tmp_path, monkeypatch):
-    """Issue 49.23: the predictors' state needs no model, so ``export --to dspy`` of a judge on a server builds it on a
+    """The predictors' state needs no model, so ``export --to dspy`` of a judge on a server builds it on a
     stand-in: nothing is sent to the server the judge.json names (here a closed port: before, the export failed)."""
     from judgetune.judges import BuildContext, JudgeSpec, build
     from judgetune.lm import load_lm

@@ -293,7 +293,7 @@ def test_api_key_is_written_nowhere(tmp_path, monkeypatch, caplog):
 @pytest.mark.slow
 def test_rubric_judge_reads_the_same_score_through_the_server(remote, uncached_lm, data_root):
     """Through a server the prompt ends at the score marker as in-process (the /completions way, with the
-    chat template of the served GGUF; issue 26), so even zero-shot, where the small model would not write
+    chat template of the served GGUF), so even zero-shot, where the small model would not write
     the marker itself, the score is read, and both agree."""
     from judgetune import datasets
     from judgetune.judges import make_judge

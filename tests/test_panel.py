@@ -1,4 +1,4 @@
-"""The panel judge (issue 48): members standardized by their own centre and spread and averaged, frozen as
+"""The panel judge: members standardized by their own centre and spread and averaged, frozen as
 plain JSON with its members, checked as untrusted input; and ``tune --panel``, where the panel of the
 scored candidates enters the selection as one more candidate and freezes to the judge it was figured as."""
 

@@ -107,7 +107,7 @@ def test_the_cli_writes_the_picks_and_refuses_bad_input(run_cli, tmp_path: Path)
 
 
 def test_labels_already_in_the_data_count_as_labeled_and_are_never_picked(tmp_path: Path):
-    """Issue 49.23: rows of --data that carry a label are labeled already: they are not picked again, and with
+    """Rows of --data that carry a label are labeled already: they are not picked again, and with
     them the round is a next round (given those labels), not a first one."""
     items = _items()
     rows = [{"id": e.id, "question": e.question, "answer": e.answer, "group": e.group,

@@ -153,7 +153,7 @@ def test_error_message_lists_problems_and_truncates(tmp_path):
 
 
 def test_a_jsonl_row_cut_short_is_reported_on_its_own_line(tmp_path):
-    """Issue 49.23: a row truncated after a comma (the next line starts a new row) names its own line, not the next."""
+    """A row truncated after a comma (the next line starts a new row) names its own line, not the next."""
     path = tmp_path / "cut.jsonl"
     path.write_text('{"answer": "a", "label": 1}\n{"answer": "b", "label": 2}\n{"answer": "c",\n'
                     '{"answer": "d", "label": 3}\n')

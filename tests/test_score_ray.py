@@ -70,7 +70,7 @@ def _write_parquet(path: Path, rows: list[dict], row_group_size: int) -> Path:
 
 @pytest.mark.model
 def test_ray_scores_parquet_with_an_lm_judge_as_in_process_does(tmp_path, run_cli, embedded_lm):
-    """Issue 49.6: an LM judge (SmolLM2 likelihood) on Parquet, chunks that cross row groups: the same bytes as
+    """An LM judge (SmolLM2 likelihood) on Parquet, chunks that cross row groups: the same bytes as
     in-process scoring, which also means the same run identity (the LM's fingerprint) and the same tallies."""
     config = _likelihood_config(tmp_path / "judge.json", embedded_lm)
     data = _write_parquet(tmp_path / "data.parquet", _rows(12), row_group_size=5)
@@ -88,7 +88,7 @@ def test_ray_scores_parquet_with_an_lm_judge_as_in_process_does(tmp_path, run_cl
 
 
 def test_ray_actors_score_with_the_judge_the_run_started_with(tmp_path, judge_path, run_cli, monkeypatch):  # noqa: F811
-    """Issue 49.2: a judge.json replaced after the driver read it (here: just before the actors start) changes
+    """A judge.json replaced after the driver read it (here: just before the actors start) changes
     nothing; the actors build the judge from the driver's copy."""
     from judgetune.scoring import ray_engine
 
@@ -116,7 +116,7 @@ def test_ray_actors_score_with_the_judge_the_run_started_with(tmp_path, judge_pa
 
 
 def test_ray_counts_degraded_items_and_leaves_no_part_after_bad_rows(tmp_path, run_cli):
-    """Issue 49.3: items scored without some of their signals are counted as in-process; a data file with bad rows
+    """Items scored without some of their signals are counted as in-process; a data file with bad rows
     is refused before any work and leaves no part folder behind."""
     from test_untrusted import cheap_hybrid_config
 
@@ -139,7 +139,7 @@ def test_ray_counts_degraded_items_and_leaves_no_part_after_bad_rows(tmp_path, r
 
 @pytest.mark.model
 def test_ray_with_a_model_that_does_not_load_is_one_line_and_leaves_nothing(tmp_path, judge_path, run_cli):  # noqa: F811
-    """Issue 49.21: a judge whose GGUF is garbage: refused in one line (exit 2) before Ray starts, as in-process."""
+    """A judge whose GGUF is garbage: refused in one line (exit 2) before Ray starts, as in-process."""
     garbage = tmp_path / "broken.gguf"
     garbage.write_bytes(b"GGUF" + b"\0" * 200)
     config = json.loads(judge_path.read_text())
@@ -158,7 +158,7 @@ def test_ray_with_a_model_that_does_not_load_is_one_line_and_leaves_nothing(tmp_
 
 
 def test_parquet_chunks_decode_each_row_group_once(tmp_path, monkeypatch):
-    """Issue 49.4: reading the chunks of a one-group Parquet file decodes the group once per actor (it was decoded
+    """Reading the chunks of a one-group Parquet file decodes the group once per actor (it was decoded
     and converted whole for every chunk: quadratic in the file)."""
     import pyarrow.parquet as pq
 
@@ -179,7 +179,7 @@ def test_parquet_chunks_decode_each_row_group_once(tmp_path, monkeypatch):
 
 
 def test_an_lm_judges_actors_reserve_the_threads_their_model_runs_on(monkeypatch):
-    """Issue 49.5: an in-process model's actor reserves as many CPUs as llama.cpp threads it runs, no more than the
+    """An in-process model's actor reserves as many CPUs as llama.cpp threads it runs, no more than the
     machine's cores shared by the workers; a server's or a signal judge's actor one."""
     from judgetune.scoring.ray_engine import actor_threads
 

@@ -141,7 +141,7 @@ def _tokens(text: str) -> list[int]:
 
 
 def test_a_server_failing_every_call_trips_the_circuit_breaker():
-    """Issue 49.22: calls that fail after all their retries, 8 in a row, stop the client: every later call raises the
+    """Calls that fail after all their retries, 8 in a row, stop the client: every later call raises the
     one unusable-server error at once (no more requests), which stops a run (resumable) in one line. A success in
     between resets the count."""
     from judgetune.lm import ServerUnreachableError
@@ -173,7 +173,7 @@ def test_a_server_failing_every_call_trips_the_circuit_breaker():
 
 
 def test_a_retry_after_beyond_the_users_bound_fails_at_once_saying_what_the_server_asked():
-    """Issue 49.23: a 429 whose Retry-After (3600 s) exceeds --rate-limit-wait fails the call at once, and the
+    """A 429 whose Retry-After (3600 s) exceeds --rate-limit-wait fails the call at once, and the
     message says the server asked for 3600 s (not that the call was rate limited for the whole bound)."""
     with FaultServer(fault_rate=1.0, faults=("429",), retry_after=3600) as server:
         c = client(server, rate_limit_wait=600)

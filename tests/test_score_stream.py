@@ -179,7 +179,7 @@ def test_a_second_writer_on_the_same_out_is_refused_and_stale_temps_are_removed(
 
 
 def test_a_lone_surrogate_never_loses_a_run(tmp_path, judge_path):
-    """Refused at its item before any work (issue 39); and should one reach the writer, it is escaped."""
+    """Refused at its item before any work; and should one reach the writer, it is escaped."""
     line = encode_row({"id": "a\ud800b", "score": 1.0})
     assert json.loads(line.decode("utf-8")) == {"id": "a\ud800b", "score": 1.0}
     with load(judge_path) as judge, pytest.raises(DataValidationError, match="item 0: id: .*lone surrogate"):
@@ -232,7 +232,7 @@ def test_parquet_in_and_out_and_csv_out_hold_the_same_scores(tmp_path, judge_pat
 
 
 def test_re_running_a_finished_score_says_it_is_complete_and_exits_0(tmp_path, judge_path, run_cli):
-    """Issue 49.24: the same judge and input again is a resume with nothing left (exit 0, the file untouched);
+    """The same judge and input again is a resume with nothing left (exit 0, the file untouched);
     another input, or a file changed since, still needs --force."""
     data = _write_jsonl(tmp_path / "in.jsonl", _rows(12))
     out = tmp_path / "scores.jsonl"
@@ -252,7 +252,7 @@ def test_re_running_a_finished_score_says_it_is_complete_and_exits_0(tmp_path, j
 
 @pytest.mark.parametrize("option", [["--max-tokens", "1000"], ["--prompt-price", "0.5"], ["--completion-price", "1"]])
 def test_ray_refuses_the_options_it_would_ignore_in_one_line(tmp_path, judge_path, run_cli, option):
-    """Issue 49.1: --max-tokens and the prices are metered in-process only; with --engine ray they are refused before
+    """--max-tokens and the prices are metered in-process only; with --engine ray they are refused before
     any work (never silently ignored)."""
     data = _write_jsonl(tmp_path / "in.jsonl", _rows(3))
     out = tmp_path / "o.jsonl"
@@ -264,7 +264,7 @@ def test_ray_refuses_the_options_it_would_ignore_in_one_line(tmp_path, judge_pat
 
 @pytest.mark.parametrize("where", ["append", "finish"])
 def test_a_full_disk_is_one_line_and_the_run_resumes(tmp_path, judge_path, run_cli, monkeypatch, where):
-    """Issue 49.19: ENOSPC while writing rows (or the final file) is exit 2 and one line, no traceback; the rows
+    """ENOSPC while writing rows (or the final file) is exit 2 and one line, no traceback; the rows
     written before are kept and the same command, with space again, finishes the run."""
     import errno
 
@@ -293,7 +293,7 @@ def test_a_full_disk_is_one_line_and_the_run_resumes(tmp_path, judge_path, run_c
 
 
 def test_a_part_folder_removed_mid_run_stops_at_the_next_chunk_in_one_line(tmp_path, judge_path, run_cli, monkeypatch):
-    """Issue 49.20: the part folder deleted while scoring is noticed before the next chunk is written (not after
+    """The part folder deleted while scoring is noticed before the next chunk is written (not after
     scoring everything into a deleted file); one line, exit 2; the next run starts over and finishes."""
     import shutil
 
@@ -321,7 +321,7 @@ def test_a_part_folder_removed_mid_run_stops_at_the_next_chunk_in_one_line(tmp_p
 
 
 def test_saving_the_token_usage_keeps_the_validation_record(tmp_path, judge_path, monkeypatch):
-    """Issue 49.23: a run that spends tokens saves them in the part's state without losing the record that the file
+    """A run that spends tokens saves them in the part's state without losing the record that the file
     was validated (which a resume reads instead of validating the whole file again)."""
     import judgetune.scoring._run as run_module
     from judgetune.config import JudgeConfig
@@ -346,7 +346,7 @@ def test_saving_the_token_usage_keeps_the_validation_record(tmp_path, judge_path
 
 
 def test_a_resume_with_other_python_items_of_the_same_ids_is_refused(tmp_path, judge_path):
-    """Issue 49.13: items given from Python without ids get positional ids, so ids alone cannot tell two lists apart;
+    """Items given from Python without ids get positional ids, so ids alone cannot tell two lists apart;
     the run records a digest of the items it scored, and a resume with other contents is refused."""
     rows = [{k: v for k, v in r.items() if k != "id"} for r in _rows(30)]  # positional ids
     out = tmp_path / "s.jsonl"
@@ -368,7 +368,7 @@ def test_a_resume_with_other_python_items_of_the_same_ids_is_refused(tmp_path, j
 
 
 def test_a_resume_with_another_lm_endpoint_is_refused(tmp_path):
-    """Issue 49.13: the LM that answers is part of a run's identity: a resume at another server (or with another
+    """The LM that answers is part of a run's identity: a resume at another server (or with another
     model file) is refused, never mixed into one output."""
     from types import SimpleNamespace
 
@@ -392,7 +392,7 @@ def test_a_resume_with_another_lm_endpoint_is_refused(tmp_path):
 
 
 def test_the_kill_windows_of_a_score_run_are_closed(tmp_path, judge_path, run_cli, monkeypatch):
-    """Issue 49.14: (1) the token usage is saved before the rows it paid for, so a kill between never lets a resume
+    """(1) the token usage is saved before the rows it paid for, so a kill between never lets a resume
     pass --max-tokens; (2) a part folder left empty by a kill right after its mkdir does not block the next run;
     (3) a kill after the output is complete but before the part is removed leaves a part the next run clears, saying
     the run is complete."""

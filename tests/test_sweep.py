@@ -1,4 +1,4 @@
-"""The bad-input, interruption and fault sweep (issue 20): nothing lost, nothing silently changed.
+"""The bad-input, interruption and fault sweep: nothing lost, nothing silently changed.
 
 Each case is what a demanding new user tried; the tests use tiny files, judges without an LM
 (rougeL) where the case is not about the LM, and the embedded model on a few items where it is.
@@ -287,7 +287,7 @@ def refusing_server():
 
 def test_a_refused_key_stops_every_command_with_exit_2_and_the_key_is_never_shown(tmp_path, data, refusing_server,
                                                                                    run_cli, monkeypatch):
-    # issue 28: a 401 is an authentication error, said once before any scoring (exit 2), not 3 failed items
+    # a 401 is an authentication error, said once before any scoring (exit 2), not 3 failed items
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret-key-123")
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
     base = ["--lm", "openai/m", "--api-base", refusing_server, "--timeout", "5"]
@@ -572,7 +572,7 @@ def test_tune_pooled_on_the_command_line_is_recorded(tmp_path, run_cli):
 
 
 def test_the_score_summary_never_prints_a_key_a_server_echoed(capsys, monkeypatch):
-    """Issue 49.15: a server that answers 500 with ``"bad key " + Authorization`` puts the bearer in the first
+    """A server that answers 500 with ``"bad key " + Authorization`` puts the bearer in the first
     failure's text; the summary line prints it redacted (every printer of outside text goes through
     ``errors.printable``, which redacts)."""
     from types import SimpleNamespace
@@ -591,7 +591,7 @@ def test_the_score_summary_never_prints_a_key_a_server_echoed(capsys, monkeypatc
 
 
 def test_evaluate_prints_a_data_file_name_with_its_escapes_escaped(tmp_path, data, run_cli):
-    """Issue 49.23: a data file named with a terminal escape sequence is shown escaped in evaluate's info lines."""
+    """A data file named with a terminal escape sequence is shown escaped in evaluate's info lines."""
     named = tmp_path / "evil\x1b]0;pwned\x07.jsonl"
     named.write_bytes(data.read_bytes())
     code, out, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(named), "--resamples", "10"])
@@ -640,7 +640,7 @@ def test_no_user_string_reaches_the_terminal_raw(tmp_path, run_cli):
 
 @pytest.mark.model
 def test_evaluate_bounds_an_lm_judges_fit_and_says_on_how_many_items(tmp_path, run_cli, monkeypatch):
-    """Issue 49.25: ``evaluate --judge checklist --limit 4`` no longer fits on the whole training split in silence: it
+    """``evaluate --judge checklist --limit 4`` no longer fits on the whole training split in silence: it
     fits on at most 200 training items (--fit-items sets it) and says so before the work (a fit over 30 s adds a line
     every 30 s: ``stage``, tested in test_progress)."""
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
@@ -680,7 +680,7 @@ def test_evaluate_scales_an_lm_judges_fit_with_the_limit_and_says_so(tmp_path, r
 
 
 def test_the_old_rule_is_no_longer_a_users_gate(tmp_path, data, run_cli):
-    """Issue 50: ``--gate off`` (the old dev pick, which lost on MSRpar) is a benchmark baseline, not a CLI choice."""
+    """``--gate off`` (the old dev pick, which lost on MSRpar) is a benchmark baseline, not a CLI choice."""
     code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(data), "--gate", "off",
                             "--runs-dir", str(tmp_path / "runs")])
     assert code == 2 and "invalid choice: 'off'" in err and "'nested'" in err

@@ -1,4 +1,4 @@
-"""The second reliability sweep (issue 28), each case fixed at its root: one strict JSON reader, atomic
+"""The second reliability sweep, each case fixed at its root: one strict JSON reader, atomic
 outputs compared with the inputs by identity, a per-item size limit, server errors classified once,
 option errors without tracebacks, and nothing silently accepted."""
 
@@ -309,7 +309,7 @@ def test_a_resumed_study_takes_more_trials(tmp_path):
         open_study(RunSpec(**{**spec.to_dict(), "n_trials": 3, "seed": 1}), storage)
 
 
-# --- issue 26, item 9: the label position over a server -------------------------------------------------------
+# --- the label position over a server -------------------------------------------------------
 
 @pytest.mark.server
 @pytest.mark.model

@@ -1,4 +1,4 @@
-"""The third reliability sweep (issue 39): a shared judge.json, a data file or a server is untrusted input.
+"""The third reliability sweep: a shared judge.json, a data file or a server is untrusted input.
 Devices and FIFOs are refused unread, a key goes only where the user sent it, runs survive races, text that
 cannot be written is refused at its line, the Python API checks what it is given, and a judgment that
 lacks what it needs is flagged and counted."""
@@ -194,7 +194,7 @@ def test_the_python_api_sends_the_key_only_to_a_named_endpoint(tmp_path, monkeyp
 
 
 def test_items_sent_to_an_endpoint_the_user_did_not_name_are_warned_of_without_a_key(tmp_path, monkeypatch, caplog):
-    """Issue 49.8: with no key set, a judge.json's endpoint still receives every item: one warning says so."""
+    """With no key set, a judge.json's endpoint still receives every item: one warning says so."""
     from judgetune.lm import load_lm
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -211,7 +211,7 @@ def test_items_sent_to_an_endpoint_the_user_did_not_name_are_warned_of_without_a
 
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
 def test_a_proxy_at_a_metadata_address_is_refused_like_an_endpoint(monkeypatch, variable):
-    """Issue 49.17: httpx would send every request (the bearer too) through the environment's proxy; one at a
+    """Httpx would send every request (the bearer too) through the environment's proxy; one at a
     link-local or metadata address is refused before any request, naming it; NO_PROXY exemptions hold."""
     from judgetune._endpoints import EndpointError
     from judgetune.lm import load_lm
@@ -230,7 +230,7 @@ def test_a_proxy_at_a_metadata_address_is_refused_like_an_endpoint(monkeypatch, 
 
 
 def test_compare_regrade_sends_its_requests_to_the_api_base_the_user_named(tmp_path, run_cli, monkeypatch):
-    """Issue 49.11: ``compare --regrade --api-base URL`` scores both judges at URL, as ``compare`` does."""
+    """``compare --regrade --api-base URL`` scores both judges at URL, as ``compare`` does."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-team-secret-0042")
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
     data = jsonl(tmp_path / "d.jsonl", rows(3))
@@ -244,7 +244,7 @@ def test_compare_regrade_sends_its_requests_to_the_api_base_the_user_named(tmp_p
 
 
 def test_openai_base_url_is_the_endpoint_as_well_as_trusted(tmp_path, monkeypatch):
-    """Issue 49.23: ``$OPENAI_BASE_URL`` (the OpenAI SDK's) is where an ``openai/MODEL`` without an api base goes, and
+    """``$OPENAI_BASE_URL`` (the OpenAI SDK's) is where an ``openai/MODEL`` without an api base goes, and
     its key with it; before, it only counted as trusted while the request (and key) went to api.openai.com."""
     from judgetune.lm import ServerAuthError, load_lm
 
@@ -263,7 +263,7 @@ def test_openai_base_url_is_the_endpoint_as_well_as_trusted(tmp_path, monkeypatc
 
 
 def test_a_dspy_lm_sends_its_own_key_to_its_endpoint_never_the_environments(tmp_path, monkeypatch):
-    """Issue 49.7: a ``dspy.LM`` handed to tune/evaluate is loaded with its own ``api_key``; one without a key that
+    """A ``dspy.LM`` handed to tune/evaluate is loaded with its own ``api_key``; one without a key that
     names another provider's api_base gets none ($OPENAI_API_KEY is for OpenAI, not for that endpoint)."""
     import dspy
 

@@ -1,6 +1,6 @@
 """The panel judge: several frozen judges score the same item, each score is standardized by that
 member's own centre and spread (measured on training items, no labels), and the panel's score is
-their mean. Ranks of a panel can beat its best member where the members' errors differ (issue 48:
+their mean. Ranks of a panel can beat its best member where the members' errors differ (
 on STS-B the mean of the grading model's twelve candidates, standardized this way, ranked
 +0.08 Spearman above the best one).
 
