@@ -116,7 +116,8 @@ def test_the_default_is_queued_first_and_always_a_candidate(data, tmp_path):
     rows = selection["rows"]
     assert rows[0]["default"] and rows[0]["params"] == default and rows[0]["number"] == 0
     assert len({str(r["params"]) for r in rows}) == len(rows)  # no candidate scored twice
-    assert selection["items"] == len(splits.search) + len(splits.dev)
+    assert selection["items"] == len(splits.search) + len(splits.confirming_pool) + len(splits.dev)
+    assert selection["confirming_items"] == selection["items"] - len(splits.search) > len(splits.dev)
 
 
 def test_proposals_are_cleaned_and_refusals_counted_with_reasons(data, tmp_path):
@@ -203,11 +204,13 @@ def test_on_the_null_testbed_the_default_ships(tmp_path, seed):
     assert gain["spearman"] == {"value": 0.0, "low": 0.0, "high": 0.0} and gain["n"] == metrics["test"]["n"]
 
 
-def test_on_the_grouped_null_testbed_the_default_ships_after_a_test_over_the_dev_questions(tmp_path):
+def test_on_the_grouped_null_testbed_the_default_ships_after_a_test_over_the_confirming_questions(tmp_path):
     metrics = run_testbed("null-grouped", 1, tmp_path, gate="on")
     selection = metrics["selection"]
     test = selection["gate_result"]
-    assert selection["default_shipped"] and 3 <= test["groups"] <= 5 and test["method"] == "t over questions"
+    # the pool's and dev's questions (of 20, 12 answers each): more than dev's 3-5 alone, none of the search's
+    assert selection["default_shipped"] and 6 <= test["groups"] <= 16 and test["method"] == "t over questions"
+    assert test["items"] == selection["confirming_items"]
     assert test["refused"] is None and (test["winner"] is None or test["lower_bound"] <= 0)
 
 
@@ -281,13 +284,14 @@ def _selection_harness(tmp_path, pick: str):
 
 
 def test_the_dev_labels_take_no_part_in_the_gates_mae_predictions(tmp_path, monkeypatch):
-    """With --pick mae the dev items' calibrated predictions come from a calibrator fitted (form and all) on the
-    search items: relabelling dev changes the labels the gate tests against, never the predictions."""
+    """With --gate on and --pick mae the confirming items' calibrated predictions come from a calibrator fitted (form
+    and all) on the search items: relabelling dev changes the labels the gate tests against, never the predictions."""
     from dataclasses import replace
 
     import judgetune.tuning._selection as selection
 
     spec, splits, lm, study = _selection_harness(tmp_path, "mae")
+    spec = replace(spec, gate="on")
     seen = []
     real_gate = selection.gate
     monkeypatch.setattr(selection, "gate", lambda rule, on_dev, *a, **k: (

@@ -319,7 +319,8 @@ def candidate_row(index: int, candidate: Candidate, scored: CandidateFigures, it
                                                None if items.groups is None else items.groups[:n],
                                                label_range=items.label_range, seed=spec.seed, pooled=spec.pooled)),
            "calibrator": scored.calibrator, "failure_rate": scored.failure_rate}
-    verdict = rejection({**row, "failure_rate": float(np.isnan(scored.raw[:n]).mean())}, reject)
+    search_row = {key: row[key] for key in ("number", "default", "params", "search", "search_figure")}
+    verdict = rejection({**search_row, "failure_rate": float(np.isnan(scored.raw[:n]).mean())}, reject)
     row["rejected"] = None if index == 0 else verdict
     if index == 0:
         row["flagged"] = verdict  # the default's own verdict (e.g. --audit-max): recorded, it stays the fallback
