@@ -163,15 +163,16 @@ def test_the_panel_gate_ships_the_passing_test_with_the_larger_gain_each_at_half
 
 def test_a_selection_with_a_panel_tests_it_beside_the_nested_gate_and_says_so():
     from judgetune.tuning import gate_line
-    from judgetune.tuning._selection import CandidateFigures, nested_test
+    from judgetune.tuning._selection import CandidateFigures, SelectionItems, nested_test
 
     scores, gold = _noisy_candidates(2)
     rows = [{"number": i, "default": i == 0, "params": {}} for i in range(4)]
     rows.append({"number": None, "default": False, "panel": True, "params": {"panel": {"members": [{}, {}, {}, {}]}}})
     scored = [CandidateFigures(r["params"], s, s, None, 0.0) for r, s in zip(rows, scores)]
-    winner, record = nested_test(scored, gold, None, [1, 2, 3, 4], seed=0, described={}, panel=4)
-    assert winner == 4 and record["passed"] and record["panel"]["passed"]
-    assert record["level"].startswith("one-sided 97.5% lower bound")  # not the dev gate's 95% it was described with
+    items = SelectionItems(gold, None, 60, (-4.0, 4.0))  # 60 search items chose the members; 240 confirm
+    winner, record = nested_test(scored, items, [1, 2, 3, 4], seed=0, panel=4)
+    assert winner == 4 and record["passed"] and record["panel"]["passed"] and record["panel"]["items"] == 240
+    assert record["level"].startswith("one-sided 97.5% lower bound")  # each of the two tests at half the level
     selection = {"gate": "nested", "rule": "spearman", "gate_result": record, "rows": rows}
     assert gate_line(selection).startswith("gate (panel and nested): the panel of 4 candidates shipped: the panel +")
     from judgetune.report._html import selection_section
