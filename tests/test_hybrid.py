@@ -383,7 +383,7 @@ def test_tune_searches_freezes_and_reproduces_a_hybrid(data_root, tmp_path, monk
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
     fixed = [arg for name in SIGNALS if "mpnet" in name for arg in ("--fix", f"use_{name}=false")]
     assert main(["tune", "--judge", "hybrid", "--data", "linkage-trec-dl-nf", "--trials", "2", "--per-question", "6",
-                 "--search-items", "30", "--dev-items", "30", "--test-items", "30", "--run", "hyb",
+                 "--search-items", "30", "--dev-items", "30", "--test-items", "30", "--gate-items", "60", "--run", "hyb",
                  "--runs-dir", str(tmp_path), *fixed]) == 0
     run = tmp_path / "hyb"
     config = JudgeConfig.load(run / "judge.json")

@@ -19,7 +19,7 @@ from judgetune.config import ConfigError, JudgeConfig
 pytestmark = pytest.mark.model  # every test here runs the embedded model
 
 TINY = ["--judge", "rubric", "--data", "sts2012-msrpar", "--trials", "2", "--search-items", "6", "--chunk", "3",
-        "--dev-items", "6", "--test-items", "6", "--rescore", "1", "--fix", "reasoning=false"]
+        "--dev-items", "6", "--test-items", "6", "--gate-items", "12", "--rescore", "1", "--fix", "reasoning=false"]
 
 
 @pytest.fixture(scope="module")

@@ -56,7 +56,8 @@ def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(postgre
     # `tune` with the same spec finds the search done and only calibrates, tests and freezes
     assert main(["tune", "--judge", "rubric", "--lm", "test:slow", "--data", "sts2012-msrpar",
                  "--trials", "6", "--search-items", "8",
-                 "--chunk", "8", "--dev-items", "8", "--test-items", "4", "--fix", "reasoning=false", "--run", name,
+                 "--chunk", "8", "--dev-items", "8", "--test-items", "4", "--gate-items", "16", "--fix", "reasoning=false",
+                 "--run", name,
                  "--storage", postgres, "--runs-dir", str(tmp_path)]) == 0
     assert len(optuna.load_study(study_name=name, storage=postgres).get_trials()) == len(trials)
     assert (tmp_path / name / "judge.json").is_file()

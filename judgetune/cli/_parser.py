@@ -152,8 +152,8 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
                       "item chooses, every one but the search items also confirms (the choice cross-validated, 3 x 5 "
                       "folds, Spearman; see docs/tuning.md); on: the challenger best on the search items replaces the "
                       "default only on a gain on the other items above zero by a one-sided 5%% test")
-    tune.add_argument("--gate-items", type=_count, default=600, help="the most labeled non-test items each candidate "
-                      "is scored on for the gate (search, demo pool, dev; default 600): the gate costs about "
+    tune.add_argument("--gate-items", type=_count, default=300, help="the most labeled non-test items each candidate "
+                      "is scored on for the gate (search, demo pool, dev; default 300): the gate costs about "
                       "(--rescore + 1) x this many judgments")
     tune.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
                       help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "

@@ -47,7 +47,7 @@ class RunSpec:
     rounds: int = 2  # proposal rounds; the trials are shared out between them
     demo_draws: int = 8  # seeded demo draws searched (the ``demo_seed`` knob)
     rescore: int = 4  # the strongest trials by their search figures that selection scores beside the default
-    gate_items: int | None = 600  # the most labeled non-test items selection scores each candidate on (search, the
+    gate_items: int | None = 300  # the most labeled non-test items selection scores each candidate on (search, the
     # demo pool's, dev; the pool's are sampled to fit, whole groups, seeded); None: every one
     fields: dict[str, str] = field(default_factory=dict)  # Example field -> the data file's column
     label: str | None = None  # the data file's column holding the human score (None: label / preference)
