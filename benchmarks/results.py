@@ -147,10 +147,11 @@ def headline(results_dir: Path) -> str:
                      f"{_ci(rows['stacked']['spearman'], rows['stacked']['spearman_ci'])} | "
                      f"{diff(rows['stacked'].get('vs_signals'))} | "
                      f"{diff((rows.get('panel-all-z') or {}).get('vs_best_member'))} | {path.stem} |")
-    lines += ["", "Selection rules on the same score matrices (`benchmarks/rules.py`): mean test-Spearman gain of the "
-              "shipped judge over the untuned default per draw of the labels named (300 unless said) [95% interval "
-              "over draws], the share of draws shipping a tuned judge, the share significantly worse than the "
-              "default, and the ship rate with the labels shuffled.", "",
+    lines += ["", "Selection rules on the same score matrices, an idealization of selection (candidates drawn blind, "
+              "every label in the gate; its script is gone, `benchmarks/replay.py` replays tune's own selection): "
+              "mean test-Spearman gain of the shipped judge over the untuned default per draw of the labels named "
+              "(300 unless said) [95% interval over draws], the share of draws shipping a tuned judge, the share "
+              "significantly worse than the default, and the ship rate with the labels shuffled.", "",
               "| set | LM (judge) | labels / draws / test items | rule | mean gain | ship | worse | null ship | file |",
               "|---|---|---|---|---|---|---|---|---|"]
     for path in sorted(results_dir.glob("rules-*.json")):
