@@ -12,7 +12,7 @@ from typing import Any
 from judgetune import datasets
 from judgetune._files import atomic_write, clashes
 from judgetune.cli._options import _mapping
-from judgetune.errors import JudgetuneError, printable
+from judgetune.errors import JudgetuneError, printable, shown
 
 
 def _confidence(text: str) -> float:
@@ -134,21 +134,14 @@ def _pick_for_estimate(args: argparse.Namespace) -> None:
 
 def _pick_either(args: argparse.Namespace) -> None:
     """``pick``: for calibration (the default) or, with ``--for estimate``, a uniform sample per system."""
-    from judgetune.cli._scoring import _pick
+    from judgetune.cli._scoring import _pick, check_pick_paths
 
     if args.purpose != "estimate":
         if args.by is not None:
             raise JudgetuneError("--by: only with --for estimate (pick for calibration covers the judge's scores)")
         _pick(args)
         return
-    if clashes(args.out, [args.data, *([args.labeled] if args.labeled else [])]):
-        raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the picks elsewhere")
-    if args.out.resolve().is_dir() or not args.out.resolve().parent.is_dir():
-        raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
-    if args.out.exists() and not args.force:
-        raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
-    if not args.data.is_file():
-        raise JudgetuneError(f"--data {args.data}: no such data file (pick reads a JSONL, CSV or TSV file)")
+    check_pick_paths(args)
     if args.out.suffix.lower() != args.data.suffix.lower():
-        raise JudgetuneError(f"--out {args.out}: expected a {args.data.suffix} file, the input's format")
+        raise JudgetuneError(f"--out {shown(args.out)}: expected a {args.data.suffix} file, the input's format")
     _pick_for_estimate(args)

@@ -116,10 +116,9 @@ def _usage_text(run) -> str:
     return text + (f", cost {run.cost:.4f}" if run.cost is not None else "")
 
 
-def _pick(args: argparse.Namespace) -> None:
-    from judgetune.lm import load_lm
-    from judgetune.picking import pick_file
-
+def check_pick_paths(args: argparse.Namespace) -> None:
+    """``pick``'s --out and --data, refused in one line each: an input, a folder, an existing file without --force,
+    a missing data file."""
     inputs = [args.data, *([args.labeled] if args.labeled else [])]
     if clashes(args.out, inputs):
         raise JudgetuneError(f"--out {shown(args.out)}: that is an input of this command; write the picks elsewhere")
@@ -129,6 +128,13 @@ def _pick(args: argparse.Namespace) -> None:
         raise JudgetuneError(f"--out {shown(args.out)}: the file exists; pass --force to replace it")
     if not args.data.is_file():
         raise JudgetuneError(f"--data {shown(args.data)}: no such data file (pick reads a JSONL, CSV or TSV file)")
+
+
+def _pick(args: argparse.Namespace) -> None:
+    from judgetune.lm import load_lm
+    from judgetune.picking import pick_file
+
+    check_pick_paths(args)
     lm = load_lm(args.lm, api_base=args.api_base) if args.lm and judges.judge_class(args.judge).needs_lm else None
     try:
         picks = pick_file(args.data, args.n, out=args.out, labeled=args.labeled, judge=args.judge, lm=lm,
