@@ -187,3 +187,32 @@ def test_the_constant_calibrator_is_the_labels_median_clipped_to_the_scale():
         gold = rng.integers(0, 11, n) / 2.0
         assert ConstantCalibrator((0, 5)).fit(np.zeros(n), gold).value_ == float(np.median(gold))
     assert ConstantCalibrator((1, 5)).fit([0.0, 0.0], [0.0, 0.5]).value_ == 1.0
+
+
+@pytest.mark.parametrize("calibrator, found", [
+    ({"kind": "linear", "slope": -1.0, "intercept": 6.0}, "calibrator: linear calibrator: slope: expected 0 or more "
+                                                          "(a calibrator keeps the judge's order), found -1"),
+    ({"kind": "isotonic", "x": [0.0, 0.5, 1.0], "y": [5.0, 3.0, 1.0]},
+     "calibrator: isotonic calibrator: y: expected non-decreasing values (a calibrator keeps the judge's order), "
+     "found 3 after 5 (y[1])"),
+])
+def test_a_calibrator_that_reverses_the_judges_order_is_refused_at_load_in_one_line(tmp_path, run_cli, calibrator,
+                                                                                       found):
+    """judge.json is untrusted input: a hand-edited map that falls (a negative slope, isotonic values that decrease)
+    would score every item in reverse order with exit 0. It is refused when the file loads, in one line naming the
+    field, from the command line and from Python; nothing is scored."""
+    import judgetune
+    from judgetune.config import ConfigError, JudgeConfig
+
+    config = JudgeConfig(judge="length", params={}, lm=None, instruction=None, demos=[], label_range=[1.0, 5.0],
+                         calibrator={"kind": "linear", "label_range": [1.0, 5.0], "slope": 1.0, "intercept": 1.0})
+    path = config.save(tmp_path / "judge.json")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "calibrator": {**calibrator, "label_range": [1.0, 5.0]}}))
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "answer": "word " * (i + 1)}) + "\n" for i in range(4)))
+    out = tmp_path / "o.jsonl"
+    code, stdout, err = run_cli(["score", "--config", str(path), "--data", str(data), "--out", str(out)])
+    assert code == 2 and not out.exists() and stdout == ""
+    assert err == f"judgetune: error: {path}: {found}\n"
+    with pytest.raises(ConfigError, match=r"keeps the judge's order"):
+        judgetune.load(path)

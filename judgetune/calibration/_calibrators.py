@@ -211,6 +211,8 @@ class _LinearState(_State):
 
     @model_validator(mode="after")
     def _flat_on_scale(self) -> _LinearState:
+        if self.slope < 0:  # fit never gives one: it would turn the judge's order upside down
+            raise ValueError(f"slope: expected 0 or more (a calibrator keeps the judge's order), found {self.slope:g}")
         if self.slope == 0:  # a flat line gives every item its intercept
             self._on_scale("intercept (slope 0)", [self.intercept])
         return self
@@ -227,6 +229,10 @@ class _IsotonicState(_State):
             raise ValueError("x and y must be of one length")
         if any(b < a for a, b in zip(self.x, self.x[1:])):
             raise ValueError("x must be non-decreasing")
+        falls = next((i for i in range(1, len(self.y)) if self.y[i] < self.y[i - 1]), None)
+        if falls is not None:  # fit never gives one: a falling map turns the judge's order upside down
+            raise ValueError(f"y: expected non-decreasing values (a calibrator keeps the judge's order), found "
+                             f"{self.y[falls]:g} after {self.y[falls - 1]:g} (y[{falls}])")
         self._on_scale("y", self.y)  # fitted knots are clipped to the scale
         return self
 
