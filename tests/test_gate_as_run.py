@@ -45,7 +45,7 @@ def _null_draw(rng: np.random.Generator, spec: RunSpec) -> bool:
 
 @pytest.mark.parametrize("panel", [True, False])
 def test_shuffled_labels_ship_at_most_about_five_percent_with_members_chosen_on_the_search_items(panel, monkeypatch):
-    monkeypatch.setattr("judgetune.tuning._selection.cross_fitted", _linear_fit)
+    monkeypatch.setattr("judgetune.tuning._figures.cross_fitted", _linear_fit)
     spec = RunSpec(name="null", judge="embedding", data="x.csv", panel=panel)
     rng = np.random.default_rng(7)
     draws = 120

@@ -27,6 +27,7 @@ from judgetune.datasets._readers import example_from_record, jsonl_rows, read_ex
 from judgetune.datasets._schema import Example, ExampleRow, Reference, Scale, parse_scale
 from judgetune.datasets._sources import clef_judgments, clef_top1_rows, generated_answer_llm, read_clef_topics
 from judgetune.datasets._splits import (
+                                         fold_of,
                                          group_folds,
                                          groups_of,
                                          limit_by_group,
@@ -40,7 +41,8 @@ from judgetune.datasets._validation import Cell, describe, expected, location, p
 __all__ = ["CATALOG", "JSONShapeError", "MAPPABLE", "MAX_DEPTH", "MAX_FILE_BYTES", "Cell", "Example", "ExampleRow",
            "FieldMap", "RagItem", "Reference", "Scale", "Source", "ascii_number", "clef_judgments",
            "clef_top1_rows", "data_dir", "data_fingerprint", "describe", "ensure_fetched",
-           "example_from_record", "expected", "fetch", "generated_answer_llm", "get_source", "group_folds", "groups_of",
+           "example_from_record", "expected", "fetch", "generated_answer_llm", "get_source", "fold_of", "group_folds",
+           "groups_of",
            "jsonl_rows", "limit_by_group", "load", "load_data", "location", "parse_json", "parse_scale", "problems_from",
            "read_clef_topics", "read_examples", "read_json", "read_labeled", "read_rag_items", "sample_per_group",
            "split_by_group", "split_examples", "strict_loads", "summary", "unwritable", "write_examples",

@@ -107,3 +107,12 @@ def group_folds(n_items: int, groups: Sequence[str] | None = None, *, folds: int
     from sklearn.model_selection import GroupKFold  # here: reading data never loads scikit-learn
 
     return GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed), keys
+
+
+def fold_of(n_items: int, groups: Sequence[str] | None = None, *, folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Each item's fold (0 .. folds - 1) under ``group_folds``: the one fold assignment every stage reads."""
+    splitter, keys = group_folds(n_items, groups, folds=folds, seed=seed)
+    out = np.empty(n_items, dtype=int)
+    for f, (_, held) in enumerate(splitter.split(np.arange(n_items), groups=keys)):
+        out[held] = f
+    return out

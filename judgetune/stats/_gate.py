@@ -202,13 +202,13 @@ def _finite(value: float) -> float | None:
 def cut_folds(n: int, groups: Sequence[str] | None, folds: int, seed: int,
               tested: np.ndarray | None = None) -> list[np.ndarray]:
     """Item indices of each held-out fold, whole questions together, by the one fold scheme
-    (``judgetune.datasets.group_folds``); only the ``tested`` items (a boolean mask; None: all) are held out."""
-    from judgetune.datasets import group_folds
+    (``judgetune.datasets.fold_of``); only the ``tested`` items (a boolean mask; None: all) are held out."""
+    from judgetune.datasets import fold_of
 
     pool = np.arange(n) if tested is None else np.flatnonzero(tested)
     keys = None if groups is None else [str(groups[i]) for i in pool]
-    splitter, labels = group_folds(len(pool), keys, folds=folds, seed=seed)
-    return [np.sort(pool[held]) for _, held in splitter.split(pool, groups=labels)]
+    assigned = fold_of(len(pool), keys, folds=folds, seed=seed)
+    return [np.sort(pool[assigned == f]) for f in sorted(set(assigned.tolist()))]
 
 
 def corrected_lower(fold_differences: np.ndarray, test_fraction: float, alpha: float = 0.05, *,

@@ -21,6 +21,9 @@ was chosen on.
   items, no label read) is one more challenger, tested alone on the pool and dev items beside the
   gate, the level split between the two (``judgetune.stats.panel_gate``).
 
+The confirming items are judged as the early-stopping gate decides (``_racing``): challengers that cannot beat
+the default stop being judged as soon as that is clear, and stopping never ships.
+
 Failures, one rule (``filled``): a failed judgment is scored as a guess of the median, in selection
 and in ``metrics.gain`` alike. A candidate is rejected before the gate in one place, ``rejection``
 (a predicate over its search figures; the caller may add its own with ``reject=``); the default's own
@@ -31,23 +34,35 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import optuna
 
 from judgetune import stats
-from judgetune.calibration import CALIBRATORS, cross_fitted
-from judgetune.datasets import Example, group_folds, groups_of
-from judgetune.errors import JudgetuneError
-from judgetune.judges import MAX_MEMBERS
-from judgetune.stats import FOLDS, correlation, filled, nested_gate, panel_gate, units_of, units_to_pass
-from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives, ranked
+from judgetune.stats import FOLDS, nested_gate, panel_gate, units_of, units_to_pass
+from judgetune.tuning._candidates import Candidate, candidate_trials, candidates_of
+from judgetune.tuning._figures import (
+    CandidateFigures,
+    FiguresCache,
+    SelectionItems,
+    figures_of,
+    panel_candidate,
+    search_calibrated,
+    search_figure,
+    spearman_figure,
+)
+from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives
 from judgetune.tuning._pool import InstructionPool
+from judgetune.tuning._racing import MIN_FOLD_ITEMS, Race, Scorer, race
+from judgetune.tuning._scoring import CandidateScorer
 from judgetune.tuning._space import PANEL, default_params, judge_for, settled_params
 from judgetune.tuning._spec import MIN_GATE_GROUPS, RunSpec
 from judgetune.tuning._splits import Splits
+
+__all__ = ["ALPHA", "Candidate", "CandidateFigures", "Reject", "SelectionItems", "candidate_trials", "choose",
+           "confirming_test", "gate", "nested_test", "rejection", "select", "select_on_dev", "spearman_figure"]
 
 Reject = Callable[[dict[str, Any]], "str | None"]  # a candidate's row -> why it may not ship, or None
 log = logging.getLogger(__name__)
@@ -56,175 +71,6 @@ CONFIDENCE = 1 - 2 * ALPHA  # the gate's two-sided interval (90%): its lower end
 LEVEL = f"{CONFIDENCE:.0%} interval, one-sided {1 - ALPHA:.0%} lower bound"  # how the record and the CLI name it
 MIN_GATE_ITEMS = 20  # confirming items without questions (--gate on): fewer, and the gate refuses
 POWER = 0.8  # units_to_pass: the dev size at which an advantage like the one measured passes this often
-MIN_FOLD_ITEMS = 10  # the nested gate's held-out fold: fewer items in each, and it refuses
-
-
-@dataclass
-class CandidateFigures:
-    """One candidate on the selection items: raw scores (NaN where it failed), out-of-fold calibrated
-    predictions (a failure gets the labels' median: failing costs what guessing costs)."""
-
-    params: dict[str, Any]
-    raw: np.ndarray
-    pred: np.ndarray
-    calibrator: str | None
-    failure_rate: float
-
-
-def candidate_trials(study: optuna.Study, spec: RunSpec, *, exclude: Sequence[dict[str, Any]] = (),
-                     front_only: bool = False) -> list[Any]:
-    """The strongest ``spec.rescore`` complete trials (of the Pareto front with ``front_only``) of distinct
-    settings by their search figures (none with the settings in ``exclude``, e.g. the default's), then
-    the best trial of each proposed instruction not among them (at most ``spec.rescore`` more), so
-    every proposal gets figures."""
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    seen_params, chosen = [dict(p) for p in exclude], []
-    for trial in ranked(study.best_trials if front_only else complete, spec.pick):
-        if len(chosen) < spec.rescore and trial.params not in seen_params:
-            seen_params.append(trial.params)
-            chosen.append(trial)
-    seen = {t.params.get("instruction") for t in chosen}
-    proposed = {c.id for c in InstructionPool(study).candidates() if c.round is not None}
-    extra = [ranked([t for t in complete if t.params.get("instruction") == i and t.params not in seen_params],
-                    spec.pick, 1) for i in sorted(proposed - seen)]
-    return chosen + ranked([t[0] for t in extra if t], spec.pick, spec.rescore)
-
-
-@dataclass
-class SelectionItems:
-    """The labels selection reads: ``gold`` and ``groups`` of every selection item, the first ``n_search`` of them the
-    search items, ``groups_ranked`` what Spearman ranks within (None when pooled)."""
-
-    gold: np.ndarray
-    groups: list[str] | None
-    n_search: int
-    label_range: tuple[float, float]
-    pooled: bool = False
-
-    @classmethod
-    def of(cls, splits: Splits, pooled: bool = False) -> SelectionItems:
-        items = splits.selection
-        return cls(np.asarray([e.judgment for e in items], dtype=float), groups_of(items), len(splits.search),
-                   splits.label_range, pooled)
-
-    @property
-    def groups_ranked(self) -> list[str] | None:
-        return None if self.pooled else self.groups
-
-    @property
-    def confirming(self) -> np.ndarray:
-        """The items that confirm (every item but the search items, which chose the candidates)."""
-        mask = np.ones(len(self.gold), dtype=bool)
-        mask[:self.n_search] = False
-        return mask
-
-
-def score_candidate(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructions: Sequence[str],
-                    settled: dict[str, Any]) -> np.ndarray:
-    """Raw scores (NaN where it failed) of the judge of ``params`` on every selection item: the search and dev items
-    by the judge built on the whole demo pool, each fold of the pool's confirming items by the judge built on the
-    pool's other items (cross-fitted: no item is its own demo or in its own fit)."""
-    full = {**params, **splits.data_fixed, **settled}
-
-    def judged(items: list[Example], pool: list[Example]) -> list[float]:
-        if not items:
-            return []
-        try:
-            judge = judge_for(full, spec.judge, lm, seed=spec.seed, demo_pool=pool, label_range=splits.label_range,
-                              instructions=instructions)
-        except (JudgetuneError, ValueError) as err:  # a fold's pool too small to fit on: its items fail, counted
-            log.warning("%s: a candidate could not be built on %d pool items (%s): its %d items count as failed",
-                        spec.name, len(pool), err, len(items))
-            return [np.nan] * len(items)
-        return [v.score if v.parsed else np.nan for v in judge.judge_all(items)]
-
-    search = judged(splits.search, splits.demo_pool)
-    dev = judged(splits.dev, splits.demo_pool)
-    pool_raw = np.full(len(splits.confirming_pool), np.nan)
-    if splits.confirming_pool:
-        index = {id(e): i for i, e in enumerate(splits.demo_pool)}
-        pool_groups = [e.group_key for e in splits.demo_pool]
-        splitter, keys = group_folds(len(splits.demo_pool), pool_groups, folds=FOLDS, seed=spec.seed)
-        fold_of = np.empty(len(splits.demo_pool), dtype=int)
-        for f, (_, held) in enumerate(splitter.split(np.arange(len(keys)), groups=keys)):
-            fold_of[held] = f
-        for f in sorted(set(fold_of.tolist())):
-            rest = [e for e, k in zip(splits.demo_pool, fold_of) if k != f]
-            mine = [i for i, e in enumerate(splits.confirming_pool) if fold_of[index[id(e)]] == f]
-            pool_raw[mine] = judged([splits.confirming_pool[i] for i in mine], rest)
-    return np.asarray([*search, *pool_raw, *dev], dtype=float)
-
-
-def figures_of(params: dict[str, Any], raw: np.ndarray, items: SelectionItems, seed: int) -> CandidateFigures:
-    """A candidate's figures from its raw scores on the selection items: out-of-fold calibrated predictions."""
-    gold = items.gold
-    ok = ~np.isnan(raw)
-    pred, kind = np.full(len(gold), float(np.median(gold))), None
-    if ok.sum() >= 4:
-        keys = None if items.groups is None else [g for g, k in zip(items.groups, ok) if k]
-        pred[ok], kind, _ = cross_fitted(raw[ok], gold[ok], label_range=items.label_range, groups=keys, seed=seed)
-    return CandidateFigures(params, raw, pred, kind, float(1 - ok.mean()))
-
-
-def panel_candidate(scored: Sequence[CandidateFigures], members: Sequence[int], items: SelectionItems,
-                    seed: int) -> CandidateFigures | None:
-    """The panel of the candidates ``members`` (indices into ``scored``): each member's raw scores standardized by
-    their mean and spread on the search items (no labels read), averaged over the members that judged an item
-    (NaN where none did). Members with fewer than 4 judged search items or no spread are left out; None when
-    fewer than 2 remain. Its parameters hold the members', their centres and scales (``PANEL``): ``judge_for``
-    builds the same panel from them."""
-    members = list(members)[:MAX_MEMBERS]
-    raws = np.stack([scored[i].raw for i in members])
-    rows, centers, scales = stats.standardizers(raws, slice(0, items.n_search))
-    if len(rows) < 2:
-        return None
-    kept = [members[r] for r in rows]
-    raw, _ = stats.panel_mean(raws[rows], centers, scales)
-    params = {PANEL: {"members": [scored[i].params for i in kept], "center": centers, "scale": scales}}
-    return figures_of(params, raw, items, seed)
-
-
-def spearman_figure(raw: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None) -> float | None:
-    """Spearman of raw scores (a failure ranks in the middle), per group and averaged where there are groups."""
-    full = filled(raw)
-    if groups is None:
-        return correlation(full, gold)
-    values = [correlation(full[idx], gold[idx]) for idx in units_of(groups, len(gold))]
-    values = [v for v in values if v is not None]
-    return float(np.mean(values)) if values else None
-
-
-def search_figure(rule: str, scored: CandidateFigures, gold: np.ndarray, groups: Sequence[str] | None, *,
-                  label_range: tuple[float, float], seed: int, pooled: bool = False) -> float:
-    """A candidate's figure on the search items alone (higher is better): the Spearman of its raw scores
-    (per question unless ``pooled``), or minus the MAE of its scores calibrated out of fold (whole questions) on
-    these items only (dev stays out of the choice)."""
-    if rule == "spearman":
-        rho = spearman_figure(scored.raw, gold, None if pooled else groups)
-        return -np.inf if rho is None else rho
-    ok = ~np.isnan(scored.raw)
-    pred = np.full(len(gold), float(np.median(gold)))
-    if ok.sum() >= 4:
-        pred[ok], _, _ = cross_fitted(scored.raw[ok], gold[ok], label_range=label_range, seed=seed,
-                                      groups=None if groups is None else [g for g, k in zip(groups, ok) if k])
-    return -float(np.mean(np.abs(pred - gold)))
-
-
-def search_calibrated(raw: np.ndarray, gold: np.ndarray, n_search: int, groups: Sequence[str] | None, *,
-                      label_range: tuple[float, float], seed: int) -> np.ndarray:
-    """Predictions for the items after the first ``n_search`` (dev) from a calibrator fitted, and its form chosen,
-    on the search items alone (a failure, or too few judged search items, gets the search labels' median)."""
-    search_raw, search_gold = raw[:n_search], gold[:n_search]
-    ok = ~np.isnan(search_raw)
-    out = np.full(len(raw) - n_search, float(np.median(search_gold)))
-    if ok.sum() < 4:
-        return out
-    keys = None if groups is None else [g for g, k in zip(groups[:n_search], ok) if k]
-    _, kind, _ = cross_fitted(search_raw[ok], search_gold[ok], groups=keys, label_range=label_range, seed=seed)
-    calibrator = CALIBRATORS[kind](label_range).fit(search_raw[ok], search_gold[ok])  # quietly: one per candidate
-    judged = ~np.isnan(raw[n_search:])
-    out[judged] = calibrator.predict(raw[n_search:][judged])
-    return out
 
 
 def rejection(row: dict[str, Any], reject: Reject | None = None) -> str | None:
@@ -283,76 +129,108 @@ def _num(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-@dataclass
-class Candidate:
-    """A candidate before it is scored: its trial (None when it is no trial of the study), its settings, the trial's
-    search figures ``(MAE, Spearman)`` (None when it is no trial) and whether the trial is on the Pareto front."""
-
-    number: int | None
-    params: dict[str, Any]
-    search: tuple[float, float] | None = None
-    on_front: bool = False
-
-
-def candidates_of(study: optuna.Study, spec: RunSpec, default: dict[str, Any]) -> list[Candidate]:
-    """The default, then the strongest trials by their search figures (``candidate_trials``)."""
-    every, front = study.get_trials(deepcopy=False), {t.number for t in study.best_trials}
-    numbered = [(_trial_number(study, default), default)]
-    numbered += [(t.number, dict(t.params)) for t in candidate_trials(study, spec, exclude=[default])]
-    return [Candidate(n, p, None if n is None else tuple(every[n].values), n in front) for n, p in numbered]
-
-
-def candidate_row(index: int, candidate: Candidate, scored: CandidateFigures, items: SelectionItems, spec: RunSpec,
-                  reject: Reject | None) -> dict[str, Any]:
-    """A candidate's selection row: its figures on every selection item, its search figure, and why it may not ship
-    (``rejected``; read off the search items alone: the confirming items take no part in choosing)."""
+def search_row(index: int, candidate: Candidate, raw: np.ndarray, items: SelectionItems, spec: RunSpec,
+               reject: Reject | None) -> dict[str, Any]:
+    """A candidate's figures on the search items alone and why it may not ship (``rejected``): the confirming items
+    take no part in choosing. ``raw``: its scores on the search items."""
     n = items.n_search
-    on_search = CandidateFigures(scored.params, scored.raw[:n], scored.pred[:n], scored.calibrator,
-                                 scored.failure_rate)
+    on_search = CandidateFigures(candidate.params, raw, raw, None, 0.0)
     search = candidate.search
     row = {"number": candidate.number, "default": index == 0, "params": candidate.params,
            "on_front": candidate.on_front, **({"panel": True} if PANEL in candidate.params else {}),
            "search": {"mae": search[0], "spearman": search[1]} if search else None,
-           "mae": float(np.mean(np.abs(scored.pred - items.gold))),
-           "spearman": spearman_figure(scored.raw, items.gold, items.groups_ranked),
            "search_figure": _num(search_figure(spec.pick, on_search, items.gold[:n],
                                                None if items.groups is None else items.groups[:n],
-                                               label_range=items.label_range, seed=spec.seed, pooled=spec.pooled)),
-           "calibrator": scored.calibrator, "failure_rate": scored.failure_rate}
-    search_row = {key: row[key] for key in ("number", "default", "params", "search", "search_figure")}
-    verdict = rejection({**search_row, "failure_rate": float(np.isnan(scored.raw[:n]).mean())}, reject)
+                                               label_range=items.label_range, seed=spec.seed, pooled=spec.pooled))}
+    search_only = {key: row[key] for key in ("number", "default", "params", "search", "search_figure")}
+    verdict = rejection({**search_only, "failure_rate": float(np.isnan(raw).mean())}, reject)
     row["rejected"] = None if index == 0 else verdict
     if index == 0:
         row["flagged"] = verdict  # the default's own verdict (e.g. --audit-max): recorded, it stays the fallback
     return row
 
 
-def choose(spec: RunSpec, candidates: list[Candidate], raws: Sequence[np.ndarray], items: SelectionItems, *,
-           reject: Reject | None = None) -> tuple[int, dict[str, Any]]:
-    """The index of the candidate that ships (0, the default, unless the gate passes) and the selection record,
-    from the candidates' raw scores on the selection items: no LM call (the benchmarks replay it on saved scores)."""
+def candidate_row(row: dict[str, Any], scored: CandidateFigures, items: SelectionItems) -> dict[str, Any]:
+    """A candidate's selection row: its search row and its figures on the selection items it was judged on."""
+    seen = np.ones(len(items.gold), dtype=bool) if scored.judged is None else scored.judged
+    groups = None if items.groups_ranked is None else [g for g, k in zip(items.groups_ranked, seen) if k]
+    return {**row, "items_judged": int(seen.sum()),
+            "mae": float(np.mean(np.abs(scored.pred[seen] - items.gold[seen]))),
+            "spearman": spearman_figure(scored.raw[seen], items.gold[seen], groups),
+            "calibrator": scored.calibrator, "failure_rate": scored.failure_rate}
+
+
+def choose(spec: RunSpec, candidates: list[Candidate], raws: Sequence[np.ndarray] | Scorer, items: SelectionItems, *,
+           reject: Reject | None = None, calibrate: bool = True, figures: FiguresCache | None = None,
+           early_stop: bool = True) -> tuple[int, dict[str, Any]]:
+    """The index of the candidate that ships (0, the default, unless the gate passes) and the selection record.
+
+    ``raws``: every candidate's raw scores on the selection items, or a scorer ``(j, rows) -> scores`` the gate
+    asks for the items it needs (``early_stop``: losers stop being judged, ``_racing``; the record's ``racing``
+    counts the judgments made and saved). ``calibrate=False`` leaves the record's MAE figures uncalibrated (the
+    decision under the Spearman rule reads raw scores only); ``figures`` caches figures across calls on the same
+    items. No LM call here beyond the scorer's (the benchmarks replay it on saved scores)."""
     candidates = list(candidates)
-    scored = [figures_of(c.params, raw, items, spec.seed) for c, raw in zip(candidates, raws)]
-    rows = [candidate_row(i, c, f, items, spec, reject) for i, (c, f) in enumerate(zip(candidates, scored))]
+    score = raws if callable(raws) else (lambda j, rows: np.asarray(raws[j], dtype=float)[rows])
+    state = Race.begin(len(candidates), score, items)
+    n = items.n_search
+    rows = [search_row(i, c, state.raws[i, :n], items, spec, reject) for i, c in enumerate(candidates)]
     challengers = [i for i, row in enumerate(rows) if i > 0 and row["rejected"] is None]
-    panel = panel_candidate(scored, [0, *challengers], items, spec.seed) if spec.panel else None
+    live = challengers
+    if spec.gate == "on":
+        figure = [-np.inf if r["search_figure"] is None else r["search_figure"] for r in rows]
+        best = max(challengers, key=lambda i: (figure[i], -i), default=None)
+        live = [best] if best is not None and figure[best] > figure[0] else []
+    if early_stop:
+        race(state, score, items, live, gate=spec.gate, panel=spec.panel, seed=spec.seed, least=_least(spec, items))
+    else:
+        for j in range(len(candidates)):
+            state.judge(score, j, np.arange(len(items.gold)))
+    items = replace(items, screened=state.screened)
+    scored = [figures_of(c.params, state.raws[i], items, spec.seed, judged=state.judged[i], calibrate=calibrate,
+                         cache=figures) for i, c in enumerate(candidates)]
+    rows = [candidate_row(row, f, items) for row, f in zip(rows, scored)]
+    winner, gate_result, chosen = _decide(spec, candidates, scored, rows, items, challengers, state, reject, calibrate)
+    _describe(rows, scored, items, chosen, spec)
+    record = {"rule": spec.pick, "gate": spec.gate, "items": len(items.gold), "search_items": n,
+              "confirming_items": int(items.confirming.sum()),
+              "groups": len(set(items.groups)) if items.groups else None, "rows": rows, "best_candidate": winner,
+              "gate_result": gate_result, "default_shipped": chosen == 0, "chosen_trial": rows[chosen]["number"],
+              "racing": state.record(n) if early_stop else None}
+    return chosen, record
+
+
+def _least(spec: RunSpec, items: SelectionItems) -> tuple[int, str]:
+    """The confirming units the gate needs to make a test, and what it calls them."""
+    grouped = items.groups_ranked is not None
+    if spec.gate == "nested":
+        return (FOLDS, "questions") if grouped else (MIN_FOLD_ITEMS * FOLDS, "items")
+    return (MIN_GATE_GROUPS, "questions") if grouped else (MIN_GATE_ITEMS, "items")
+
+
+def _decide(spec: RunSpec, candidates: list[Candidate], scored: list[CandidateFigures], rows: list[dict[str, Any]],
+            items: SelectionItems, challengers: list[int], state: Race, reject: Reject | None,
+            calibrate: bool) -> tuple[int | None, dict[str, Any], int]:
+    """The gate on what was judged: the winner, the gate's record and the index that ships (the default when judging
+    stopped early). With ``spec.panel`` the panel joins ``candidates``, ``scored`` and ``rows``."""
+    if state.stopped:
+        return None, {"method": "stopped early", "stopped": state.stopped, "refused": state.refused, "winner": None,
+                      "passed": False, "alpha": ALPHA, "items": len(items.gold),
+                      "confirming_items": int(items.confirming.sum())}, 0
+    live = [j for j in challengers if j in state.live]
+    panel = panel_candidate(scored, [0, *challengers], items, spec.seed, calibrate=calibrate) if spec.panel else None
     if panel is not None:  # one more candidate, from the members' scores: no LM call
         candidates.append(Candidate(None, panel.params))
         scored.append(panel)
-        rows.append(candidate_row(len(rows), candidates[-1], panel, items, spec, reject))
-        challengers += [len(rows) - 1] if rows[-1]["rejected"] is None else []
+        search = search_row(len(rows), candidates[-1], panel.raw[:items.n_search], items, spec, reject)
+        rows.append(candidate_row(search, panel, items))
+        live += [len(rows) - 1] if rows[-1]["rejected"] is None else []
     if spec.gate == "nested":
         panel_index = len(rows) - 1 if panel is not None and rows[-1]["rejected"] is None else None
-        winner, gate_result = nested_test(scored, items, challengers, seed=spec.seed, panel=panel_index)
+        winner, gate_result = nested_test(scored, items, live, seed=spec.seed, panel=panel_index)
     else:
-        winner, gate_result = confirming_test(spec, scored, rows, items, challengers)
-    chosen = winner if winner is not None and gate_result["passed"] else 0
-    _describe(rows, scored, items, chosen, spec)
-    record = {"rule": spec.pick, "gate": spec.gate, "items": len(items.gold), "search_items": items.n_search,
-              "confirming_items": int(items.confirming.sum()),
-              "groups": len(set(items.groups)) if items.groups else None, "rows": rows, "best_candidate": winner,
-              "gate_result": gate_result, "default_shipped": chosen == 0, "chosen_trial": rows[chosen]["number"]}
-    return chosen, record
+        winner, gate_result = confirming_test(spec, scored, rows, items, live)
+    return winner, gate_result, winner if winner is not None and gate_result["passed"] else 0
 
 
 def confirming_test(spec: RunSpec, scored: list[CandidateFigures], rows: list[dict[str, Any]], items: SelectionItems,
@@ -375,14 +253,18 @@ def confirming_test(spec: RunSpec, scored: list[CandidateFigures], rows: list[di
 def _describe(rows: list[dict[str, Any]], scored: list[CandidateFigures], items: SelectionItems, chosen: int,
               spec: RunSpec) -> None:
     """Each row's advantage over the default on the confirming items with its 90% paired interval (descriptive:
-    the gate's test is its own), and which row ships; the warnings a run's choice earns."""
+    the gate's test is its own; None for a candidate not judged on them all), and which row ships; the warnings a
+    run's choice earns."""
     held = items.confirming
     groups = None if items.groups_ranked is None else [g for g, k in zip(items.groups, held) if k]
-    figures = stats.paired_advantages(spec.pick, np.stack([s.raw[held] for s in scored]),
-                                      np.stack([s.pred[held] for s in scored]), items.gold[held], groups, CONFIDENCE)
+    full = [i for i, s in enumerate(scored) if s.judged is None or s.judged[held].all()]
+    figures = {} if 0 not in full or not held.any() else dict(zip(full, stats.paired_advantages(
+        spec.pick, np.stack([scored[i].raw[held] for i in full]), np.stack([scored[i].pred[held] for i in full]),
+        items.gold[held], groups, CONFIDENCE)))
     for i, row in enumerate(rows):
-        row["advantage_confirming"] = None if i == 0 else figures[i]["advantage"]
-        row["advantage_confirming_ci"] = None if i == 0 else figures[i]["interval"]
+        figure = figures.get(i) if i > 0 else None
+        row["advantage_confirming"] = None if figure is None else figure["advantage"]
+        row["advantage_confirming_ci"] = None if figure is None else figure["interval"]
         row["chosen"] = i == chosen
     if chosen == 0 and rows[0]["flagged"]:
         log.warning("%s: the default judge ships but was itself flagged: %s", spec.name, rows[0]["flagged"])
@@ -403,12 +285,12 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
         settled = settled_params(spec, lm)
     candidates = candidates_of(study, spec, default)
     items = SelectionItems.of(splits, spec.pooled)
-    log.info("%s: scoring %d candidates on %d items (%d search, %d pool, %d dev): up to %d judgments", spec.name,
+    log.info("%s: scoring %d candidates on %d items (%d search, %d pool, %d dev): at most %d judgments", spec.name,
              len(candidates), len(items.gold), len(splits.search), len(splits.confirming_pool), len(splits.dev),
              len(candidates) * len(items.gold))
     calls0 = lm_calls(lm)
-    raws = [score_candidate(c.params, spec, splits, lm, instructions, settled) for c in candidates]
-    chosen, record = choose(spec, candidates, raws, items, reject=reject)
+    scorer = CandidateScorer([c.params for c in candidates], spec, splits, lm, instructions, settled)
+    chosen, record = choose(spec, candidates, scorer, items, reject=reject)
     if record["gate_result"].get("refused"):
         log.warning("%s: the gate made no test: %s", spec.name, record["gate_result"]["refused"])
     record.update(pool_items=len(splits.confirming_pool), dev_items=len(splits.dev), lm_calls=lm_calls(lm) - calls0)
@@ -444,14 +326,6 @@ def nested_test(scored: Sequence[CandidateFigures], items: SelectionItems, chall
                     "units": result["units"], "fold_choices": result["fold_choices"],
                     "passed": bool(result["passed"]) and refused is None,
                     **{k: result[k] for k in ("panel", "nested") if k in result}}
-
-
-def _trial_number(study: optuna.Study, params: dict[str, Any]) -> int | None:
-    """The first complete trial with exactly these parameters (the incumbent's, usually trial 0)."""
-    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        if trial.params == params:
-            return trial.number
-    return None
 
 
 def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,

@@ -16,8 +16,21 @@ def gate_line(selection: dict[str, Any] | None) -> str | None:
     its interval, and why the default shipped when it did (None for a run without the gate)."""
     if not selection or selection.get("gate") not in ("on", "nested"):
         return None
+    return _verdict(selection) + _saved(selection.get("racing"))
+
+
+def _saved(racing: dict[str, Any] | None) -> str:
+    """How many judgments stopping early saved, when it saved any."""
+    if not racing or not racing.get("saved"):
+        return ""
+    return f" (judged {racing['judgments']} of {racing['every_judgment']} candidate-items: losers stopped early)"
+
+
+def _verdict(selection: dict[str, Any]) -> str:
     test, rows = selection.get("gate_result") or {}, selection["rows"]
     name, fmt = selection["rule"], (lambda x: "-" if x is None else f"{x:+.3f}")  # noqa: E731
+    if test.get("stopped") and not test.get("refused"):
+        return f"gate{' (nested)' if selection['gate'] == 'nested' else ''}: {test['stopped']}; the default shipped"
     if selection["gate"] == "nested":
         return _nested_line(test, rows, fmt)
     name = "Spearman" if name == "spearman" else "MAE (default's minus its own)"

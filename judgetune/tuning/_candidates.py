@@ -1,0 +1,62 @@
+"""Stage 7a, the candidates: the incumbent (the kind's default settings) and the strongest trials by their search
+figures, before any of them is scored for the gate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from judgetune.tuning._objective import ranked
+from judgetune.tuning._pool import InstructionPool
+from judgetune.tuning._spec import RunSpec
+
+__all__ = ["Candidate", "candidate_trials", "candidates_of"]
+
+
+@dataclass
+class Candidate:
+    """A candidate before it is scored: its trial (None when it is no trial of the study), its settings, the trial's
+    search figures ``(MAE, Spearman)`` (None when it is no trial) and whether the trial is on the Pareto front."""
+
+    number: int | None
+    params: dict[str, Any]
+    search: tuple[float, float] | None = None
+    on_front: bool = False
+
+
+def candidate_trials(study: optuna.Study, spec: RunSpec, *, exclude: Sequence[dict[str, Any]] = (),
+                     front_only: bool = False) -> list[Any]:
+    """The strongest ``spec.rescore`` complete trials (of the Pareto front with ``front_only``) of distinct
+    settings by their search figures (none with the settings in ``exclude``, e.g. the default's), then
+    the best trial of each proposed instruction not among them (at most ``spec.rescore`` more), so
+    every proposal gets figures."""
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    seen_params, chosen = [dict(p) for p in exclude], []
+    for trial in ranked(study.best_trials if front_only else complete, spec.pick):
+        if len(chosen) < spec.rescore and trial.params not in seen_params:
+            seen_params.append(trial.params)
+            chosen.append(trial)
+    seen = {t.params.get("instruction") for t in chosen}
+    proposed = {c.id for c in InstructionPool(study).candidates() if c.round is not None}
+    extra = [ranked([t for t in complete if t.params.get("instruction") == i and t.params not in seen_params],
+                    spec.pick, 1) for i in sorted(proposed - seen)]
+    return chosen + ranked([t[0] for t in extra if t], spec.pick, spec.rescore)
+
+
+def candidates_of(study: optuna.Study, spec: RunSpec, default: dict[str, Any]) -> list[Candidate]:
+    """The default, then the strongest trials by their search figures (``candidate_trials``)."""
+    every, front = study.get_trials(deepcopy=False), {t.number for t in study.best_trials}
+    numbered = [(_trial_number(study, default), default)]
+    numbered += [(t.number, dict(t.params)) for t in candidate_trials(study, spec, exclude=[default])]
+    return [Candidate(n, p, None if n is None else tuple(every[n].values), n in front) for n, p in numbered]
+
+
+def _trial_number(study: optuna.Study, params: dict[str, Any]) -> int | None:
+    """The first complete trial with exactly these parameters (the incumbent's, usually trial 0)."""
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if trial.params == params:
+            return trial.number
+    return None
