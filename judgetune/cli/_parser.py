@@ -94,6 +94,11 @@ def _add_data_evaluate(commands: argparse._SubParsersAction) -> None:
     model.add_argument("--lm", default="local:smollm2", metavar="SPEC", help="LM spec (default: the embedded local:smollm2)")
     model.add_argument("--api-base", metavar="URL", help="server URL for an openai/MODEL spec (default: none, "
                        "the spec's own)")
+    model.add_argument("--label-position", choices=("completions", "prefill", "generated"),
+                       help="over a server, where labels are read: completions (the prompt rendered here, read at "
+                       "the label), "
+                       "prefill (the server continues an assistant turn ending at the label) or generated (after the "
+                       "marker of a generated answer); default: the first the server offers (docs/served-models.md)")
     data.add_argument("--limit", type=_count, metavar="N",
                       help="judge at most N items of the split (whole groups, in a seeded "
                            "order; default all); a fitted judge's training items are --fit-items")
@@ -132,6 +137,11 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     model.add_argument("--lm", default="local:smollm2", metavar="SPEC", help="LM spec (default: the embedded local:smollm2)")
     model.add_argument("--api-base", metavar="URL", help="server URL for an openai/MODEL spec (default: none, "
                        "the spec's own)")
+    model.add_argument("--label-position", choices=("completions", "prefill", "generated"),
+                       help="over a server, where labels are read: completions (the prompt rendered here, read at "
+                       "the label), "
+                       "prefill (the server continues an assistant turn ending at the label) or generated (after the "
+                       "marker of a generated answer); default: the first the server offers (docs/served-models.md)")
     output.add_argument("--run", type=_run_name, metavar="NAME",
                         help="run name: runs/NAME/ and the study name (default JUDGE-DATA)")
     output.add_argument("--runs-dir", default="runs", type=Path, metavar="DIR", help="the folder holding the runs")
@@ -263,6 +273,9 @@ def _add_demo_worker_score(commands: argparse._SubParsersAction) -> None:
     model.add_argument("--workers", type=_count, default=2, metavar="N",
                        help="with --engine ray: scoring actors (default 2)")
     _endpoint_option(server)
+    model.add_argument("--label-position", choices=("completions", "prefill", "generated"),
+                       help="where labels are read over the server: "
+                       "judge.json's (default), which this must equal; for a judge.json that records none, as asked")
     data.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch catalog data from when it is missing "
                       "(default $JUDGETUNE_DATA_MIRROR)")
     score.set_defaults(handler=_score)
