@@ -35,9 +35,11 @@ class Estimates:
     systems: list[dict[str, Any]]
     pairs: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    method: str = "ppi++"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"measure": self.measure, "confidence": 1 - self.alpha, "scale": list(self.scale),
+        return {"measure": self.measure, "method": self.method, "confidence": 1 - self.alpha,
+                "scale": list(self.scale),
                 "target": "the mean over every row of the file, as if all were labeled",
                 "systems": [_finite(r) for r in self.systems], "pairs": [_finite(r) for r in self.pairs],
                 "notes": list(self.notes)}
@@ -60,15 +62,6 @@ def _finite(record: dict[str, Any]) -> dict[str, Any]:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
 
 
-def _worth(labels: stats.Estimate | None, ppi: stats.Estimate | None) -> float | None:
-    """Labels-only variance over PPI++ variance (the labels the judge is worth, per label)."""
-    if labels is None or ppi is None:
-        return None
-    if ppi.se > 0:
-        return labels.se ** 2 / ppi.se ** 2
-    return labels.residual_var / ppi.residual_var if ppi.residual_var > 0 else None
-
-
 def _system_record(side: Side) -> dict[str, Any]:
     labeled = int(side.mine.sum())
     note = "biased" if labeled >= 2 else f"unvalidated: {labeled} labeled row(s)"
@@ -78,15 +71,24 @@ def _system_record(side: Side) -> dict[str, Any]:
         record.update({key: est.value if est else None, f"{key}_low": est.low if est else None,
                        f"{key}_high": est.high if est else None})
     record["lambda"] = side.ppi.lam if side.ppi else None
-    record["labels_worth"] = _worth(side.labels, side.ppi)
+    record["labels_worth"] = stats.worth_of(side.labels, side.ppi) if side.ppi else None
     return record
 
 
-def estimate_observations(obs: Observations, scale: tuple[float, float], *, alpha: float = 0.05) -> Estimates:
-    """Every system's and every pair's estimates (``scale``: the judge's human scale, for win values)."""
+def estimate_observations(obs: Observations, scale: tuple[float, float], *, alpha: float = 0.05,
+                          lam: float | None = None, method: str = "ppi++") -> Estimates:
+    """Every system's and every pair's estimates (``scale``: the judge's human scale, for win values; ``lam``: the
+    weight on the judge, None power-tuned; ``method``: what the judge-assisted figures are called, ``ppi++`` or
+    ``cross`` for a judge cross-fitted on these labels)."""
     all_sides = sides(obs, scale)
+    bounds = (0.0, 1.0) if obs.pairwise else scale
     for side in all_sides:
-        fit(side, alpha)
-    pairs = [pair_record(a, b, obs.pairwise, alpha) for a, b in combinations(all_sides, 2)]
+        fit(side, alpha, bounds, lam)
+    pairs = [pair_record(a, b, obs.pairwise, alpha, bounds, lam) for a, b in combinations(all_sides, 2)]
+    lines = notes(obs, all_sides, scale)
+    few = [s.name for s in all_sides if s.ppi is not None and lam is None and s.labels.labeled < stats.MIN_JUDGED]
+    if few:
+        lines.append(f"{len(few)} system(s) with fewer than {stats.MIN_JUDGED} labels: their estimate is the labels' own "
+                     f"(the judge's weight is 0 there; --fit fits one judge on every system's labels)")
     return Estimates("win rate" if obs.pairwise else "mean label", alpha, scale,
-                     [_system_record(s) for s in all_sides], pairs, notes(obs, all_sides, scale))
+                     [_system_record(s) for s in all_sides], pairs, lines, method)

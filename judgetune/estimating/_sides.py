@@ -53,10 +53,12 @@ def sides(obs: Observations, scale: tuple[float, float]) -> list[Side]:
     return out
 
 
-def fit(side: Side, alpha: float) -> None:
-    """The side's labels-only and PPI++ estimates (None with fewer than 2 labels)."""
+def fit(side: Side, alpha: float, bounds: tuple[float, float] | None = None, lam: float | None = None) -> None:
+    """The side's labels-only and judge-assisted estimates (None with fewer than 2 labels): ``bounds``, the
+    outcome's (a label's scale, or 0-1 for win values); ``lam`` the weight on the judge (None: power-tuned)."""
     mine = side.mine
     if mine.sum() < 2:
         return
-    side.labels = stats.labels_mean(side.y[mine], rows=int(side.inside.sum()), alpha=alpha)
-    side.ppi = stats.ppi_mean(side.y[mine], side.f[mine], side.f[side.inside & ~side.labeled], alpha=alpha)
+    side.labels = stats.labels_mean(side.y[mine], rows=int(side.inside.sum()), alpha=alpha, scale=bounds)
+    side.ppi = stats.ppi_mean(side.y[mine], side.f[mine], side.f[side.inside & ~side.labeled], alpha=alpha, lam=lam,
+                              scale=bounds)

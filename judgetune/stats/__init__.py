@@ -53,7 +53,18 @@ from judgetune.stats._metrics import (
     spearman_rows,
 )
 from judgetune.stats._panel import panel_mean, standardizers
-from judgetune.stats._ppi import Estimate, judge_mean, labels_mean, labels_worth, ppi_mean, tuned_lambda, z_value
+from judgetune.stats._ppi import (
+    MIN_JUDGED,
+    PSEUDO,
+    Estimate,
+    judge_mean,
+    labels_mean,
+    labels_worth,
+    ppi_mean,
+    tuned_lambda,
+    worth_of,
+    z_value,
+)
 from judgetune.stats._ppi_compare import (
     difference_paired,
     difference_unpaired,
@@ -74,5 +85,6 @@ __all__ = ["candidate_name", "FOLDS", "REPEATS", "best_candidate_index", "correc
            "grouped_correlation", "GroupedValue", "harmful_gain", "Interval", "interval_of", "mae", "ndcg",
            "paired_difference", "per_group_values", "random_baseline", "random_baseline_spread", "rbo",
            "resample_indices", "rescale", "snap_to_labels", "spearman_rows", "versus_constant"]
+__all__ += ["MIN_JUDGED", "PSEUDO", "worth_of"]
 __all__ += ["Estimate", "difference_paired", "difference_unpaired", "judge_mean", "judged_wins", "labels_mean",
             "labels_needed", "labels_worth", "overlap_difference", "ppi_mean", "tuned_lambda", "win_values", "z_value"]

@@ -26,12 +26,16 @@ import numpy as np
 from scipy import special as _special
 
 from judgetune.stats._ppi import (
+    PSEUDO,
     Estimate,
     Numbers,
     _interval,
     adjusted_residuals,
+    bounded_variance,
     labels_mean,
     ppi_mean,
+    pseudo_spread,
+    shrink,
     z_value,
 )
 
@@ -41,18 +45,24 @@ __all__ = ["difference_paired", "difference_unpaired", "judged_wins", "labels_ne
 
 def difference_paired(labels_a: Numbers, labels_b: Numbers, judged_a: Numbers, judged_b: Numbers,
                       unlabeled_a: Numbers, unlabeled_b: Numbers, *, alpha: float = 0.05,
-                      method: str = "ppi++") -> Estimate:
+                      method: str = "ppi++", lam: float | None = None,
+                      scale: tuple[float, float] | None = None) -> Estimate:
     """B minus A over the inputs both answered: labels and judge scores of the labeled inputs, in the same input
     order for both; the judge's scores on the other inputs, in the same order for both. ``method``: ``ppi++``
-    (PPI++ on the differences) or ``labels`` (the labeled differences alone)."""
+    (PPI++ on the differences, ``lam`` as ``ppi_mean``'s) or ``labels`` (the labeled differences alone);
+    ``scale``: the labels' bounds (a difference lies within ``+-(high - low)``)."""
     d = np.asarray(labels_b, dtype=float) - np.asarray(labels_a, dtype=float)
+    bounds, spread = None, None
+    if scale is not None:  # each system's pseudo-outcomes (see bounded_variance), on the differences' bounds
+        bounds = (scale[0] - scale[1], scale[1] - scale[0])
+        spread = sum(pseudo_spread(float(np.mean(v)), scale) for v in (labels_a, labels_b))
     if method == "labels":
-        return labels_mean(d, rows=len(d) + len(unlabeled_a), alpha=alpha)
+        return labels_mean(d, rows=len(d) + len(unlabeled_a), alpha=alpha, scale=bounds, spread=spread)
     if method != "ppi++":
         raise ValueError(f"method: expected 'ppi++' or 'labels', got {method!r}")
     judged = np.asarray(judged_b, dtype=float) - np.asarray(judged_a, dtype=float)
     unlabeled = np.asarray(unlabeled_b, dtype=float) - np.asarray(unlabeled_a, dtype=float)
-    return ppi_mean(d, judged, unlabeled, alpha=alpha)
+    return ppi_mean(d, judged, unlabeled, alpha=alpha, lam=lam, scale=bounds, spread=spread)
 
 
 def welch_df(a: Estimate, b: Estimate) -> float | None:
@@ -65,21 +75,34 @@ def welch_df(a: Estimate, b: Estimate) -> float | None:
     return float((va + vb) ** 2 / (va ** 2 / a.df + vb ** 2 / b.df))
 
 
-def difference_unpaired(a: Estimate, b: Estimate, *, alpha: float = 0.05) -> Estimate:
+def difference_unpaired(a: Estimate, b: Estimate, *, alpha: float = 0.05,
+                        scale: tuple[float, float] | None = None) -> Estimate:
     """B minus A from two estimates on independent samples. Its ``residual_var`` is the sum of theirs (the
-    variance of one label of each); ``lam`` is not defined (nan)."""
+    variance of one label of each); ``lam`` is not defined (nan); ``scale``: the labels' bounds (the difference
+    is clipped to ``+-(high - low)``)."""
+    spread = None if scale is None else (scale[0] - scale[1], scale[1] - scale[0])
     return _interval(b.value - a.value, math.hypot(a.se, b.se), alpha, labeled=a.labeled + b.labeled,
                      rows=a.rows + b.rows, lam=math.nan, residual_var=a.residual_var + b.residual_var,
-                     df=welch_df(a, b))
+                     df=welch_df(a, b), scale=spread)
 
 
 def _domain(y: np.ndarray, f: np.ndarray, inside: np.ndarray, labeled: np.ndarray, lam: float | None,
-            alpha: float) -> Estimate:
+            alpha: float, scale: tuple[float, float] | None) -> Estimate:
     """One system's estimate over its own rows (``lam`` 0: labels only; None: power-tuned)."""
     mine = inside & labeled
     if lam == 0:
-        return labels_mean(y[mine], rows=int(inside.sum()), alpha=alpha)
-    return ppi_mean(y[mine], f[mine], f[inside & ~labeled], alpha=alpha, lam=lam)
+        return labels_mean(y[mine], rows=int(inside.sum()), alpha=alpha, scale=scale)
+    return ppi_mean(y[mine], f[mine], f[inside & ~labeled], alpha=alpha, lam=lam, scale=scale)
+
+
+def _floor(y: np.ndarray, inside: np.ndarray, labeled: np.ndarray, scale: tuple[float, float]) -> float:
+    """The variance the bounded interval adds to one system's mean: its ``PSEUDO`` outcomes at each end of the
+    scale (``bounded_variance`` with a sample variance of 0), over its labeled rows, corrected for the finite
+    population."""
+    mine = inside & labeled
+    n, rows = int(mine.sum()), int(inside.sum())
+    added = bounded_variance(0.0, n, pseudo_spread(float(y[mine].mean()), scale)) / (n + 2 * PSEUDO)
+    return max(0.0, 1 - n / rows) * added
 
 
 def _contribution(y: np.ndarray, f: np.ndarray, inside: np.ndarray, rows: np.ndarray, est: Estimate,
@@ -99,10 +122,13 @@ def _contribution(y: np.ndarray, f: np.ndarray, inside: np.ndarray, rows: np.nda
 
 def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Numbers, f_b: Numbers,
                        in_b: Sequence[bool], labeled: Sequence[bool], *, alpha: float = 0.05,
-                       method: str = "ppi++") -> tuple[Estimate, Estimate, Estimate]:
+                       method: str = "ppi++", lam: float | None = None,
+                       scale: tuple[float, float] | None = None) -> tuple[Estimate, Estimate, Estimate]:
     """``(A, B, B - A)`` over the N rows of a file whose labeled rows are one simple random sample of all: per
     row the outcome for A and for B (``y``, anything where unlabeled), the judge's (``f``), whether the row is
-    A's or B's (``in``), and whether it is labeled. ``method``: ``ppi++`` or ``labels``.
+    A's or B's (``in``), and whether it is labeled. ``method``: ``ppi++`` (``lam`` as ``ppi_mean``'s) or
+    ``labels``; ``scale``: the outcomes' bounds (win values: 0-1), whose floor (see ``bounded_variance``) each
+    system adds to the difference's variance.
 
     Raises:
         ValueError: fewer than 2 labeled rows for A or B, or mismatched lengths.
@@ -112,19 +138,24 @@ def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Nu
     if len({len(v) for v in [*arrays, *masks]}) != 1:
         raise ValueError("overlap_difference: expected arrays of one length, one value per row")
     (ya, fa, yb, fb), (ia, ib, lab) = arrays, masks
-    lam = 0.0 if method == "labels" else None
-    a, b = _domain(ya, fa, ia, lab, lam, alpha), _domain(yb, fb, ib, lab, lam, alpha)
+    weight = 0.0 if method == "labels" else lam
+    a, b = _domain(ya, fa, ia, lab, weight, alpha, scale), _domain(yb, fb, ib, lab, weight, alpha, scale)
     rows = np.flatnonzero(lab)
     n, total = len(rows), len(lab)
-    z = _contribution(yb, fb, ib, rows, b, lam is None) - _contribution(ya, fa, ia, rows, a, lam is None)
+    tuned = [weight is None and est.lam > 0 for est in (a, b)]
+    z = _contribution(yb, fb, ib, rows, b, tuned[1]) - _contribution(ya, fa, ia, rows, a, tuned[0])
     var = total ** 2 * float(np.var(z, ddof=1)) / n
-    if method != "labels":  # as residual_floor: at most n labels' worth per label
-        alone = [_domain(y, f, inside, lab, 0.0, alpha) for y, f, inside in ((ya, fa, ia), (yb, fb, ib))]
+    if method != "labels" and scale is None:  # as residual_floor: at most n labels' worth per label
+        alone = [_domain(y, f, inside, lab, 0.0, alpha, None) for y, f, inside in ((ya, fa, ia), (yb, fb, ib))]
         z0 = _contribution(yb, fb, ib, rows, alone[1], False) - _contribution(ya, fa, ia, rows, alone[0], False)
         var = max(var, total ** 2 * float(np.var(z0, ddof=1)) / n ** 2)
-    se = math.sqrt(max(0.0, 1 - n / total) * var)
-    diff = _interval(b.value - a.value, se, alpha, labeled=int((lab & (ia | ib)).sum()), rows=int((ia | ib).sum()),
-                     lam=math.nan, residual_var=n * var, df=welch_df(a, b))
+    var *= max(0.0, 1 - n / total)
+    if scale is not None:
+        var = var * shrink(n) + _floor(ya, ia, lab, scale) + _floor(yb, ib, lab, scale)
+    spread = None if scale is None else (scale[0] - scale[1], scale[1] - scale[0])
+    diff = _interval(b.value - a.value, math.sqrt(var), alpha, labeled=int((lab & (ia | ib)).sum()),
+                     rows=int((ia | ib).sum()), lam=math.nan, residual_var=n * var, df=None if scale else welch_df(a, b),
+                     scale=spread)
     return a, b, diff
 
 
