@@ -7,9 +7,12 @@ tune`` reads a CSV (train / dev / test, the search items, the demo pool, ``--gat
 figures by the objective ``tune`` uses (``objectives`` on the search items); ``candidate_trials`` takes the
 strongest ``--rescore`` of them, and ``choose`` (the selection and gate of ``tune``) decides on their
 columns over the selection items. The shipped column minus the default column on the new data is the
-gain (Spearman, per question where there are questions); "worse" is a draw whose gain's 95% paired
+gain (raw Spearman, per question where there are questions: tune's ``metrics.gain.spearman_raw``; its
+``metrics.gain.spearman`` is of calibrated scores); "worse" is a draw whose gain's 95% paired
 interval lies wholly below 0. The same draw with the file's labels shuffled (trials, candidates and gate
-all re-run on them) gives the null ship rate.
+all re-run on them) gives the null ship rate. Each row also says what choosing cost: the judgments made on the
+confirming items (the gate stops losers early) beside the search's (trials x search items) and what judging every
+candidate on every confirming item would cost.
 
     python benchmarks/replay.py benchmarks/results/matrix-smollm2-likelihood-sts2012-msrpar.json \\
         [--rows 100 300 1000] [--draws 200] [--trials 12] [--seed 0] [--json] [--out PATH]
@@ -26,7 +29,6 @@ import argparse
 import csv
 import json
 import logging
-import pickle
 import sys
 import tempfile
 import time
@@ -41,39 +43,14 @@ from _results import lm_name, write_result
 from judgetune import stats
 from judgetune.judges import Verdict
 from judgetune.tuning import RunSpec
-from judgetune.tuning import _objective as _objective_module
-from judgetune.tuning import _selection as _selection_module
 from judgetune.tuning._objective import objectives
-from judgetune.tuning._selection import Candidate, CandidateFigures, SelectionItems, candidate_trials, choose
+from judgetune.tuning._selection import Candidate, SelectionItems, candidate_trials, choose
 from judgetune.tuning._space import PANEL
 from judgetune.tuning._splits import prepare_splits
 
 RESULTS = Path(__file__).parent / "results"
-_CALIBRATED: dict[bytes, Any] = {}
-
-
-def remembered_cross_fitted(raw, gold, **kwargs):
-    """``cross_fitted`` as the product runs it, each distinct input computed once: the four rules of a draw calibrate
-    the same columns on the same items (the product's code, memoized; no figure changes)."""
-    key = pickle.dumps((np.asarray(raw, dtype=float).tobytes(), np.asarray(gold, dtype=float).tobytes(),
-                        sorted(kwargs.items(), key=lambda kv: kv[0])))
-    if key not in _CALIBRATED:
-        if len(_CALIBRATED) > 20000:
-            _CALIBRATED.clear()
-        _CALIBRATED[key] = _selection_module.__dict__["_product_cross_fitted"](raw, gold, **kwargs)
-    pred, kind, extra = _CALIBRATED[key]
-    return pred.copy(), kind, extra
 RULES = (("nested", False), ("nested", True), ("on", False), ("on", True))
 COLUMN = "column"  # a trial's only parameter: the matrix column it stands for
-
-
-def uncalibrated_figures(params: dict[str, Any], raw: np.ndarray, items: SelectionItems,
-                         seed: int) -> CandidateFigures:
-    """``figures_of`` without its out-of-fold calibration on every selection item: under the Spearman rule the gate
-    reads raw scores only, and those predictions feed the record's descriptive MAE alone (the ``on`` gate
-    calibrates on the search items itself); the calibration is most of a draw's time."""
-    pred = np.full(len(items.gold), float(np.median(items.gold)))
-    return CandidateFigures(params, raw, pred, None, float(np.isnan(raw).mean()))
 
 
 def write_file(path: Path, m: dict[str, Any], rows: np.ndarray, gold: np.ndarray) -> None:
@@ -87,7 +64,8 @@ def write_file(path: Path, m: dict[str, Any], rows: np.ndarray, gold: np.ndarray
 
 
 def trial_study(columns: list[int], raws: np.ndarray, splits, spec: RunSpec) -> optuna.Study:
-    """An in-memory study holding one complete trial per column, its values the objective's on the search items."""
+    """An in-memory study holding one complete trial per column, its values the objective's on the search items
+    (made once per draw and labels: every rule reads the same trials)."""
     study = optuna.create_study(directions=["minimize", "maximize"])
     dist = {COLUMN: optuna.distributions.IntDistribution(0, int(raws.shape[0]) - 1)}
     for j in columns:
@@ -99,17 +77,20 @@ def trial_study(columns: list[int], raws: np.ndarray, splits, spec: RunSpec) -> 
     return study
 
 
-def run_rule(spec: RunSpec, splits, raws: np.ndarray, gold: np.ndarray, columns: list[int]) -> dict[str, Any]:
+def run_rule(spec: RunSpec, splits, study: optuna.Study, raws: np.ndarray, gold: np.ndarray,
+             cache: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     """The settings ``tune`` ships on these selection labels (``raws``: every column's scores on the selection
-    items): ``{COLUMN: j}``, or a panel's (its members' columns, centres and scales)."""
-    study = trial_study(columns, raws, splits, spec)
+    items): ``{COLUMN: j}``, or a panel's (its members' columns, centres and scales); and the choice's record.
+    ``choose`` runs as the product does, uncalibrated (the decision reads raw scores under the Spearman rule) and
+    with one figures ``cache`` for the rules of a draw."""
     chosen = candidate_trials(study, spec, exclude=[{COLUMN: 0}])
     candidates = [Candidate(None, {COLUMN: 0}), *(Candidate(t.number, dict(t.params), tuple(t.values)) for t in chosen)]
     grouped = len({e.group_key for e in splits.selection}) < len(splits.selection)
     items = SelectionItems(gold, [e.group_key for e in splits.selection] if grouped else None,
                            len(splits.search), splits.label_range, spec.pooled)
-    index, record = choose(spec, candidates, [raws[c.params[COLUMN]] for c in candidates], items)
-    return record["rows"][index]["params"]
+    index, record = choose(spec, candidates, [raws[c.params[COLUMN]] for c in candidates], items, calibrate=False,
+                           figures=cache)
+    return record["rows"][index]["params"], record
 
 
 def shipped_scores(m: dict[str, Any], params: dict[str, Any], where: np.ndarray) -> np.ndarray:
@@ -131,17 +112,24 @@ def one_draw(m: dict[str, Any], rows_n: int, draw: int, args, tmp: Path) -> list
     for labels, null in ((m["gold"][inside], False), (shuffled, True)):
         path = tmp / f"draw-{rows_n}-{draw}-{int(null)}.csv"
         write_file(path, m, inside, labels)
+        study, cache = None, {}  # the splits, the trials' search figures and the figures are the same for every rule
         for gate, panel in RULES:
             spec = RunSpec(name="replay", judge="embedding", data=str(path), seed=draw, gate=gate, panel=panel)
             splits = prepare_splits(spec)
             index = {m["ids"][i]: i for i in inside}
             sel = np.array([index[e.id] for e in splits.selection])
             gold = np.asarray([e.judgment for e in splits.selection], dtype=float)
-            params = run_rule(spec, splits, m["scores"][:, sel], gold, columns)
+            study = study or trial_study(columns, m["scores"][:, sel], splits, spec)
+            params, record = run_rule(spec, splits, study, m["scores"][:, sel], gold, cache)
             shipped = params != {COLUMN: 0}
+            racing = record["racing"] or {}
             out.append({"gate": gate, "panel": panel, "null": null, "shipped": shipped,
                         "shipped_panel": PANEL in params, "selection_items": len(sel),
-                        "search_items": len(splits.search), **({} if null else gain_on(m, params, outside))})
+                        "search_items": len(splits.search), "search_judgments": len(columns) * len(splits.search),
+                        "choosing_judgments": racing.get("confirming_judgments"),
+                        "every_confirming_judgment": (len(record["rows"]) - bool(record["rows"][-1].get("panel")))
+                        * (record["items"] - record["search_items"]),
+                        **({} if null else gain_on(m, params, outside))})
     return out
 
 
@@ -171,7 +159,9 @@ def summary(records: list[dict[str, Any]], rows_n: int) -> list[dict[str, Any]]:
                     "worse_rate": float(np.mean([bool(r["worse"]) for r in real])),
                     "null_ship_rate": float(np.mean([r["shipped"] for r in null])), "draws": len(real),
                     "selection_items": float(np.mean([r["selection_items"] for r in real])),
-                    "search_items": float(np.mean([r["search_items"] for r in real]))})
+                    "search_items": float(np.mean([r["search_items"] for r in real])),
+                    **{key: float(np.mean([r[key] for r in mine])) for key in
+                       ("search_judgments", "choosing_judgments", "every_confirming_judgment")}})
     return out
 
 
@@ -219,9 +209,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     logging.disable(logging.WARNING)
-    _selection_module._product_cross_fitted = _selection_module.cross_fitted
-    _selection_module.cross_fitted = _objective_module.cross_fitted = remembered_cross_fitted
-    _selection_module.figures_of = uncalibrated_figures
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     m = load_matrix(args.matrix)
     meta = m["meta"]

@@ -3,9 +3,12 @@
 The candidates are the kind's default (candidate 0) and settings drawn from its search space by Optuna's
 random sampler (seeded; duplicates drawn again), or, with ``--candidate``, named variants of the default
 (an ablation: each ``--candidate '{"direction": "source"}'`` is the default with those settings changed).
-Every candidate judges every matrix item once; the raw scores (``null`` where the judge failed, with the
-reason beside it) are saved after each chunk of items, so a killed run resumes where it stopped (a run with
-more ``--items`` extends the file: the new items follow the old ones) and a partial file is already usable:
+Every candidate judges every matrix item once, column by column; the raw scores (``null`` where the judge
+failed, with the reason beside it) are saved after each chunk of items, so a killed run resumes where it stopped,
+from the committed partial file (``meta.complete`` is false until the last column is done; ``meta.columns_done``
+lists the finished columns, so a matrix may be built over several runs and committed as columns finish). A run
+with more ``--candidates`` (or more ``--candidate`` variants) adds columns after the stored ones, which must be
+the first of today's; a run with more ``--items`` extends every column (the new items follow the old ones).
 ``scored`` items (a prefix of ``items``) are done for every candidate. A file whose first candidate is an older
 default (the kind's default has changed since) is refused, unless ``--as-stored``: then its stored candidates are
 scored on the new items as they are, the first still the file's own default. Demos
@@ -18,8 +21,8 @@ evaluated from the file in seconds (``benchmarks/rules.py``), with no LM time.
 
 Writes ``benchmarks/results/matrix-<lm>-<judge>-<set>.json``: ``meta`` (``lm``, ``judge``, ``dataset``,
 ``commit``, ``command``, ``complete``, ...), ``candidates`` (each with ``params``; the first is the default),
-``items`` (``ids``, ``labels``, ``groups``), ``scored`` (items done), ``scores`` and ``failures`` (one list per
-candidate, in item order), ``seconds`` (LM wall time per candidate).
+``items`` (``ids``, ``labels``, ``groups``), ``scored`` (items done for every candidate), ``scores`` and ``failures``
+(one list per candidate, in item order), ``seconds`` (LM wall time per candidate).
 """
 
 from __future__ import annotations
@@ -149,25 +152,14 @@ def main() -> None:
     pool_ids = [e.id for e in pool]
     table = {"ids": [e.id for e in items], "labels": [e.judgment for e in items], "groups": [e.group_key for e in items]}
     state: dict[str, Any]
-    if out.exists():  # resume; with more --items than before, the new items follow the old ones (the same order)
-        state = json.loads(out.read_text())
-        had = len(state["items"]["ids"])
-        if args.as_stored:
-            candidates = [c["params"] for c in state["candidates"]]
-        if [c["params"] for c in state["candidates"]] != candidates or state["items"]["ids"] != table["ids"][:had]:
-            sys.exit(f"{out}: made with other candidates or items; remove it or pass --out")
-        stored = {k: state["meta"][k] for k in ("texts", "data_fixed") if k in state["meta"]}
-        if stored != {k: json.loads(json.dumps(v)) for k, v in (("texts", texts), ("data_fixed", data_fixed))
-                      if k in stored} or state["meta"].get("demo_pool", pool_ids) != pool_ids:
-            sys.exit(f"{out}: made with other instruction texts, data settings or demos than today's; pass --out")
-        if len(items) > had:
-            state["items"] = table
-            state["meta"].update(complete=False, extended=meta(sys.argv))
+    if out.exists():  # resume; more --items or more candidates than before extend the file
+        state = resumed(json.loads(out.read_text()), candidates, table, texts, data_fixed, pool_ids, args.as_stored)
+        candidates = [c["params"] for c in state["candidates"]]
     elif args.as_stored:
         sys.exit(f"--as-stored: {out} does not exist (it extends a file with the candidates stored there)")
     else:
         state = {"meta": {**meta(sys.argv), "lm": args.lm, "judge": args.judge, "dataset": args.dataset,
-                          "complete": False, "seed": args.seed,
+                          "complete": False, "columns_done": [], "seed": args.seed,
                           "per_question": args.per_question,
                           "label_range": list(label_range), "demo_pool": pool_ids, "texts": texts,
                           "data_fixed": data_fixed},
@@ -177,25 +169,65 @@ def main() -> None:
                  "seconds": [0.0 for _ in candidates]}
     judges = [judge_for({**p, **data_fixed, **settled_params(spec, lm)}, spec.judge, lm, seed=spec.seed, demo_pool=pool,
                         label_range=label_range, instructions=texts) for p in candidates]
-    if state["scored"] < len(items) and state["scored"] > 0:
-        drift_check(judges, items[:min(args.chunk, state["scored"])], state)
+    started = [j for j, row in enumerate(state["scores"]) if 0 < len(row) < len(items)]
+    if started:
+        drift_check([judges[j] for j in started], items[:min(args.chunk, min(len(state["scores"][j]) for j in started))],
+                    {"scores": [state["scores"][j] for j in started],
+                     "candidates": [state["candidates"][j] for j in started]})
+    score_columns(state, judges, items, out, args.chunk)
+
+
+def resumed(state: dict[str, Any], candidates: list[dict[str, Any]], table: dict[str, list], texts: list[str],
+            data_fixed: dict[str, Any], pool_ids: list[str], as_stored: bool) -> dict[str, Any]:
+    """A stored (maybe partial) file checked against today's run: its candidates the first of today's (new ones
+    become new columns), its items a prefix of today's, the same texts, data settings and demos."""
+    had = len(state["items"]["ids"])
+    stored = [c["params"] for c in state["candidates"]]
+    if as_stored:
+        candidates = stored
+    if candidates[:len(stored)] != stored or state["items"]["ids"] != table["ids"][:had]:
+        sys.exit("the file was made with other candidates or items; remove it or pass --out")
+    kept = {k: state["meta"][k] for k in ("texts", "data_fixed") if k in state["meta"]}
+    if kept != {k: json.loads(json.dumps(v)) for k, v in (("texts", texts), ("data_fixed", data_fixed))
+                if k in kept} or state["meta"].get("demo_pool", pool_ids) != pool_ids:
+        sys.exit("the file was made with other instruction texts, data settings or demos than today's; pass --out")
+    for i, params in enumerate(candidates[len(stored):], start=len(stored)):
+        state["candidates"].append({"name": f"c{i}", "params": params})
+        state["scores"].append([])
+        state["failures"].append([])
+        state["seconds"].append(0.0)
+    if len(table["ids"]) > had:
+        state["items"] = table
+    if len(table["ids"]) > had or len(candidates) > len(stored):
+        state["meta"].update(complete=False, extended=meta(sys.argv))
+    return state
+
+
+def save(state: dict[str, Any], out: Path, n_items: int) -> None:
+    """The file as it stands, atomically: which columns are done, how many items every column holds."""
+    state["meta"]["columns_done"] = [j for j, row in enumerate(state["scores"]) if len(row) >= n_items]
+    state["meta"]["complete"] = len(state["meta"]["columns_done"]) == len(state["scores"])
+    state["scored"] = min(len(row) for row in state["scores"])
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, separators=(",", ":")))
+    tmp.replace(out)
+
+
+def score_columns(state: dict[str, Any], judges: list, items: list, out: Path, chunk: int) -> None:
+    """Each column not done scored on the items it lacks, chunk by chunk, the file saved after each chunk."""
     started = time.time()
-    while state["scored"] < len(items):
-        chunk = items[state["scored"]:state["scored"] + args.chunk]
-        for j, judge in enumerate(judges):
+    for j, judge in enumerate(judges):
+        while len(state["scores"][j]) < len(items):
+            part = items[len(state["scores"][j]):len(state["scores"][j]) + chunk]
             t0 = time.time()
-            verdicts = judge.judge_all(chunk)
+            verdicts = judge.judge_all(part)
             state["seconds"][j] += time.time() - t0
             state["scores"][j] += [v.score if v.parsed else None for v in verdicts]
             state["failures"][j] += [None if v.parsed else (v.raw or "failed")[:200] for v in verdicts]
-        state["scored"] += len(chunk)
-        state["meta"]["complete"] = state["scored"] >= len(items)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, separators=(",", ":")))
-        tmp.replace(out)
-        done = state["scored"]
-        print(f"{out.name}: {done}/{len(items)} items x {len(judges)} candidates "
-              f"({time.time() - started:.0f} s this run)", flush=True)
+            save(state, out, len(items))
+            print(f"{out.name}: column {state['candidates'][j]['name']} ({j + 1}/{len(judges)}): "
+                  f"{len(state['scores'][j])}/{len(items)} items ({time.time() - started:.0f} s this run)", flush=True)
+    save(state, out, len(items))
 
 
 if __name__ == "__main__":

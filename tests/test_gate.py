@@ -104,18 +104,36 @@ def test_with_enough_dev_questions_a_clear_edge_passes_and_noise_does_not():
 
 
 def test_the_few_questions_warning_counts_the_questions_the_gate_tests_on(tmp_path, caplog):
+    """Both gates test on the confirming items (the demo pool's and dev): the warning counts their questions, not the
+    search and dev questions, nor dev's alone."""
     data = tmp_path / "g.jsonl"
     lines = [{"id": f"{g}-{j}", "answer": "word " * (1 + (g + j) % 5), "reference": "word word word", "group": f"g{g}",
               "label": 1 + (g + j) % 5} for g in range(40) for j in range(3)]
     data.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    with caplog.at_level("WARNING", logger="judgetune.tuning"):  # the dev gate tests on the 2 dev questions
-        prepare_splits(RunSpec(name="x", judge="rubric", data=str(data), search_items=30, dev_items=6, gate="on"))
-    few = [r.getMessage() for r in caplog.records if "selection items" in r.getMessage()]
-    assert len(few) == 1 and "the 6 dev items from 2" in few[0] and "tests on the dev questions" in few[0], few
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="judgetune.tuning"):  # the nested gate on all 12 selection questions
-        prepare_splits(RunSpec(name="x", judge="rubric", data=str(data), search_items=30, dev_items=6))
-    assert not [r for r in caplog.records if "selection items" in r.getMessage()]
+
+    def warned(**options) -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="judgetune.tuning"):
+            prepare_splits(RunSpec(name="x", judge="rubric", data=str(data), search_items=30, dev_items=6, **options))
+        return [r.getMessage() for r in caplog.records if "selection items" in r.getMessage()]
+
+    # every pool item confirms: 2 dev questions, but 16 confirming ones, under either gate
+    assert not warned(gate="on", gate_items=None) and not warned(gate_items=None)
+    # a small --dev-items request is honoured (the pool stays out) and said; the gate then tests on 2 questions
+    for rule in ("on", "nested"):
+        few = warned(gate=rule)
+        assert len(few) == 1 and "the 6 confirming items (pool and dev) from 2" in few[0], few
+    assert any("confirms on the 6 dev items alone" in r.getMessage() for r in caplog.records)
+
+
+def test_the_gate_items_say_how_many_labeled_rows_they_leave_out(tmp_path, caplog):
+    data = tmp_path / "rows.csv"
+    data.write_text("id,answer,reference,label\n" + "".join(f"r{i},a {i},b {i},{i % 6}\n" for i in range(300)))
+    with caplog.at_level("WARNING", logger="judgetune.tuning"):
+        splits = prepare_splits(RunSpec(name="x", judge="embedding", data=str(data), gate_items=150))
+    said = [r.getMessage() for r in caplog.records if "--gate-items" in r.getMessage()]
+    assert len(splits.selection) == 150
+    assert len(said) == 1 and "scores 150 of the 240 labeled non-test items" in said[0] and "other 90" in said[0]
 
 
 # 3. grouped Spearman is paired

@@ -84,3 +84,46 @@ def test_every_kept_non_test_row_of_a_300_row_file_reaches_the_gate(tmp_path):
     assert {e.id for e in splits.confirming_pool} == {e.id for e in splits.demo_pool}
     bounded = prepare_splits(RunSpec(name="rows", judge="embedding", data=str(path), gate_items=150))
     assert len(bounded.selection) == 150 and len(bounded.search) == 40 and len(bounded.dev) == 60
+
+
+def _draw_300(rng: np.random.Generator, spec: RunSpec, lift: float, early_stop: bool) -> tuple[bool, dict]:
+    """A 300-row file's selection (40 search, 200 confirming): 12 trials, the 4 best on the search items the
+    candidates; with ``lift`` > 0 the first trial sees the labels that much more clearly than the default."""
+    n = N_SEARCH + 200
+    gold = rng.normal(size=n)
+    default = 0.5 * gold + rng.normal(size=n)
+    trials = 0.5 * gold + rng.normal(size=(12, n))
+    trials[0] = (0.5 + lift) * gold + rng.normal(size=n)
+    on_search = figures(trials[:, :N_SEARCH], gold[:N_SEARCH])
+    top = np.argsort(-on_search)[:4]
+    candidates = [Candidate(None, {"c": -1}), *(Candidate(int(j), {"c": int(j)}, (1.0, float(on_search[j])))
+                                                 for j in top)]
+    items = SelectionItems(gold, None, N_SEARCH, (-4.0, 4.0))
+    chosen, record = choose(spec, candidates, [default, *trials[top]], items, early_stop=early_stop, calibrate=False)
+    return chosen != 0, record
+
+
+def test_stopping_losers_early_ships_no_more_on_the_null_and_counts_the_judgments_saved():
+    """The same null draws (every trial as good as the default) with and without early stopping: stopping never
+    ships, so it ships no more often, and the judgments it saved are counted in ``racing``."""
+    spec = RunSpec(name="null", judge="embedding", data="x.csv")
+    draws, ships, saved, every = 60, {True: 0, False: 0}, 0, 0
+    for early in (True, False):
+        rng = np.random.default_rng(11)
+        for _ in range(draws):
+            shipped, record = _draw_300(rng, spec, 0.0, early)
+            ships[early] += shipped
+            if early:
+                saved += record["racing"]["saved"]
+                every += record["racing"]["every_judgment"]
+                assert record["racing"]["judgments"] + record["racing"]["saved"] == 5 * 240
+    assert ships[True] <= max(ships[False], 6), ships  # 6: above the 95th percentile of Binomial(60, 0.05)
+    assert saved / every > 0.4, f"saved {saved} of {every} judgments"
+
+
+def test_a_truly_better_candidate_still_ships_when_losers_stop_early():
+    spec = RunSpec(name="planted", judge="embedding", data="x.csv")
+    rng = np.random.default_rng(5)
+    outcomes = [_draw_300(rng, spec, 0.6, True) for _ in range(10)]
+    assert sum(shipped for shipped, _ in outcomes) >= 7
+    assert all(r["racing"]["confirming_judgments"] < 5 * 200 for _, r in outcomes)

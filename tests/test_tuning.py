@@ -193,3 +193,40 @@ def test_fit_items_caps_the_training_pool_seeded_and_question_by_question(env):
         assert [e.id for e in getattr(capped, name)] == [e.id for e in getattr(full, name)], name
     with pytest.raises(ValueError, match="fit_items"):
         RunSpec(**spec, fit_items=2)
+
+
+def test_a_score_matrix_resumes_column_by_column_from_its_partial_file(tmp_path):
+    """benchmarks/score_matrix.py: a run killed mid-column leaves a usable partial file (``complete`` false, the
+    finished columns listed); the next run, with one more candidate, finishes the column and adds the new one."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    import score_matrix
+
+    from judgetune.judges import Verdict
+
+    class Fake:
+        def __init__(self, offset: float, fail_after: int | None = None) -> None:
+            self.offset, self.fail_after, self.calls = offset, fail_after, 0
+
+        def judge_all(self, items):
+            self.calls += 1
+            if self.fail_after is not None and self.calls > self.fail_after:
+                raise KeyboardInterrupt
+            return [Verdict(score=self.offset + i) for i in items]
+
+    items, out = list(range(10)), tmp_path / "matrix.json"
+    table = {"ids": [str(i) for i in items], "labels": items, "groups": [str(i) for i in items]}
+    state = {"meta": {"texts": [], "data_fixed": {}, "demo_pool": []}, "items": table, "scored": 0,
+             "candidates": [{"name": "default", "params": {"a": 0}}, {"name": "c1", "params": {"a": 1}}],
+             "scores": [[], []], "failures": [[], []], "seconds": [0.0, 0.0]}
+    with pytest.raises(KeyboardInterrupt):
+        score_matrix.score_columns(state, [Fake(0.0), Fake(1.0, fail_after=1)], items, out, chunk=4)
+    saved = json.loads(out.read_text())
+    assert saved["meta"]["columns_done"] == [0] and not saved["meta"]["complete"] and saved["scored"] == 4
+    again = score_matrix.resumed(saved, [{"a": 0}, {"a": 1}, {"a": 2}], table, [], {}, [], False)
+    assert [c["name"] for c in again["candidates"]] == ["default", "c1", "c2"]
+    score_matrix.score_columns(again, [Fake(0.0), Fake(1.0), Fake(2.0)], items, out, chunk=4)
+    done = json.loads(out.read_text())
+    assert done["meta"]["complete"] and done["meta"]["columns_done"] == [0, 1, 2] and done["scored"] == 10
+    assert done["scores"][1] == [1.0 + i for i in items] and done["scores"][2][-1] == 11.0

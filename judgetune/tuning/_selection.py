@@ -177,7 +177,7 @@ def choose(spec: RunSpec, candidates: list[Candidate], raws: Sequence[np.ndarray
     rows = [search_row(i, c, state.raws[i, :n], items, spec, reject) for i, c in enumerate(candidates)]
     challengers = [i for i, row in enumerate(rows) if i > 0 and row["rejected"] is None]
     live = challengers
-    if spec.gate == "on":
+    if spec.gate == "on" and not spec.panel:  # the panel is the mean of every member: each is judged throughout
         figure = [-np.inf if r["search_figure"] is None else r["search_figure"] for r in rows]
         best = max(challengers, key=lambda i: (figure[i], -i), default=None)
         live = [best] if best is not None and figure[best] > figure[0] else []

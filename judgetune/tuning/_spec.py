@@ -13,6 +13,7 @@ from judgetune.judges import PROTOCOLS, judge_class
 SAMPLERS = ("tpe", "nsga2", "random")
 PICK_RULES = ("spearman", "mae")
 GATES = ("on", "nested", "off")
+DEFAULT_GATE_ITEMS = 300  # the gate's items unless the user says otherwise
 MIN_GATE_GROUPS = 3  # dev questions: fewer, and the gate refuses (a t interval over 2 differences says little)
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a run is the folder runs/NAME
 _RUN_NAME = RUN_NAME
@@ -47,8 +48,8 @@ class RunSpec:
     rounds: int = 2  # proposal rounds; the trials are shared out between them
     demo_draws: int = 8  # seeded demo draws searched (the ``demo_seed`` knob)
     rescore: int = 4  # the strongest trials by their search figures that selection scores beside the default
-    gate_items: int | None = 300  # the most labeled non-test items selection scores each candidate on (search, the
-    # demo pool's, dev; the pool's are sampled to fit, whole groups, seeded); None: every one
+    gate_items: int | None = DEFAULT_GATE_ITEMS  # the most labeled non-test items selection scores each candidate on
+    # (search, the demo pool's, dev; the pool's are sampled to fit, whole groups, seeded); None: every one
     fields: dict[str, str] = field(default_factory=dict)  # Example field -> the data file's column
     label: str | None = None  # the data file's column holding the human score (None: label / preference)
     gate: str = "nested"  # "nested" (default): every labeled item chooses and confirms (nested cross-validation of

@@ -14,7 +14,7 @@ from judgetune import datasets
 from judgetune.datasets import Example, limit_by_group, sample_per_group
 from judgetune.judges import apply_protocol, judge_class
 from judgetune.stats import FOLDS
-from judgetune.tuning._spec import MIN_GATE_GROUPS, RunSpec
+from judgetune.tuning._spec import DEFAULT_GATE_ITEMS, MIN_GATE_GROUPS, RunSpec
 
 log = logging.getLogger(__name__)
 MIN_SELECTION_GROUPS = 5  # fewer questions than this: grouped folds hold out one or two questions at a time
@@ -92,44 +92,62 @@ def prepare_splits(spec: RunSpec) -> Splits:
     test = limit_by_group(splits["test"], spec.test_items, seed=spec.seed)
     if len(search) < 4 or len(dev) < 4 or len(test) < 2:
         raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)})")
-    room = None if spec.gate_items is None else max(0, spec.gate_items - len(search) - len(dev))
-    # the pool's items are judged cross-fitted (by candidates built on the pool's other folds): two items at least
-    confirming = limit_by_group(demo_pool, room, seed=spec.seed) if room != 0 and len(demo_pool) >= 2 else []
-    _warn_few_questions(spec, [*search, *confirming, *dev], dev)
+    confirming = _confirming_pool(spec, search, demo_pool, dev)
+    _warn_few_questions(spec, [*search, *confirming, *dev], [*confirming, *dev])
     return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]),
                   confirming)
 
 
-def _warn_few_questions(spec: RunSpec, selection: list[Example], dev: list[Example]) -> None:
+def _confirming_pool(spec: RunSpec, search: list[Example], demo_pool: list[Example],
+                     dev: list[Example]) -> list[Example]:
+    """The demo pool's items the gate also scores: as many as ``spec.gate_items`` leaves room for beside the search
+    and dev items (whole groups, seeded); none when the user asked for a few dev items (``dev_items``) and left
+    ``gate_items`` at its default, so a small request stays small. Each says in one line what it leaves out."""
+    if len(demo_pool) < 2:  # the pool's items are judged cross-fitted, on the pool's other folds: two at least
+        return []
+    if spec.dev_items is not None and spec.gate_items == DEFAULT_GATE_ITEMS:
+        log.warning("%s: --dev-items %d: the gate confirms on the %d dev items alone, not on the demo pool's %d "
+                    "(pass --gate-items to add them)", spec.name, spec.dev_items, len(dev), len(demo_pool))
+        return []
+    room = None if spec.gate_items is None else max(0, spec.gate_items - len(search) - len(dev))
+    confirming = limit_by_group(demo_pool, room, seed=spec.seed) if room != 0 else []
+    if len(confirming) < len(demo_pool):
+        log.warning("%s: --gate-items %s: the gate scores %d of the %d labeled non-test items; the demo pool's other "
+                    "%d are left out to bound the gate's judgments (raise --gate-items to use them)", spec.name,
+                    spec.gate_items, len(search) + len(confirming) + len(dev),
+                    len(search) + len(demo_pool) + len(dev), len(demo_pool) - len(confirming))
+    return confirming
+
+
+def _warn_few_questions(spec: RunSpec, selection: list[Example], confirming: list[Example]) -> None:
     """One warning when grouped selection items hold few questions: the calibrator and the early stop
     then learn from one or two questions, and on new questions can do worse than the median
     (measured: TREC-DL-NF embedding, 56 selection items from 2 questions, test MAE 1.153 vs the
     constant's 0.830; with ``--per-question 6``, 10 questions, 0.778 vs 0.875); and the gate has little
-    power with few questions to test on (the nested gate: the search and dev questions, none below ``FOLDS``;
-    the dev gate: the dev questions alone, none below ``MIN_GATE_GROUPS``)."""
+    power with few questions to test on: both gates test on the confirming items (the demo pool's and dev),
+    the nested gate on none below ``FOLDS`` questions, the one-challenger gate below ``MIN_GATE_GROUPS``."""
     keys = datasets.groups_of(selection)
     if keys is None:
         return
     questions = len(set(keys))
-    dev_questions = len({e.group_key for e in dev})
+    tested = len({e.group_key for e in confirming})
     if spec.pooled:  # the gate ranks items, not questions: only the calibrator's questions count
         few, gate = questions < MIN_SELECTION_GROUPS, "ranks the items pooled (--pooled)"
     else:
-        nested = spec.gate == "nested"
-        tested, least = (questions, FOLDS) if nested else (dev_questions, MIN_GATE_GROUPS)
+        least = FOLDS if spec.gate == "nested" else MIN_GATE_GROUPS
         few = min(questions, tested) < MIN_SELECTION_GROUPS
-        gate = (f"tests on the {'search and dev' if nested else 'dev'} questions and "
+        gate = ("tests on the confirming questions (pool and dev) and "
                 + (f"makes no test with fewer than {least} (the default ships)" if tested < least
                    else "can hardly tell judges apart with so few"))
     if not few:
         if not spec.pooled:
-            _warn_few_ranked(spec, selection, dev, questions)
+            _warn_few_ranked(spec, selection, confirming, questions)
         return
     hint = ("keep fewer answers per question (--per-question N) to see more questions" if spec.per_question is None
-            else "raise --search-items / --dev-items")
-    log.warning("%s: the %d selection items (search and dev) come from only %d question(s), the %d dev items from %d: "
-                "the calibrator learns from few questions and may not carry to others, and the gate %s; %s",
-                spec.data, len(selection), questions, len(dev), dev_questions, gate, hint)
+            else "raise --search-items / --dev-items / --gate-items")
+    log.warning("%s: the %d selection items come from only %d question(s), the %d confirming items (pool and dev) "
+                "from %d: the calibrator learns from few questions and may not carry to others, and the gate %s; %s",
+                spec.data, len(selection), questions, len(confirming), tested, gate, hint)
 
 
 def _ranked_questions(items: list[Example]) -> int:
@@ -140,17 +158,19 @@ def _ranked_questions(items: list[Example]) -> int:
     return sum(len(v) > 1 for v in values.values())
 
 
-def _warn_few_ranked(spec: RunSpec, selection: list[Example], dev: list[Example], questions: int) -> None:
+def _warn_few_ranked(spec: RunSpec, selection: list[Example], confirming: list[Example], questions: int) -> None:
     """One warning when most questions hold one label value each (a binary label, most answers of a question
     alike): the search and the gate rank answers within a question, so they learn from the few questions left
-    (SummaC polytope, whose groups are documents: 27 consistent claims in 403, most documents all one label)."""
+    (SummaC polytope, whose groups are documents: 27 consistent claims in 403, most documents all one label).
+    The gate's count is of the confirming questions (pool and dev), the ones it tests on."""
     ranked = _ranked_questions(selection)
-    refused = spec.gate != "nested" and _ranked_questions(dev) < MIN_GATE_GROUPS  # the dev gate counts those alone
+    tested = _ranked_questions(confirming)
+    refused = tested < (FOLDS if spec.gate == "nested" else MIN_GATE_GROUPS)
     if ranked >= MIN_SELECTION_GROUPS and 2 * ranked >= questions and not refused:
         return
-    log.warning("%s: of the %d questions of the search and dev items, only %d hold more than one label value: figures "
-                "rank answers within a question, so the search and the gate learn from those alone, and the gate %s; "
-                "if the groups are clusters (documents) rather than questions whose answers are ranked, --pooled "
-                "(pooled=True) ranks all items together and keeps the groups for the splits",
-                spec.data, questions, ranked,
+    log.warning("%s: of the %d questions of the selection items, only %d hold more than one label value (%d of those "
+                "the gate tests on): figures rank answers within a question, so the search and the gate learn from "
+                "those alone, and the gate %s; if the groups are clusters (documents) rather than questions whose "
+                "answers are ranked, --pooled (pooled=True) ranks all items together and keeps the groups for the "
+                "splits", spec.data, questions, ranked, tested,
                 "makes no test (the default ships)" if refused else "can hardly tell judges apart")
