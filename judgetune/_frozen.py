@@ -60,7 +60,12 @@ class FrozenJudge:
                  where: str = "the judge config"):
         self.config = config
         self._lm = lm if lm is not None else load_config_lm(config, api_base=api_base, where=where)
-        self.judge = config.build_judge(self._lm)
+        try:  # over a server, labels are read where the judge read them when tuned, or it stops here
+            self.judge = config.build_judge(self._lm, where=where)
+        except BaseException:
+            if lm is None and self._lm is not None:
+                self._lm.close()
+            raise
 
     @property
     def label_range(self) -> tuple[float, float]:

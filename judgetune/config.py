@@ -61,6 +61,15 @@ class ConfigError(JudgetuneError):
     """A judge config file that cannot be loaded; the message names the file and the field."""
 
 
+class TemplateModel(BaseModel):
+    """The identity of a chat template: where it came from and the SHA-256 of its Jinja text."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    source: str = Field(description="local:NAME, a GGUF path, or text (Jinja text given as such)")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class LMModel(BaseModel):
     """The LM a judge runs on: its spec and endpoint, never a key."""
 
@@ -72,6 +81,11 @@ class LMModel(BaseModel):
     api_base: str | None = None
     reasoning: bool | None = Field(default=None, description="a reasoning model (no temperature or logprobs sent); "
                                    "null: decided from the model name")
+    label_position: Literal["completions", "prefill", "generated"] | None = Field(
+        default=None, description="over a server, where the judge read its labels when tuned, and so where it reads "
+        "them when scoring (docs/served-models.md); absent or null: where the server's probe finds")
+    chat_template: TemplateModel | None = Field(default=None, description="the chat template the prompt was "
+                                                "rendered with for label_position completions: {source, sha256}")
 
 
 _KEY_FIELDS = {"api_key", "apikey", "key", "authorization", "token"}
@@ -151,6 +165,9 @@ class JudgeConfig(BaseModel):
                    label_range: tuple[float, float], **extra: Any) -> JudgeConfig:
         spec = judge.spec()
         extra.setdefault("reproduce", run_record(getattr(judge, "lm", None)))
+        record = getattr(getattr(judge, "lm", None), "label_record", None)
+        if lm is not None and callable(record):  # over a server: where the judge read its labels
+            lm = {**lm, **record()}
         if judge.needs_groups:
             extra.setdefault("protocol", "group")  # the only way such a judge could have been scored
         return cls(judge=spec.kind, params=dict(spec.params), lm=lm, instruction=spec.instruction,
@@ -223,14 +240,18 @@ class JudgeConfig(BaseModel):
         problems: list[str] = []
         if self.lm is not None:
             try:
-                LMModel.model_validate(self.lm)
+                record = LMModel.model_validate(self.lm)
+                if (record.label_position == "completions") != (record.chat_template is not None):
+                    problems.append("lm.chat_template: expected the template's {source, sha256} with label_position "
+                                    "completions, and only then")
                 if isinstance(self.lm.get("api_base"), str):
                     check_endpoint(self.lm["api_base"])  # http(s), never a link-local or metadata address
             except EndpointError as err:
                 problems.append(f"lm.api_base: {err}")
             except ValidationError as err:
                 problems += [p.replace(f"{where}: ", f"{where}: lm.", 1) for p in problems_from(
-                    err, where, known="an LM field (spec, kind, model, api_base, reasoning)")]
+                    err, where, known="an LM field (spec, kind, model, api_base, reasoning, label_position, "
+                                      "chat_template)")]
         low, high = self.label_range
         if not low < high:
             problems.append("label_range: expected [low, high] with low below high (a reversed range would invert "
@@ -276,9 +297,17 @@ class JudgeConfig(BaseModel):
                          demos=tuple(self.demo_examples()) if judge_class(self.judge).uses_prompt else None,
                          fitted=self.fitted, seed=self.seed)
 
-    def build_judge(self, lm=None) -> Judge:
+    def build_judge(self, lm=None, *, where: str = "judge.json") -> Judge:
         """The judge this config describes, on ``lm``: its frozen state alone (what an item is scored against is
-        what it carries, see ``judges.apply_protocol``)."""
+        what it carries, see ``judges.apply_protocol``). Over a server, ``lm`` reads labels where the judge read
+        them when tuned (``lm.label_position``), checked now.
+
+        Raises:
+            LabelPositionError: the server does not offer that label position (one line; ``where`` names the file).
+        """
+        position = (self.lm or {}).get("label_position")
+        if position is not None and hasattr(lm, "freeze_label_position"):
+            lm.freeze_label_position(position, self.lm.get("chat_template"), where=where)
         return build(self.spec(), BuildContext(lm=lm, label_range=(self.label_range[0], self.label_range[1])))
 
     def calibrated(self, verdicts: list[Verdict], judge: Judge, examples: list[Example]) -> list[float | None]:

@@ -38,9 +38,17 @@ FIT_PER_LIMIT = 3  # with --limit N, it fits on at most this many training items
 MIN_FIT_ITEMS = 12  # LM calls of an item judged) and at least these (a combiner fitted on 4 items says little)
 
 
+def check_label_position(spec: str, position: str | None) -> None:
+    """``--label-position`` is for a model behind a server; refused in one line for an in-process one."""
+    if position is not None and not spec.strip().startswith("openai/"):
+        raise JudgetuneError(f"--label-position {position}: applies to a model behind a server (--lm openai/MODEL); "
+                             f"{shown(spec)} runs in this process, where labels are read at the label exactly")
+
+
 def _evaluate(args: argparse.Namespace) -> None:
     from judgetune.lm import load_lm
 
+    check_label_position(args.lm, args.label_position)
     examples, label_range = _load_data(args)
     splits = datasets.split_examples(examples, seed=args.seed)
     if not splits[args.split]:
@@ -57,7 +65,8 @@ def _evaluate(args: argparse.Namespace) -> None:
     if judges.judge_class(args.judge).needs_groups_with(params) and not args.protocol:
         raise JudgetuneError(f"judge {args.judge} with these settings ({shown(params)}) compares an item with the other "
                              "answers of its question: pass --protocol group (or linkage)")
-    lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout)
+    lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout,
+                  label_position=args.label_position)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
     judge = _fitted_judge(args, lm, splits["train"], label_range, params)
     if args.show_prompt and lm is not None:
@@ -79,6 +88,8 @@ def _evaluate(args: argparse.Namespace) -> None:
     if "scoring_mode" in judge.params:
         knobs = {k: judge.params[k] for k in ("n_samples", "temperature") if k in judge.params}
         print(f"scoring mode {judge.params['scoring_mode']}" + "".join(f", {k} {v}" for k, v in knobs.items()))
+    if lm is not None and lm.label_record():
+        print(f"label position {lm.label_record()['label_position']}")
     if args.protocol == "linkage":
         print(f"protocol linkage, {draw.per_grade} reference(s) per grade: {len(draw.qualified)} questions "
               f"qualify, {len(draw.skipped)} skipped (--json lists them with the reason)")

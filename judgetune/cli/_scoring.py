@@ -31,7 +31,7 @@ def _score(args: argparse.Namespace) -> None:
     if args.engine == "ray" and (args.protocol or catalog):
         raise JudgetuneError("--engine ray scores a data file without --protocol (a protocol compares the items "
                              "of a question, which one process must hold)")
-    config = JudgeConfig.load(args.config)
+    config = _with_label_position(JudgeConfig.load(args.config), args)
     mapping = _mapping(args, stored=_tuned_mapping(config, args.config))
     if mapping != _mapping(args):
         columns = ", ".join(f"{t}={shown(c)}" for t, c in datasets.FieldMap(**mapping).targets.items())
@@ -58,13 +58,31 @@ def _score(args: argparse.Namespace) -> None:
     else:
         lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=str(args.config), **server)
         try:
-            run = scoring.score_stream(config, config.build_judge(lm), lm, None, out,
+            run = scoring.score_stream(config, config.build_judge(lm, where=shown(args.config)), lm, None, out,
                                        source=scoring.file_source(args.data, **mapping), chunk_size=args.chunk_size,
                                        force=args.force, max_tokens=args.max_tokens, prices=prices, progress=True)
         finally:
             if lm is not None:
                 lm.close()
     _score_summary(run, args.out)
+
+
+def _with_label_position(config, args: argparse.Namespace):
+    """The config with ``--label-position`` applied: equal to the one judge.json records, or the way to read labels of
+    a judge.json that records none (written before it was recorded); refused otherwise, in one line."""
+    asked = args.label_position
+    frozen = (config.lm or {}).get("label_position")
+    if asked is None or asked == frozen:
+        return config
+    if config.lm is None or not str(config.lm.get("spec", "")).startswith("openai/"):
+        raise JudgetuneError(f"--label-position {asked}: {shown(args.config)} runs no model behind a server")
+    if frozen is not None:
+        raise JudgetuneError(f"--label-position {asked}: {shown(args.config)} was tuned reading labels at {frozen}, "
+                             f"and scores only that way (drop --label-position, or tune it again)")
+    if args.engine == "ray":
+        raise JudgetuneError("--label-position with --engine ray: the Ray workers read labels as judge.json records; "
+                             "score this judge.json with the local engine")
+    return config.model_copy(update={"lm": {**config.lm, "label_position": asked}})
 
 
 def _score_in_memory(args: argparse.Namespace, config, mapping: dict, out: Path, server: dict):
@@ -80,7 +98,8 @@ def _score_in_memory(args: argparse.Namespace, config, mapping: dict, out: Path,
     try:
         if not args.protocol:
             source = {"catalog": args.data, **mapping}
-            return scoring.score_stream(config, config.build_judge(lm), lm, examples, out, source=source,
+            return scoring.score_stream(config, config.build_judge(lm, where=shown(args.config)), lm, examples, out,
+                                        source=source,
                                         chunk_size=args.chunk_size, force=args.force, max_tokens=args.max_tokens,
                                         progress=True)
         scored = score_protocol(config, examples, lm, protocol=args.protocol, per_grade=args.per_grade,

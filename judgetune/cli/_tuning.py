@@ -12,6 +12,7 @@ from pathlib import Path
 
 from judgetune import datasets
 from judgetune._files import make_folder, write_text
+from judgetune.cli._judging import check_label_position
 from judgetune.cli._options import (
     _audit_bounds,
     _cost_free,
@@ -21,6 +22,7 @@ from judgetune.cli._options import (
     _run_name,
     _text_or_file,
     evaluation,
+    judges,
     tuning,
 )
 from judgetune.errors import JudgetuneError, NothingJudgedError, shown
@@ -51,11 +53,20 @@ def _tune_one(spec: tuning.RunSpec, args: argparse.Namespace):
     """One tuning run and its report, made as ``judgetune.tune`` makes it: the frozen config and the run folder."""
     from judgetune._api import run_tuning
 
+    check_label_position(spec.lm, args.label_position)
+    lm = None
+    if args.label_position and (spec.stack or judges.judge_class(spec.judge).needs_lm_with(spec.fixed)):
+        from judgetune.lm import load_lm
+
+        lm = load_lm(spec.lm, api_base=spec.api_base, timeout=args.timeout, label_position=args.label_position)
     try:
         config, run_dir, _ = run_tuning(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat,
-                                        timeout=args.timeout)
+                                        timeout=args.timeout, lm=lm)
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
+    finally:
+        if lm is not None:
+            lm.close()
     test = config.metrics["test"]
     if test.get("items") and test.get("parse_failures", 0) >= test["items"]:
         raise NothingJudgedError(f"{spec.name}: not one of the {test['items']} test items could be judged "

@@ -9,6 +9,7 @@ from judgetune.lm._cache import ResponseCache, default_cache_dir
 from judgetune.lm._labels import LabelDistribution
 from judgetune.lm._lm import Generation, JudgeLM, load_lm
 from judgetune.lm._modes import SCORING_MODES, LogprobsUnavailableError, logprobs_unavailable, resolve_scoring_mode
+from judgetune.lm._position import LABEL_POSITIONS, LabelPositionError
 from judgetune.lm._record import run_record
 from judgetune.lm._remote import (
                                   Completion,
@@ -22,7 +23,8 @@ from judgetune.lm._remote import (
 from judgetune.lm._spec import LMSpec, LMSpecError, embedded_threads, parse_lm_spec
 from judgetune.lm._targets import TargetLogprobs
 
-__all__ = ["ASSEMBLED_MODELS", "AssembledModel", "assemble", "assembled_path", "models_dir",
+__all__ = ["ASSEMBLED_MODELS", "LABEL_POSITIONS", "LabelPositionError",
+           "AssembledModel", "assemble", "assembled_path", "models_dir",
            "SCORING_MODES", "TRUST_ENV", "Completion", "EndpointError",
            "Generation", "JudgeLM", "LMCallError", "LMSpec", "LMSpecError",
            "LabelDistribution", "LogprobsUnavailableError", "OpenAICompatibleClient", "Outcome", "PrefillChatAdapter",

@@ -78,10 +78,35 @@ class JudgeLM:
     @property
     def label_position(self) -> str | None:
         """Where label distributions are read: ``in-process``; over a server ``completions`` or ``prefill``
-        (the prompt ends at the label, see ``_position``), or None when the server allows neither (judges
-        then read the labels after the marker of a generated answer). A server is probed once; the way
-        it got is logged once."""
-        return "in-process" if self.label_reader is None else self.label_reader.way()[0]
+        (the prompt ends at the label, see ``_position``), or None for ``generated`` (judges then read the labels
+        after the marker of a generated answer). A server is probed once; the way it got is logged once.
+
+        Raises:
+            LabelPositionError: the way asked for (or frozen) is not offered by the server.
+        """
+        if self.label_reader is None:
+            return "in-process"
+        way = self.label_reader.way()[0]
+        return None if way == "generated" else way
+
+    def label_record(self) -> dict[str, Any]:
+        """What a judge.json records of how this LM read labels: over a server that has read some, its
+        ``label_position`` and, for ``completions``, the ``chat_template`` identity ({source, sha256});
+        nothing in-process or before any label was read."""
+        reader = self.label_reader
+        if reader is None or reader._way is None:
+            return {}
+        way = reader._way[0]
+        return {"label_position": way, "chat_template": reader.template if way == "completions" else None}
+
+    def freeze_label_position(self, way: str, chat_template: dict[str, str] | None, *, where: str) -> None:
+        """Read labels as a frozen judge (``where``) was tuned to; a no-op in-process (labels are read exactly there).
+
+        Raises:
+            LabelPositionError: one line naming what the server (or this machine) no longer offers.
+        """
+        if self.label_reader is not None:
+            self.label_reader.freeze(way, chat_template, where)
 
     def _record(self, **entry: Any) -> None:
         if self.transcript is not None:
@@ -147,8 +172,11 @@ class JudgeLM:
             self.label_calls += 1
             return result.to_dict()
 
+        key = _labels_key(messages, labels, prefix)
+        if self.label_reader is not None:  # one server, two ways: two answers
+            key["position"] = self.label_reader.way()[0]
         return LabelDistribution.from_dict(cached(self.cache, model=self.model_id, endpoint=self.spec.endpoint,
-                                                  request=_labels_key(messages, labels, prefix), compute=compute))
+                                                  request=key, compute=compute))
 
     def label_distributions(self, requests: Sequence[tuple[list[dict[str, str]], Sequence[str], str]]
                             ) -> list[Outcome[LabelDistribution]]:
@@ -262,9 +290,10 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
             rate limit (429/503, Retry-After honoured); see ``OpenAICompatibleClient``.
         n_threads: CPU threads of an in-process model (default ``$JUDGETUNE_THREADS``, else 2).
         reasoning: an ``openai/MODEL`` that is a reasoning model (None: decided from its name).
-        label_position, chat_template: over a server, how the prompt is made to end at the label
-            (``completions`` or ``prefill``; None: probed) and the chat template for ``completions``
-            (a GGUF path or Jinja text; None: the embedded model of that name). See ``_position``.
+        label_position, chat_template: over a server, where labels are read (``completions``, ``prefill`` or
+            ``generated``; None: the first the server offers, probed in that order) and the chat template for
+            ``completions`` (a GGUF path or Jinja text; None: the GGUF the model is named by, or the embedded
+            model of that name). See ``_position``.
         trust_endpoint: whether the caller named ``api_base`` (True) or read it from a file someone else may
             have written (False: ``$OPENAI_API_KEY`` is sent there only when the endpoint is trusted, see
             ``judgetune._endpoints``); ``endpoint_source`` names that file in the warning.

@@ -1,28 +1,37 @@
-"""The label position over a server: the prompt ends where the label goes, and the next token's
-log-probabilities are read there, as an in-process model reads them.
+"""The label position over a server: where the label distribution of a judge is read, and the probe that
+chooses it.
 
-Two ways, tried in this order:
+Three ways, tried in this order when none is asked for:
 
 - ``completions``: the legacy ``/completions`` endpoint with the chat prompt rendered here, ending at
-  the answer prefix (``... [[ ## score ## ]]\\n``). It needs the model's chat template on this side: the
-  template of the embedded model of the same name (``openai/smollm2`` served from SmolLM2's GGUF), of
-  a GGUF file named as the model (``openai//models/x.gguf``), or one given to ``load_lm(chat_template=)``
-  (a GGUF path, or the Jinja text itself). llama-cpp-python's server gets this way.
+  the answer prefix (``... [[ ## score ## ]]\\n``); the next token's log-probabilities are read there, as an
+  in-process model reads them. It needs the model's chat template on this side: the template of the
+  embedded model of the same name (``openai/smollm2`` served from SmolLM2's GGUF), of a GGUF file named
+  as the model (``openai//models/x.gguf``), or one given to ``load_lm(chat_template=)`` (a GGUF path, or
+  the Jinja text itself). llama-cpp-python's server and llama.cpp's ``llama-server`` get this way.
 - ``prefill``: the chat endpoint with the answer prefix as a trailing assistant message that the server
-  continues (``continue_final_message``, as vLLM takes it; llama.cpp's C++ server continues one by
-  itself). Chosen only when asked for (``label_position="prefill"``): a server that opens a new turn
-  instead cannot be told apart from its answer alone.
+  continues (``continue_final_message``, as vLLM takes it; llama.cpp's ``llama-server`` continues one by
+  itself). One request tells whether the server continues such a turn: asked to repeat a sentence, with
+  the turn ending one word short, a server that continues writes the last word; one that opens a new
+  turn starts over.
+- ``generated``: the model writes its answer and the labels are read at the token after the marker it
+  wrote (``top_logprobs``); an item fails when the marker is missing. Judges take this way when the label
+  position is None (see ``JudgeLM.label_position``).
+
+A way asked for (``label_position=``), or frozen in a judge.json, is checked, never replaced: a server that
+does not offer it stops the run in one line (:class:`LabelPositionError`).
 
 A label the server lists among the ``TOP`` most probable next tokens gets its log-probability; when a
 label is not listed, the ``WIDE`` most probable are asked for (llama-cpp-python lists them; a server that
 refuses is not asked again). A label of several characters still not listed is scored through the echo
 of prompt + label (exact when the server echoes aligned log-probabilities), else it is missing
-(probability 0), as in the older marker-reading path.
+(probability 0), as in the generated way.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import math
 import threading
@@ -30,55 +39,88 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from judgetune.errors import JudgetuneError, printable
 from judgetune.lm._labels import LabelDistribution
 from judgetune.lm._modes import LogprobsUnavailableError
 from judgetune.lm._remote import LMCallError, OpenAICompatibleClient, classify
-from judgetune.lm._spec import LMSpec, LMSpecError, model_file, parse_lm_spec
+from judgetune.lm._spec import LOCAL_MODELS, OPTIONAL_LOCAL_MODELS, LMSpec, LMSpecError, model_file, parse_lm_spec
 from judgetune.lm._targets import remote_target_logprobs
 
-__all__ = ["LABEL_POSITIONS", "TOP", "WIDE", "ServerLabelReader", "chat_formatter"]
+__all__ = ["LABEL_POSITIONS", "TOP", "WIDE", "LabelPositionError", "ServerLabelReader", "chat_formatter",
+           "template_identity", "template_source"]
 
 log = logging.getLogger(__name__)
 _DECIDING = threading.Lock()
-LABEL_POSITIONS = ("completions", "prefill")
+LABEL_POSITIONS = ("completions", "prefill", "generated")
 TOP = 20  # next-token alternatives asked for
 WIDE = 1000  # asked for when a label is not among the TOP (llama-cpp-python lists any number)
+# the prefill probe: the user's request, the assistant turn to continue, and the word a continuation starts with
+CONTINUE_PROBE = ("Repeat this sentence exactly: The quick brown fox jumps over the lazy dog.",
+                  "The quick brown fox jumps over the lazy", "dog")
+TEXT_SOURCE = "text"  # the source recorded for a chat template given as Jinja text
 
 
-@functools.lru_cache(maxsize=4)
+class LabelPositionError(JudgetuneError):
+    """A label position asked for, or frozen in a judge.json, that the server (or this machine) does not offer."""
+
+
+@functools.lru_cache(maxsize=8)
+def _template(source: str) -> tuple[str, str, str]:
+    """The chat template of ``source`` (``local:NAME``, a GGUF path or Jinja text) with its eos and bos pieces."""
+    from judgetune.lm.llama_build import prepare_import
+
+    if source.startswith("local:") or (source.endswith(".gguf") and Path(source).expanduser().is_file()):
+        path = model_file(parse_lm_spec(source)) if source.startswith("local:") else Path(source).expanduser()
+        prepare_import()
+        from llama_cpp import Llama
+
+        llm = Llama(str(path), vocab_only=True, verbose=False)
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            from judgetune.lm._llamacpp import no_template_message
+
+            raise LMSpecError(no_template_message(path))
+        piece = lambda token: llm.detokenize([token], special=True).decode()  # noqa: E731
+        return template, piece(llm.token_eos()), piece(llm.token_bos())
+    if source.endswith(".gguf"):
+        raise LMSpecError(f"chat template: no such GGUF file {source}")
+    return source, "", ""
+
+
+@functools.lru_cache(maxsize=8)
 def chat_formatter(source: str):
-    """A renderer of the chat template in a GGUF file (``source`` a path), or of the Jinja text ``source``,
-    exactly as llama-cpp-python renders it (its own server and the in-process engine use the same one)."""
+    """A renderer of the chat template of ``source`` (``local:NAME``, a GGUF path or Jinja text), exactly as
+    llama-cpp-python renders it (its own server and the in-process engine use the same one)."""
     from judgetune.lm.llama_build import prepare_import
 
     prepare_import()
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    if source.endswith(".gguf") and Path(source).is_file():
-        from llama_cpp import Llama
+    template, eos, bos = _template(source)
+    return Jinja2ChatFormatter(template, eos_token=eos, bos_token=bos)
 
-        llm = Llama(source, vocab_only=True, verbose=False)
-        template = llm.metadata.get("tokenizer.chat_template")
-        if not template:
-            from judgetune.lm._llamacpp import no_template_message
 
-            raise LMSpecError(no_template_message(source))
-        piece = lambda token: llm.detokenize([token], special=True).decode()  # noqa: E731
-        return Jinja2ChatFormatter(template, eos_token=piece(llm.token_eos()), bos_token=piece(llm.token_bos()))
-    return Jinja2ChatFormatter(source, eos_token="", bos_token="")
+def template_identity(source: str) -> dict[str, str]:
+    """What judge.json records of the chat template of ``source``: where it came from (``local:NAME``, the GGUF
+    path, or ``text`` for Jinja text given as such) and the SHA-256 of its Jinja text."""
+    shown = source if source.startswith("local:") or source.endswith(".gguf") else TEXT_SOURCE
+    return {"source": shown, "sha256": hashlib.sha256(_template(source)[0].encode()).hexdigest()}
 
 
 def template_source(spec: LMSpec, chat_template: str | None = None) -> str | None:
     """Where the chat template of a served model comes from: ``chat_template``, else a GGUF file named
-    by the model, else the embedded model of that name; None when none is known here."""
+    by the model, else the embedded model of that name (``local:NAME``); None when none is known here."""
     if chat_template:
         return chat_template
     if spec.model.endswith(".gguf") and Path(spec.model).expanduser().is_file():
         return str(Path(spec.model).expanduser())
-    try:
-        return str(model_file(parse_lm_spec(f"local:{spec.model}")))
-    except (LMSpecError, ValueError, KeyError):
-        return None
+    if spec.model in (*LOCAL_MODELS, *OPTIONAL_LOCAL_MODELS):
+        try:
+            model_file(parse_lm_spec(f"local:{spec.model}"))
+        except (LMSpecError, ValueError, KeyError):
+            return None
+        return f"local:{spec.model}"
+    return None
 
 
 class ServerLabelReader:
@@ -86,8 +128,7 @@ class ServerLabelReader:
 
     Args:
         client: the server's client.
-        way: ``completions`` or ``prefill``; None picks ``completions`` when a template is known and the
-            server answers a probe with next-token log-probabilities.
+        way: ``completions``, ``prefill`` or ``generated``; None: the first of them the server offers.
         chat_template: see :func:`template_source`.
     """
 
@@ -95,38 +136,118 @@ class ServerLabelReader:
         if way is not None and way not in LABEL_POSITIONS:
             raise ValueError(f"label_position must be one of {list(LABEL_POSITIONS)}, got {way!r}")
         self.client, self.requested, self.chat_template = client, way, chat_template
-        self._way: tuple[str | None, str] | None = None
+        self.frozen: dict[str, Any] | None = None  # {label_position, chat_template, where} a judge.json requires
+        self.template: dict[str, str] | None = None  # the identity of the template read with (completions)
+        self._way: tuple[str, str] | None = None
+        self._template_source: str | None = None  # what the template of ``completions`` is read from
         self.wide = True  # whether the server may list WIDE alternatives
 
     @property
     def where(self) -> str:
         return f"{self.client.spec} at {self.client.spec.endpoint}"
 
-    def way(self) -> tuple[str | None, str]:
-        """(the way labels are read, why); (None, why) when neither works. Decided once, and said once."""
+    def way(self) -> tuple[str, str]:
+        """(the way labels are read, why): ``completions``, ``prefill`` or ``generated``. Decided once, and said once.
+
+        Raises:
+            LabelPositionError: the way asked for, or frozen, is not offered (one line saying what is missing).
+        """
         with _DECIDING:  # one probe, and one template load (llama.cpp swaps the process's stdout while loading)
             if self._way is None:
                 self._way = self._decide()
-                way, why = self._way
-                log.warning("label position: %s", why if way else f"{why}; labels are read in generated answers")
+                log.warning("label position %s: %s: %s", self._way[0], self.where, self._way[1])
         return self._way
 
-    def _decide(self) -> tuple[str | None, str]:
-        if self.requested == "prefill":
-            return "prefill", f"{self.where}: the answer prefix is sent as an assistant turn to continue (asked for)"
-        source = template_source(self.client.spec, self.chat_template)
+    def freeze(self, way: str, template: dict[str, str] | None, where: str) -> None:
+        """Read labels as the judge ``where`` (its judge.json) was tuned to, ``way`` with the chat template of
+        identity ``template`` for ``completions``; checked now.
+
+        Raises:
+            LabelPositionError: the server no longer offers it, the template differs, or this LM reads labels
+                another way already.
+        """
+        if way not in LABEL_POSITIONS:
+            raise LabelPositionError(f"{where}: lm.label_position: expected one of {', '.join(LABEL_POSITIONS)}, "
+                                     f"found {printable(repr(way))}")
+        with _DECIDING:
+            current = self._way[0] if self._way is not None else self.requested
+            if current not in (None, way):
+                raise LabelPositionError(f"{where}: labels are read at label position {way}, as the judge was tuned, "
+                                         f"but this LM reads them at {current} (label_position={current!r})")
+            self.requested, self.frozen = way, {"label_position": way, "chat_template": template, "where": where}
+        self.way()
+
+    def _decide(self) -> tuple[str, str]:
+        asked = self.requested
+        if asked == "generated":
+            return "generated", f"labels are read in generated answers, after their marker ({self._by()})"
+        tried = []
+        for way, offered in (("completions", self._completions), ("prefill", self._prefill)):
+            if asked not in (None, way):
+                continue
+            found, why = offered()
+            if found:
+                return way, f"{why}" + (f" ({self._by()})" if asked else "")
+            if asked:
+                raise LabelPositionError(self._refusal(way, why))
+            tried.append(why)
+        return "generated", "; ".join(tried) + "; labels are read in generated answers, after their marker"
+
+    def _by(self) -> str:
+        return "as the judge was tuned" if self.frozen else "asked for"
+
+    def _refusal(self, way: str, why: str) -> str:
+        if self.frozen:
+            return (f"{self.frozen['where']}: labels are read at label position {way}, as the judge was tuned, but "
+                    f"{self.where}: {why}: score it where that is offered (or tune it again on this server)")
+        return (f"label position {way} (asked for): {self.where}: {why}; choose another (--label-position), or leave "
+                "it unset to have the probe choose")
+
+    def _completions(self) -> tuple[bool, str]:
+        """(does ``/completions`` give next-token log-probabilities with a chat template known here, why)."""
+        frozen = (self.frozen or {}).get("chat_template")
+        source = self.chat_template or (frozen["source"] if frozen and frozen.get("source") != TEXT_SOURCE else None)
+        source = source or template_source(self.client.spec)
         if source is None:
-            return None, (f"{self.where}: no chat template known here to render the prompt for /completions "
-                          "(name the model's GGUF, or pass chat_template=, or label_position='prefill')")
+            if frozen:
+                return False, (f"its chat template was given as text (sha256 {frozen.get('sha256', '?')[:12]}...) "
+                               "and is not known here (pass the same chat_template= to load_lm)")
+            return False, ("no chat template known here to render the prompt for /completions (name the model's "
+                           "GGUF, or pass chat_template=)")
+        try:
+            identity = template_identity(source)
+        except LMSpecError as err:
+            return False, f"the chat template of {source} cannot be read here ({err})"
+        if frozen and identity["sha256"] != frozen.get("sha256"):
+            return False, (f"the chat template of {identity['source']} here (sha256 {identity['sha256'][:12]}...) is "
+                           f"not the one it was tuned with ({frozen.get('source')}, sha256 "
+                           f"{str(frozen.get('sha256'))[:12]}...)")
         try:
             top = self._next_top(chat_formatter(source)(messages=[{"role": "user", "content": "Say yes."}]).prompt)
         except LMCallError as err:
             if classify(err) == "unsupported":
-                return None, f"{self.where}: /completions refused a request for logprobs ({err})"
+                return False, f"/completions refused a request for logprobs ({err})"
             raise
         if not top:
-            return None, f"{self.where}: /completions returned no next-token log-probabilities"
-        return "completions", f"{self.where}: /completions with the prompt ending at the label (template of {source})"
+            return False, "/completions returned no next-token log-probabilities"
+        self.template, self._template_source = identity, source
+        return True, f"/completions with the prompt ending at the label (template of {identity['source']})"
+
+    def _prefill(self) -> tuple[bool, str]:
+        """(does the chat endpoint continue a trailing assistant turn, why): one request (``CONTINUE_PROBE``)."""
+        ask, start, word = CONTINUE_PROBE
+        try:
+            completion = self.client.complete([{"role": "user", "content": ask}, {"role": "assistant", "content": start}],
+                                              max_tokens=2, extra=_CONTINUE)
+        except LMCallError as err:
+            if classify(err) == "unsupported":
+                return False, f"the chat endpoint refused a trailing assistant turn to continue ({err})"
+            raise
+        text = completion.text.removeprefix(start)  # a server may repeat the turn it continued
+        if text.strip().lower().startswith(word):
+            return True, "the chat endpoint continues a trailing assistant turn ending at the label"
+        return False, (f"the chat endpoint does not continue a trailing assistant turn (asked to continue {start!r}, it "
+                       f"answered {printable(repr(completion.text[:40]))})")
 
     def _next_top(self, prompt: str) -> dict[str, float]:
         choice, _ = self.client.complete_text(prompt, max_tokens=1, logprobs=TOP)
@@ -140,10 +261,10 @@ class ServerLabelReader:
             LMCallError: the call failed (after retries).
         """
         way, why = self.way()
-        if way is None:
+        if way == "generated":
             raise ValueError(why)
         if way == "completions":
-            prompt = chat_formatter(template_source(self.client.spec, self.chat_template))(messages=messages).prompt
+            prompt = chat_formatter(self._template_source)(messages=messages).prompt
             text = prompt + prefix
             choice, usage = self.client.complete_text(text, max_tokens=1, logprobs=TOP)
             top = _first_top(choice)
@@ -157,8 +278,7 @@ class ServerLabelReader:
                     self.wide = False  # the server caps the alternatives (OpenAI: 5, vLLM: 20 by default)
         else:
             completion = self.client.complete([*messages, {"role": "assistant", "content": prefix}], max_tokens=1,
-                                              top_logprobs=TOP, extra={"continue_final_message": True,
-                                                                       "add_generation_prompt": False})
+                                              top_logprobs=TOP, extra=_CONTINUE)
             first = (completion.logprobs or [{}])[0]
             top = {t["token"]: float(t["logprob"]) for t in first.get("top_logprobs") or []}
             usage, text = completion.usage, None
@@ -180,10 +300,25 @@ class ServerLabelReader:
             return -math.inf
 
 
+_CONTINUE = {"continue_final_message": True, "add_generation_prompt": False}
+
+
 def _first_top(choice: dict[str, Any]) -> dict[str, float]:
-    """The first answer token's alternatives, ``{token: logprob}`` (legacy completions layout)."""
+    """The first answer token's alternatives, ``{token: logprob}``: the legacy completions layout
+    (``top_logprobs: [{token: logprob}]``, llama-cpp-python, vLLM) or the chat one (``content: [{top_logprobs:
+    [{token, logprob}]}]``, llama.cpp's ``llama-server``)."""
     logprobs = choice.get("logprobs") or {}
-    tops = logprobs.get("top_logprobs") or []
-    if not tops or not isinstance(tops[0], dict):
+    if not isinstance(logprobs, dict):
         return {}
-    return {str(token): float(lp) for token, lp in tops[0].items() if lp is not None and math.isfinite(float(lp))}
+    tops = logprobs.get("top_logprobs") or []
+    if tops and isinstance(tops[0], dict):
+        pairs = list(tops[0].items())
+    else:
+        content = logprobs.get("content") or []
+        first = content[0] if content and isinstance(content[0], dict) else {}
+        pairs = [(t.get("token"), t.get("logprob")) for t in first.get("top_logprobs") or [] if isinstance(t, dict)]
+    out: dict[str, float] = {}
+    for token, lp in pairs:
+        if isinstance(token, str) and isinstance(lp, (int, float)) and math.isfinite(float(lp)):
+            out.setdefault(token, float(lp))
+    return out

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# llama.cpp's C++ server (llama-server) for the tests of a served judge (tests/test_llama_cpp_server.py), built from
+# the llama.cpp source that llama-cpp-python vendors: its sdist, of the installed version, fetched by pip from the
+# package registry (or pip's cache). Never a binary from elsewhere. Built once into .ci/llama.cpp/ (git-ignored);
+# prints the binary's path. A shared 2-core machine: one compile job at the lowest priority, llama-server alone.
+#   bash .ci/llama_server.sh                  build (or find) it
+#   JUDGETUNE_LLAMA_SERVER=$(bash .ci/llama_server.sh) python -m pytest tests/test_llama_cpp_server.py
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest="$PWD/.ci/llama.cpp"
+binary="$dest/build/bin/llama-server"
+if [ -x "$binary" ]; then
+    echo "$binary"
+    exit 0
+fi
+version="${LLAMA_CPP_PYTHON_VERSION:-$(python -c 'from importlib.metadata import version; print(version("llama_cpp_python"))')}"
+mkdir -p "$dest"
+if [ ! -f "$dest/src/CMakeLists.txt" ]; then
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' EXIT
+    python -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$work" >&2
+    tar -xzf "$work/llama_cpp_python-$version.tar.gz" -C "$work"
+    rm -rf "$dest/src"
+    mv "$work/llama_cpp_python-$version/vendor/llama.cpp" "$dest/src"
+fi
+# as install.sh builds llama-cpp-python: no AMX kernels (they die with an illegal instruction on Intel CPUs with
+# AMX); no web UI (it would be fetched from a bucket), no HTTPS, no tests or examples; one static binary
+flags=""
+[ "$(uname -m)" = x86_64 ] && flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+cmake -S "$dest/src" -B "$dest/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
+    "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" >&2
+nice -n 19 cmake --build "$dest/build" --config Release -j 1 --target llama-server >&2
+echo "$binary"
