@@ -1,10 +1,12 @@
-"""The fast way in for large JSONL files when pyarrow is installed (``judgetune[parquet]``): the file parsed by
-Arrow's reader and its columns taken whole, so that 8 systems x 100k rows are read in about a second.
+"""The fast way in for large JSONL and Parquet files when pyarrow is installed (``judgetune[parquet]``): the file
+parsed by Arrow and its columns taken whole, so that 8 systems x 100k rows are read in about a second.
 
-Only a file as regular as the row-by-row reader would accept without a word takes this way: every row with a
-string id (all distinct), a string system, a number or nothing as label and sampling probability, no blank line,
-and one kind of row (pointwise or pairwise). Anything else returns None and the row-by-row reader reads the file,
-naming each bad row with its line, as before.
+Arrow takes only a file that ``judgetune.datasets``' reader would read the same, without a word: a regular file
+(checked before any read, so a FIFO never blocks), no row past the per-row size limit, no repeated key (Arrow
+refuses one), no nesting past the reader's depth limit, no byte-order mark or blank line; every row with a string
+id (all distinct), a string system, a finite number or nothing as label and sampling probability, and one kind of
+row (pointwise or pairwise). Anything else returns None and that reader reads the file, naming each bad row with
+its line.
 """
 
 from __future__ import annotations
@@ -15,11 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from judgetune._files import open_regular
+from judgetune.datasets import MAX_DEPTH, parquet_module, stream_format
+from judgetune.datasets._readers import MAX_ROW_BYTES
 from judgetune.estimating._rows import PROBABILITY, Observations
 
 __all__ = ["ArrowIds", "fast_observations", "fast_scores"]
 
 _CHUNK = 1 << 24
+_BOM = b"\xef\xbb\xbf"
 
 
 class ArrowIds(Sequence[str]):
@@ -49,26 +55,59 @@ def _arrow() -> Any:
     return pyarrow
 
 
-def _lines(path: Path) -> int:
-    """The file's lines (a last one without a line break counted), read in chunks."""
-    count, last = 0, b"\n"
-    with open(path, "rb") as handle:
+def _shape(path: Path) -> tuple[int, int, bytes]:
+    """The file's lines (a last one without a line break counted), its longest line in bytes (with its break) and
+    its first bytes, read in chunks."""
+    count, longest, run, head = 0, 0, 0, b""
+    with open_regular(path, "data file") as handle:
         while chunk := handle.read(_CHUNK):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-    return count + (last != b"\n")
+            head = head or chunk[:3]
+            breaks = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+            if len(breaks):
+                longest = max(longest, run + int(breaks[0]) + 1, int(np.diff(breaks).max(initial=0)))
+                run = len(chunk) - int(breaks[-1]) - 1
+            else:
+                run += len(chunk)
+            count += len(breaks)
+    return count + (run > 0), max(longest, run), head
+
+
+def _depth(kind: Any) -> int:
+    """How many objects and arrays an Arrow type nests (the row's own object not counted)."""
+    pa = _arrow()
+    if pa.types.is_struct(kind):
+        return 1 + max((_depth(kind.field(i).type) for i in range(kind.num_fields)), default=0)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return 1 + _depth(kind.value_type)
+    return 0
 
 
 def _table(path: Path) -> Any:
-    """The file as an Arrow table, or None when Arrow cannot read it or it holds a blank line."""
+    """The file as an Arrow table; None when Arrow is missing, cannot read it, or would read it otherwise than
+    ``judgetune.datasets`` does (see the module).
+
+    Raises:
+        DataValidationError: a FIFO, a device or a folder (never read); FileNotFoundError: no such file.
+    """
+    kind = stream_format(path)
     pa = _arrow()
-    if pa is None:
+    if pa is None or kind not in ("jsonl", "parquet"):
         return None
     try:
-        table = pa.json.read_json(path)
+        if kind == "parquet":
+            table = parquet_module().read_table(path)
+        else:
+            lines, longest, head = _shape(path)
+            if longest > MAX_ROW_BYTES or head == _BOM:
+                return None
+            table = pa.json.read_json(path)
+            if table.num_rows != lines:
+                return None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError):
         return None
-    return table if table.num_rows == _lines(path) and table.num_rows else None
+    if not table.num_rows or max((_depth(f.type) for f in table.schema), default=0) >= MAX_DEPTH:
+        return None
+    return table
 
 
 def _column(table: Any, name: str) -> Any:
@@ -92,15 +131,17 @@ def _strings(column: Any) -> bool:
 
 
 def _numbers(column: Any, rows: int) -> np.ndarray | None:
-    """A numeric column as floats (nan for null, all nan when absent); None when not numeric or not finite."""
+    """A numeric column as floats (nan for null, all nan when absent); None when not numeric or not finite (NaN
+    too: the row reader refuses it, naming its row)."""
     pa = _arrow()
     if column is None:
         return np.full(rows, np.nan)
     if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_null(column.type)):
         return None
-    values = pa.compute.fill_null(column.cast(pa.float64()), np.nan).to_numpy()
-    present = values[~np.isnan(values)]
-    return values if np.all(np.isfinite(present)) else None
+    values = column.cast(pa.float64())
+    if pa.compute.any(pa.compute.invert(pa.compute.is_finite(values))).as_py():
+        return None
+    return pa.compute.fill_null(values, np.nan).to_numpy()
 
 
 def _codes(column: Any) -> tuple[list[str], np.ndarray]:
@@ -120,9 +161,9 @@ def _inputs(table: Any) -> np.ndarray | None:
 
 
 def fast_observations(path: str | Path, by: Sequence[str]) -> Observations | None:
-    """The rows of a regular JSONL file read whole by Arrow (see the module); None for the row-by-row reader."""
+    """The rows of a regular JSONL or Parquet file read whole by Arrow (see the module); None for the row-by-row reader."""
     path = Path(path)
-    table = _table(path) if path.suffix.lower() == ".jsonl" else None
+    table = _table(path)
     if table is None:
         return None
     pa, rows = _arrow(), table.num_rows
@@ -144,10 +185,10 @@ def fast_observations(path: str | Path, by: Sequence[str]) -> Observations | Non
 
 
 def fast_scores(obs: Observations, path: str | Path) -> np.ndarray | None:
-    """Every row's score from a regular JSONL score file holding exactly the rows' ids, each once; None for the
+    """Every row's score from a regular JSONL or Parquet score file holding exactly the rows' ids, each once; None for the
     row-by-row join (which names whatever is wrong)."""
     path = Path(path)
-    table = _table(path) if path.suffix.lower() == ".jsonl" else None
+    table = _table(path)
     if table is None or "id" not in table.column_names or table.num_rows != len(obs):
         return None
     pa = _arrow()

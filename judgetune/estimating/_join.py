@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from judgetune.datasets import describe
 from judgetune.errors import DataValidationError, JudgetuneError
 from judgetune.estimating._arrow import fast_scores
 from judgetune.estimating._rows import PROBABILITY, Observations, _number, _take, no_gc, records
@@ -67,9 +68,10 @@ def join_scores(obs: Observations, path: str | Path) -> None:
     obs.scores = scores
 
 
-def join_labels(obs: Observations, path: str | Path, *, label: str | None = None) -> int:
+def join_labels(obs: Observations, path: str | Path, *, fields: dict[str, str] | None = None,
+                label: str | None = None) -> int:
     """Add the labels of ``path`` (rows with an ``id`` of the data, the label, and the sampling probability
-    when recorded) to ``obs``; returns how many were added.
+    when recorded) to ``obs``; returns how many were added. A row whose label is null or empty adds none.
 
     Raises:
         DataValidationError: a label of no row, a label that is no number or contradicts the data's own.
@@ -77,11 +79,14 @@ def join_labels(obs: Observations, path: str | Path, *, label: str | None = None
     path, problems, added = Path(path), [], 0
     index = _index(obs)
     name = label or ("preference" if obs.pairwise else "label")
-    for line, record in records(path, problems, label=label):
+    key = (fields or {}).get("id", "id")
+    for line, record in records(path, problems, fields=fields, label=label):
         where = f"{path}:{line}"
-        i = index.get(str(record.get("id"))) if record.get("id") is not None else None
+        row_id = record.get(key)
+        i = index.get(str(row_id)) if isinstance(row_id, (str, int)) and not isinstance(row_id, bool) else None
         if i is None:
-            problems.append(f"{where}: id: expected the id of a row of {obs.where}, found {record.get('id')!r}")
+            problems.append(f"{where}: {key}: expected the id of a row of {obs.where} (the picked file carries "
+                            f"each row's), found {describe(row_id)}")
             continue
         value = _number(record.get(name), where, name, problems)
         if math.isnan(value):

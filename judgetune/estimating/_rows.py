@@ -1,10 +1,11 @@
 """The rows an estimate is made from: each row's id, system (two for a pairwise comparison), input, human label
 (if any), the probability it was drawn with to be labeled (if recorded) and, once joined, the judge's score.
 
-A data file is read row by row keeping only these (JSONL through orjson, so that a million rows take seconds),
-or as Examples too when a judge is to score them. ``--by`` names a column of the file, or a key of a row's
-``meta``; ``sampling_probability`` likewise (``judgetune pick --for estimate`` writes it under ``meta``).
-Every bad row is reported with its line, all at once; nothing is dropped.
+Every file (JSONL, CSV, TSV, Parquet) is read by ``judgetune.datasets``' one reader, with its rules (the per-row
+size limit, a repeated JSON key refused, a FIFO or device never opened); a regular JSONL or Parquet file is taken
+whole by Arrow (``_arrow``) when that reader would accept every row as it is. ``--by`` names a column of the file,
+or a key of a row's ``meta``; ``sampling_probability`` likewise (``judgetune pick --for estimate`` writes it).
+A null or empty label is no label. Every bad row is reported with its line, all at once; nothing is dropped.
 """
 
 from __future__ import annotations
@@ -19,14 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from judgetune._files import open_regular
-from judgetune.datasets import Example, FieldMap, ascii_number, example_from_record, iter_records, stream_format
+from judgetune.datasets import Example, FieldMap, ascii_number, describe, example_from_record, iter_records
 from judgetune.errors import DataValidationError
 
 __all__ = ["PROBABILITY", "Observations", "from_examples", "no_gc", "read_data", "records"]
 
 PROBABILITY = "sampling_probability"
-_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
@@ -70,40 +69,12 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _jsonl(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line, object)`` of a JSONL file (blank lines skipped), parsed with orjson (json when it is missing)."""
-    try:
-        import orjson
-
-        loads, error = orjson.loads, orjson.JSONDecodeError
-    except ImportError:  # pragma: no cover - orjson comes with dspy
-        import json
-
-        loads, error = json.loads, ValueError
-    with open_regular(path, "data file") as handle:
-        for line, raw in enumerate(handle, 1):
-            if line == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM):]
-            try:
-                value = loads(raw)
-            except error as err:
-                if not raw.isspace():
-                    problems.append(f"{path}:{line}: row: expected a JSON object, found invalid JSON ({err})")
-                continue
-            if value.__class__ is not dict:
-                problems.append(f"{path}:{line}: row: expected a JSON object, found {type(value).__name__}")
-                continue
-            yield line, value
-
-
-def records(path: str | Path, problems: list[str], *, label: str | None = None) -> Iterator[tuple[int, dict]]:
-    """``(line, row as written)`` of a JSONL, CSV, TSV or Parquet file; problems of its form are appended."""
-    path = Path(path)
-    if stream_format(path) == "jsonl":
-        yield from _jsonl(path, problems)
-        return
+def records(path: str | Path, problems: list[str], *, label: str | None = None,
+            fields: dict[str, str] | None = None) -> Iterator[tuple[int, dict]]:
+    """``(line, row as written)`` of a JSONL, CSV, TSV or Parquet file, through ``judgetune.datasets``' reader;
+    problems of its form are appended."""
     # a mapping, so that a column such as --by's is not refused as unknown in a CSV header
-    yield from iter_records(path, problems, mapping=FieldMap({}, label or "label"))
+    yield from iter_records(path, problems, mapping=FieldMap(fields or {}, label or "label"))
 
 
 def _take(record: dict[str, Any], name: str) -> Any:
@@ -118,23 +89,25 @@ def _take(record: dict[str, Any], name: str) -> Any:
 
 def _number(value: Any, where: Any, what: str, problems: list[str]) -> float:
     """A label or probability: nan when absent (None, an empty cell); a finite number, else a problem (``where``:
-    the row, as text or as a (file, line) pair)."""
+    the row, as text or as a (file, line) pair). NaN is refused, never taken for "unlabeled": write null."""
     if value is None:
         return math.nan
     if value.__class__ in (int, float) and math.isfinite(value):
         return float(value)
+    if isinstance(value, str) and not value.strip():
+        return math.nan
     if isinstance(where, tuple):
         where = f"{where[0]}:{where[1]}"
     try:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValueError(value)
-        if isinstance(value, str) and not value.strip():
-            return math.nan
         number = ascii_number(value) if isinstance(value, str) else float(value)
-        if not math.isfinite(number):
-            raise ValueError(value)
     except ValueError:
-        problems.append(f"{where}: {what}: expected a number, found {value!r}")
+        problems.append(f"{where}: {what}: expected a number, found {describe(value)}")
+        return math.nan
+    if not math.isfinite(number):
+        problems.append(f"{where}: {what}: expected a finite number, or nothing for an unlabeled row (null, an "
+                        f"empty cell), found {describe(number)}")
         return math.nan
     return number
 
@@ -183,9 +156,8 @@ class _Columns:
         value = record.get("id")
         if value is None:
             return f"{self.stem}:{line}"
-        if value.__class__ is not str and (isinstance(value, bool) or not isinstance(value, int)) or \
-                not str(value).strip():
-            problems.append(f"{self.path}:{line}: id: expected a non-empty string or integer, found {value!r}")
+        if not isinstance(value, (str, int)) or isinstance(value, bool) or not str(value).strip():
+            problems.append(f"{self.path}:{line}: id: expected a non-empty string or integer, found {describe(value)}")
         return str(value)
 
 
@@ -213,6 +185,8 @@ def _add_row(columns: _Columns, record: dict[str, Any], line: int, problems: lis
     name = "preference" if pairwise else "label"
     label = _number(record.get(name), (columns.path, line), columns.shown.get(name, name), problems)
     if columns.keep:
+        if record.get(name) is None or math.isnan(label):  # no label (null, an empty cell): the judge needs none
+            record.pop(name, None)
         example = example_from_record(record, where=f"{columns.path}:{line}", default_id=f"{columns.stem}:{line}",
                                       require_label=False, problems=problems, names=columns.shown)
     if len(problems) > before:
@@ -254,7 +228,7 @@ def _quick(columns: _Columns, rows: Iterator[tuple[int, dict[str, Any]]]) -> Ite
         systems = [record.get(b) or meta.get(b) for b in by]
         row_id, label = record.get("id"), record.get(name)
         probability = record.get(PROBABILITY, meta.get(PROBABILITY))
-        if row_id.__class__ is not str or row_id in seen or ("answer_b" in record) != pairwise or \
+        if not isinstance(row_id, str) or row_id in seen or ("answer_b" in record) != pairwise or \
                 not (label is None or label.__class__ in numbers and math.isfinite(label)) or \
                 not (probability is None or probability.__class__ in numbers and math.isfinite(probability)) or \
                 not all(v.__class__ is str and v and not v.isspace() for v in systems) or not row_id.strip():

@@ -4,13 +4,12 @@ Everything is checked before the judge scores anything."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from judgetune.errors import JudgetuneError
+from judgetune.errors import JudgetuneError, shown
 from judgetune.estimating._arrow import fast_observations
 from judgetune.estimating._checks import check_rows, check_scale
 from judgetune.estimating._estimate import Estimates, estimate_observations
@@ -26,9 +25,14 @@ def by_columns(by: str | Sequence[str]) -> list[str]:
     Raises:
         JudgetuneError: none, more than two, or an empty name.
     """
-    names = [n.strip() for n in by.split(",")] if isinstance(by, str) else [str(n).strip() for n in by]
+    if isinstance(by, str):
+        names = [n.strip() for n in by.split(",")]
+    elif isinstance(by, Sequence) and all(isinstance(n, str) for n in by):
+        names = [n.strip() for n in by]
+    else:
+        names = []
     if not 1 <= len(names) <= 2 or not all(names) or len(set(names)) < len(names):
-        raise JudgetuneError(f"--by {by if isinstance(by, str) else ','.join(by)}: expected a column (each row's "
+        raise JudgetuneError(f"by={shown(by if isinstance(by, str) else repr(by))}: expected a column (each row's "
                              "system) or two distinct ones, A,B (the systems of answer and answer_b of pairwise rows)")
     return names
 
@@ -49,13 +53,14 @@ def read_observations(data: str | Path, by: Sequence[str], *, texts: bool = Fals
         fast = None if texts or fields or label is not None else fast_observations(data, by)
         obs = fast or read_data(data, by, fields=fields, label=label, examples=texts)
     if labeled is not None:
-        join_labels(obs, labeled, label=label)
+        join_labels(obs, labeled, fields=fields, label=label)
     return obs
 
 
 def score_observations(obs: Observations, config: Any, *, api_base: str | None = None, where: str = "",
-                       frozen: Any = None) -> None:
-    """The frozen judge's calibrated score of every row (nan for a failed judgment); ``frozen``: a loaded
+                       frozen: Any = None, progress: bool = False) -> None:
+    """The frozen judge's calibrated score of every row (nan for a failed judgment), scored as ``judgetune score``
+    scores (``FrozenJudge.score_to``: chunk by chunk, ``progress`` on standard error); ``frozen``: a loaded
     ``FrozenJudge`` of ``config`` to score with (kept open), else one is loaded and closed here."""
     from judgetune._frozen import FrozenJudge
 
@@ -63,20 +68,23 @@ def score_observations(obs: Observations, config: Any, *, api_base: str | None =
         raise JudgetuneError("estimate: the rows were read without their texts; give --scores or the data to score")
     judge = frozen or FrozenJudge(config, api_base=api_base, where=where or "the judge config")
     try:
-        scored = judge.score_many(obs.examples)
+        with tempfile.TemporaryDirectory(prefix="judgetune-estimate-") as folder:
+            out = Path(folder) / "scores.jsonl"
+            judge.score_to(obs.examples, out, progress=progress)
+            join_scores(obs, out)
     finally:
         if frozen is None:
             judge.close()
-    obs.scores = np.asarray([np.nan if s.score is None else s.score for s in scored], dtype=float)
 
 
 def estimate_files(config: str | Path | Any, data: str | Path, by: str | Sequence[str], *,
                    scores: str | Path | None = None, labeled: str | Path | None = None,
                    fields: dict[str, str] | None = None, label: str | None = None,
                    scale: tuple[float, float] | None = None, alpha: float = 0.05, api_base: str | None = None,
-                   mirror: str | Path | None = None, frozen: Any = None) -> Estimates:
+                   mirror: str | Path | None = None, frozen: Any = None, progress: bool = False) -> Estimates:
     """Read, check, score (unless ``scores`` are given) and estimate; see ``judgetune estimate -h``. ``config``:
-    a judge.json path or a ``JudgeConfig``; ``frozen``: its loaded ``FrozenJudge``, to score with.
+    a judge.json path or a ``JudgeConfig``; ``frozen``: its loaded ``FrozenJudge``, to score with; ``progress``:
+    the scoring's progress on standard error.
 
     Raises:
         JudgetuneError: every refusal of ``judgetune.estimating._checks``, bad rows, or scores of another judge.
@@ -100,5 +108,5 @@ def estimate_files(config: str | Path | Any, data: str | Path, by: str | Sequenc
     if scores is not None:
         join_scores(obs, scores)
     else:
-        score_observations(obs, judge, api_base=api_base, where=str(config), frozen=frozen)
+        score_observations(obs, judge, api_base=api_base, where=str(config), frozen=frozen, progress=progress)
     return estimate_observations(obs, judge_scale, alpha=alpha)
