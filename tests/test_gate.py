@@ -117,13 +117,14 @@ def test_the_few_questions_warning_counts_the_questions_the_gate_tests_on(tmp_pa
             prepare_splits(RunSpec(name="x", judge="rubric", data=str(data), search_items=30, dev_items=6, **options))
         return [r.getMessage() for r in caplog.records if "selection items" in r.getMessage()]
 
-    # every pool item confirms: 2 dev questions, but 16 confirming ones, under either gate
-    assert not warned(gate="on", gate_items=None) and not warned(gate_items=None)
-    # a small --dev-items request is honoured (the pool stays out) and said; the gate then tests on 2 questions
+    # every pool item confirms: 2 dev questions, but 16 confirming ones, under either gate; the run says why it
+    # scores more than the 6 dev items asked for
+    assert not warned(gate="on") and not warned()
+    assert any("--dev-items 6: the gate also confirms on 42" in r.getMessage() for r in caplog.records)
+    # with the pool bounded out (--gate-items: search and dev alone), the gate tests on 2 questions
     for rule in ("on", "nested"):
-        few = warned(gate=rule)
+        few = warned(gate=rule, gate_items=36)
         assert len(few) == 1 and "the 6 confirming items (pool and dev) from 2" in few[0], few
-    assert any("confirms on the 6 dev items alone" in r.getMessage() for r in caplog.records)
 
 
 def test_the_gate_items_say_how_many_labeled_rows_they_leave_out(tmp_path, caplog):

@@ -14,7 +14,7 @@ from judgetune import datasets
 from judgetune.datasets import Example, limit_by_group, sample_per_group
 from judgetune.judges import apply_protocol, judge_class
 from judgetune.stats import FOLDS
-from judgetune.tuning._spec import DEFAULT_GATE_ITEMS, MIN_GATE_GROUPS, RunSpec
+from judgetune.tuning._spec import MIN_GATE_GROUPS, RunSpec
 
 log = logging.getLogger(__name__)
 MIN_SELECTION_GROUPS = 5  # fewer questions than this: grouped folds hold out one or two questions at a time
@@ -101,16 +101,16 @@ def prepare_splits(spec: RunSpec) -> Splits:
 def _confirming_pool(spec: RunSpec, search: list[Example], demo_pool: list[Example],
                      dev: list[Example]) -> list[Example]:
     """The demo pool's items the gate also scores: as many as ``spec.gate_items`` leaves room for beside the search
-    and dev items (whole groups, seeded); none when the user asked for a few dev items (``dev_items``) and left
-    ``gate_items`` at its default, so a small request stays small. Each says in one line what it leaves out."""
+    and dev items (whole groups, seeded). The run says in one line why the gate scores more items than a user's
+    ``dev_items`` asked for, and how many labeled items ``gate_items`` leaves out."""
     if len(demo_pool) < 2:  # the pool's items are judged cross-fitted, on the pool's other folds: two at least
-        return []
-    if spec.dev_items is not None and spec.gate_items == DEFAULT_GATE_ITEMS:
-        log.warning("%s: --dev-items %d: the gate confirms on the %d dev items alone, not on the demo pool's %d "
-                    "(pass --gate-items to add them)", spec.name, spec.dev_items, len(dev), len(demo_pool))
         return []
     room = None if spec.gate_items is None else max(0, spec.gate_items - len(search) - len(dev))
     confirming = limit_by_group(demo_pool, room, seed=spec.seed) if room != 0 else []
+    if spec.dev_items is not None and confirming:
+        log.warning("%s: --dev-items %d: the gate also confirms on %d of the demo pool's items, so that every labeled "
+                    "row counts (losers stop being judged early; --gate-items %d bounds them)", spec.name,
+                    spec.dev_items, len(confirming), len(search) + len(dev))
     if len(confirming) < len(demo_pool):
         log.warning("%s: --gate-items %s: the gate scores %d of the %d labeled non-test items; the demo pool's other "
                     "%d are left out to bound the gate's judgments (raise --gate-items to use them)", spec.name,
