@@ -12,7 +12,7 @@ from typing import Any
 from judgetune import datasets
 from judgetune._files import atomic_write, clashes
 from judgetune.cli._options import _mapping
-from judgetune.errors import JudgetuneError, printable, shown
+from judgetune.errors import JudgetuneError, shown
 
 
 def _confidence(text: str) -> float:
@@ -34,11 +34,12 @@ def _refuse_out(args: argparse.Namespace) -> None:
     if args.out is None:
         return
     if clashes(args.out, _inputs(args)):
-        raise JudgetuneError(f"--out {args.out}: that is an input of this command; write the estimates elsewhere")
+        raise JudgetuneError(f"--out {shown(args.out)}: that is an input of this command; write the estimates "
+                             "elsewhere")
     if args.out.resolve().is_dir() or not args.out.resolve().parent.is_dir():
-        raise JudgetuneError(f"--out {args.out}: expected a file to write in an existing folder")
+        raise JudgetuneError(f"--out {shown(args.out)}: expected a file to write in an existing folder")
     if args.out.exists() and not args.force:
-        raise JudgetuneError(f"--out {args.out}: the file exists; pass --force to replace it")
+        raise JudgetuneError(f"--out {shown(args.out)}: the file exists; pass --force to replace it")
 
 
 def _estimate(args: argparse.Namespace) -> None:
@@ -49,19 +50,19 @@ def _estimate(args: argparse.Namespace) -> None:
     scale = None if args.scale is None else (args.scale.low, args.scale.high)
     result = estimate_files(args.config, args.data, args.by, scores=args.scores, labeled=args.labeled,
                             scale=scale, alpha=1 - args.confidence, api_base=args.api_base, mirror=args.mirror,
-                            **mapping)
+                            progress=True, **mapping)
     payload = {"config": str(args.config), "data": str(args.data), "by": args.by, **result.to_dict()}
     if args.out is not None:
         with atomic_write(args.out) as handle:
             json.dump(payload, handle, indent=1)
     for note in result.notes:
-        print(printable(note), file=sys.stderr)
+        print(shown(note), file=sys.stderr)
     if args.json:
         print(json.dumps(payload, indent=1))
         return
     print(_table(result))
     if args.out is not None:
-        print(f"written: {args.out}")
+        print(f"written: {shown(args.out)}")
 
 
 def _figure(value: Any, digits: int = 3) -> str:
@@ -83,32 +84,37 @@ def _needed(n: int, per: str) -> str:
 
 
 def _table(result: Any) -> str:
-    """The estimates as two plain tables: systems, then differences (B - A)."""
+    """The estimates as two plain tables: systems, then differences (B - A); every name shown whole and escaped
+    (one line each), its column as wide as the longest."""
     level = f"{100 * (1 - result.alpha):g}%"
     low, high = result.scale
+    systems = [shown(r["system"]) for r in result.systems]
+    pairs = [f"{shown(r['b'])} - {shown(r['a'])}" for r in result.pairs]
+    wide = max([20, *map(len, systems)])
     lines = [f"{result.measure} per system on the scale {low:g} to {high:g}, {level} intervals over every row of the "
              "file (as if all were labeled)",
-             f"{'system':<20} {'rows':>7} {'labeled':>7}  {'judge (biased)':>14}  {'labels only':<24} "
+             f"{'system':<{wide}} {'rows':>7} {'labeled':>7}  {'judge (biased)':>14}  {'labels only':<24} "
              f"{'PPI++':<24} {'labels worth':>12}"]
-    for r in result.systems:
+    for name, r in zip(systems, result.systems):
         judge = _figure(r["judge"]) + ("" if r["judge_note"] == "biased" else " (unvalidated)")
         worth = "-" if r["labels_worth"] is None else f"{r['labels_worth']:.2f}x"
-        lines.append(f"{printable(r['system'])[:20]:<20} {r['rows']:>7} {r['labeled']:>7}  {judge:>14}  "
+        lines.append(f"{name:<{wide}} {r['rows']:>7} {r['labeled']:>7}  {judge:>14}  "
                      f"{_interval(r, 'labels', 'labels_low', 'labels_high'):<24} "
                      f"{_interval(r, 'ppi', 'ppi_low', 'ppi_high'):<24} {worth:>12}")
-    lines += ["", f"{'difference (B - A)':<30} {'pairing':<11} {'PPI++':<26} {'p':>7}  {'labels only':<26} "
+    wide = max([30, *map(len, pairs)])
+    lines += ["", f"{'difference (B - A)':<{wide}} {'pairing':<11} {'PPI++':<26} {'p':>7}  {'labels only':<26} "
                   f"{'labels for 80% power':>22}"]
-    for r in result.pairs:
-        name = printable(f"{r['b']} - {r['a']}")[:30]
+    for name, r in zip(pairs, result.pairs):
         needed = "-" if r["labels_needed"] is None else _needed(r["labels_needed"], r["labels_needed_per"])
-        lines.append(f"{name:<30} {r['pairing'] or '-':<11} {_interval(r, 'difference', 'low', 'high'):<26} "
+        lines.append(f"{name:<{wide}} {r['pairing'] or '-':<11} {_interval(r, 'difference', 'low', 'high'):<26} "
                      f"{_p(r['p_value']):>7}  {_interval(r, 'labels_difference', 'labels_low', 'labels_high'):<26} "
                      f"{needed:>22}")
     return "\n".join(lines)
 
 
 def _pick_for_estimate(args: argparse.Namespace) -> None:
-    from judgetune.estimating import by_columns, draw, read_observations, write_sample
+    from judgetune.estimating import PROBABILITY, by_columns, read_observations
+    from judgetune.picking import draw, read_rows
 
     if args.by is None:
         raise JudgetuneError("pick --for estimate needs --by SYSTEM (or A,B for pairwise rows): the column naming "
@@ -117,8 +123,14 @@ def _pick_for_estimate(args: argparse.Namespace) -> None:
     mapping = _mapping(args)
     obs = read_observations(args.data, names, labeled=args.labeled, **mapping)
     sample = draw(obs, args.n, seed=args.seed)
-    write_sample(args.data, args.out, sample, obs.lines)
-    counts = ", ".join(f"{printable(k)} {v}" for k, v in sample.per_system.items())
+    rows = read_rows(args.data)
+    if len(rows) != len(obs):  # the two readers disagree on what a row is: say so, never write wrong rows
+        raise JudgetuneError(f"{shown(args.data)}: read {len(obs)} items but {len(rows)} rows; write the file as JSONL")
+    # each picked row carries the id the estimate knows it by (STEM:LINE when the file has none), so that the
+    # labeled file joins back whatever its name
+    ids = {(mapping["fields"] or {}).get("id", "id"): [obs.ids[i] for i in sample.rows]}
+    rows.write(args.out, sample.rows, columns=ids, meta={PROBABILITY: sample.probabilities.tolist()})
+    counts = ", ".join(f"{shown(k)} {v}" for k, v in sample.per_system.items())
     unit = {"input": "inputs every system answered (each system's answer to each)",
             "comparison": "comparisons", "row": "rows per system"}[sample.unit]
     summary = {"picked": len(sample.rows), "unit": sample.unit, "per_system": sample.per_system, "seed": args.seed,
@@ -126,10 +138,10 @@ def _pick_for_estimate(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(summary, indent=1))
         return
-    print(f"{len(sample.rows)} rows written to {args.out}: {args.n} {unit} drawn uniformly at random (seed "
-          f"{args.seed}; per system: {counts}), each with its sampling_probability")
+    print(f"{len(sample.rows)} rows written to {shown(args.out)}: {args.n} {unit} drawn uniformly at random (seed "
+          f"{args.seed}; per system: {counts}), each with its id and sampling_probability")
     print("label them, then: judgetune estimate --config JUDGE.json --data DATA --by "
-          f"{args.by} --labeled LABELED", file=sys.stderr)
+          f"{shown(args.by)} --labeled LABELED", file=sys.stderr)
 
 
 def _pick_either(args: argparse.Namespace) -> None:

@@ -8,23 +8,36 @@ labels are the uniform sample its intervals assume.
 - Otherwise: ``n`` rows drawn per system from its unlabeled rows.
 
 A row's probability is the share of its system's rows (or inputs, or comparisons) labeled once this round is
-labeled: a uniform sample drawn from what a uniform sample left is a uniform sample of the whole.
+labeled: a uniform sample drawn from what a uniform sample left is a uniform sample of the whole. The picked rows
+are written back by ``RawRows`` in the input's own format.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from judgetune._files import atomic_write
-from judgetune.errors import JudgetuneError
-from judgetune.estimating._rows import PROBABILITY, Observations
+from judgetune.errors import JudgetuneError, shown
 
-__all__ = ["Sample", "draw", "shared_inputs", "write_sample"]
+__all__ = ["Rows", "Sample", "draw", "shared_inputs"]
+
+
+class Rows(Protocol):
+    """What a draw reads of an estimate's rows (``judgetune.estimating.Observations``): systems coded by row
+    (``system``; ``system_b`` for pairwise rows), each row's input code (-1: none), labels (nan: unlabeled)."""
+
+    names: list[str]
+    system: np.ndarray
+    system_b: np.ndarray | None
+    inputs: np.ndarray
+    labels: np.ndarray
+
+    @property
+    def pairwise(self) -> bool: ...
+
+    def __len__(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -38,7 +51,7 @@ class Sample:
     per_system: dict[str, int]
 
 
-def shared_inputs(obs: Observations) -> bool:
+def shared_inputs(obs: Rows) -> bool:
     """Whether every system answered the same inputs, each once."""
     if obs.pairwise or (obs.inputs < 0).any():
         return False
@@ -55,7 +68,7 @@ def _too_many(n: int, free: int, what: str) -> JudgetuneError:
     return JudgetuneError(f"--n {n}: {what} has {free} unlabeled left to draw from; pick at most {free}")
 
 
-def _by_input(obs: Observations, n: int, rng: np.random.Generator) -> Sample:
+def _by_input(obs: Rows, n: int, rng: np.random.Generator) -> Sample:
     labeled = ~np.isnan(obs.labels)
     all_inputs = np.unique(obs.inputs)
     touched = np.unique(obs.inputs[labeled])
@@ -68,7 +81,7 @@ def _by_input(obs: Observations, n: int, rng: np.random.Generator) -> Sample:
     return Sample(rows, np.full(len(rows), share), "input", {name: n for name in obs.names})
 
 
-def _by_comparison(obs: Observations, n: int, rng: np.random.Generator) -> Sample:
+def _by_comparison(obs: Rows, n: int, rng: np.random.Generator) -> Sample:
     labeled = ~np.isnan(obs.labels)
     free = np.flatnonzero(~labeled)
     if n > len(free):
@@ -79,21 +92,21 @@ def _by_comparison(obs: Observations, n: int, rng: np.random.Generator) -> Sampl
     return Sample(rows, np.full(n, (labeled.sum() + n) / len(obs)), "comparison", counts)
 
 
-def _by_system(obs: Observations, n: int, rng: np.random.Generator) -> Sample:
+def _by_system(obs: Rows, n: int, rng: np.random.Generator) -> Sample:
     labeled = ~np.isnan(obs.labels)
     rows, shares = [], []
     for code, name in enumerate(obs.names):
         mine = obs.system == code
         free = np.flatnonzero(mine & ~labeled)
         if n > len(free):
-            raise _too_many(n, len(free), f"system {name!r}")
+            raise _too_many(n, len(free), f"system '{shown(name)}'")
         rows.append(rng.choice(free, n, replace=False))
         shares.append(np.full(n, (np.sum(mine & labeled) + n) / mine.sum()))
     order = np.argsort(np.concatenate(rows), kind="stable")
     return Sample(np.concatenate(rows)[order], np.concatenate(shares)[order], "row", {s: n for s in obs.names})
 
 
-def draw(obs: Observations, n: int, *, seed: int = 0) -> Sample:
+def draw(obs: Rows, n: int, *, seed: int = 0) -> Sample:
     """``n`` inputs (systems that answered the same inputs), comparisons (pairwise rows) or rows per system to
     label next, drawn uniformly at random from the unlabeled ones with ``seed``.
 
@@ -108,48 +121,3 @@ def draw(obs: Observations, n: int, *, seed: int = 0) -> Sample:
     if shared_inputs(obs):
         return _by_input(obs, n, rng)
     return _by_system(obs, n, rng)
-
-
-def _table_rows(path: Path, kind: str) -> tuple[list[str], list[list[str]]]:
-    """A CSV/TSV file's header and rows as written (cells untouched), as ``judgetune.datasets`` reads them."""
-    dialect = {"delimiter": ","} if kind == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle, **dialect)
-        header = next(reader, None) or []
-        return [h.strip() for h in header], [cells for cells in reader if cells]
-
-
-def _write_table(path: Path, out: str | Path, kind: str, sample: Sample) -> None:
-    header, rows = _table_rows(path, kind)
-    if len(rows) <= int(sample.rows.max(initial=-1)):
-        raise JudgetuneError(f"{path}: read fewer rows than items; write the file as JSONL")
-    keep = [k for k, h in enumerate(header) if h != PROBABILITY]
-    dialect = {"delimiter": ","} if kind == "csv" else {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "escapechar": None}
-    with atomic_write(out) as handle:
-        writer = csv.writer(handle, lineterminator="\n", **dialect)
-        writer.writerow([header[k] for k in keep] + [PROBABILITY])
-        writer.writerows([rows[i][k] for k in keep] + [f"{p:.6g}"] for i, p in zip(sample.rows, sample.probabilities))
-
-
-def write_sample(path: str | Path, out: str | Path, sample: Sample, lines: np.ndarray) -> None:
-    """The picked rows of the data file ``path`` (``lines``: each row's line in it) written to ``out`` in its
-    format, each with its sampling probability: under ``meta`` in JSONL, a column of its own in CSV/TSV.
-
-    Raises:
-        JudgetuneError: a format other than JSONL, CSV or TSV.
-    """
-    path = Path(path)
-    kind = path.suffix.lower().lstrip(".")
-    if kind in ("csv", "tsv"):
-        _write_table(path, out, kind, sample)
-        return
-    if kind != "jsonl":
-        raise JudgetuneError(f"{path}: pick --for estimate writes JSONL, CSV or TSV; found {path.suffix!r}")
-    wanted = dict(zip(lines[sample.rows].tolist(), sample.probabilities.tolist()))
-    with open(path, encoding="utf-8-sig") as source, atomic_write(out) as handle:
-        for number, text in enumerate(source, 1):
-            if number in wanted:
-                row = json.loads(text)
-                meta = row.get("meta") if isinstance(row.get("meta"), dict) else {}
-                row["meta"] = {**meta, PROBABILITY: wanted[number]}
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
