@@ -184,6 +184,7 @@ def choose(spec: RunSpec, candidates: list[Candidate], raws: Sequence[np.ndarray
     if early_stop:
         race(state, score, items, live, gate=spec.gate, panel=spec.panel, seed=spec.seed, least=_least(spec, items))
     else:
+        state.live = list(live)
         for j in range(len(candidates)):
             state.judge(score, j, np.arange(len(items.gold)))
     items = replace(items, screened=state.screened)
