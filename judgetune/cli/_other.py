@@ -153,8 +153,11 @@ def _schema(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> None:
-    from judgetune.report import write_report
+    from judgetune.report import write_estimates_report, write_report
 
+    if args.run_dir.suffix == ".json" and not args.run_dir.is_dir():  # an estimate's JSON: its intervals drawn
+        print(shown(write_estimates_report(args.run_dir)))
+        return
     try:
         study = tuning.load_study(args.run_dir, args.storage)
     except ValueError as err:

@@ -430,8 +430,10 @@ def _add_export_ragcheck_install_schema_report(commands: argparse._SubParsersAct
     schema = commands.add_parser("schema", help="print the JSON Schema of judge.json")
     schema.set_defaults(handler=_schema)
 
-    rep = commands.add_parser("report", help="rebuild runs/NAME/report.html")
-    rep.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run's folder, e.g. runs/NAME")
+    rep = commands.add_parser("report", help="rebuild runs/NAME/report.html, or draw an estimate's intervals")
+    rep.add_argument("run_dir", type=Path, metavar="RUN_DIR|ESTIMATE.json",
+                     help="a run's folder, e.g. runs/NAME; or the JSON of judgetune estimate --out, drawn (each "
+                          "system's PPI++ and labels-only intervals) into the same name with .html")
     rep.add_argument("--storage", metavar="URL", help="the study's Optuna storage URL (default sqlite:///RUN_DIR/study.db)")
     rep.set_defaults(handler=_report)
 
