@@ -1,21 +1,26 @@
 """Do judge-assisted estimates hold on real data? Coverage and width of `judgetune estimate`'s intervals over
-many random labeled subsets, with a judge frozen on other data.
+many random labeled subsets: labels alone, PPI++ with a judge frozen on other data, and ``cross``: a judge fitted
+on the drawn labels themselves (``judgetune estimate --fit signals``: the frozen judge's score and the hybrid's cheap
+signals, cross-fitted over folds of every system's labels).
 
-For a set, every row is scored once by a frozen judge (saved in --cache, reused), then for each size n and each
-of --draws seeded draws a uniform random subset of the labels is kept and `judgetune.estimating` computes every
-system's mean (WebGLM: the 1-3 grade of 3 answering models on 100 questions) or win rate (RAGChecker: 8 RAG
-systems in 280 human pairwise comparisons, each labeled by 2 annotators: 560 rows) and every pair's difference,
-by PPI++, by the labels alone and by the judge alone. A draw's interval covers when it holds the all-labels value
-(the figure with every row labeled). Rows report, per n, estimate ("mean" or "difference") and method: coverage,
-mean width, mean absolute error, and for PPI++ the mean labels worth (labels-only over PPI++ variance).
+For a set, every row is scored once by the frozen judge and its signals computed once (kept in --cache), then for
+each size n and each of --draws seeded draws a random subset of the labels is kept and `judgetune.estimating`
+computes every system's mean (or win rate) and every pair's difference by each method. A draw's interval covers
+when it holds the all-labels value (the figure with every row labeled).
 
-WebGLM draws n questions and labels every model's answer to them (so n rows per system, paired differences);
-n = 100 labels every row, which makes the all-labels value known (coverage 1, width 0). RAGChecker draws 4 n of
-the 560 rows (one sample of all comparisons; each row counts for both its systems: about n rows per system); the
-judge scores each response against the reference answer and a comparison's judge figure is the difference.
+- webglm: the 1-3 grade of 3 answering models on 100 questions; n questions drawn, every model's answer to them
+  labeled (n rows per system, paired differences).
+- xsumfaith: SummaC's XSum faithfulness labels (0/1; 90% are 0: piled at one end), 485 summaries by 5 systems
+  (BERTS2S 250, TConvS2S 132, Gold 57, PtGen 37, TranS2S 9); n rows drawn per system (a system with n rows or
+  fewer is all labeled: its value known).
+- summeval: SummaC's SummEval subset (0/1; 63% are 1), 2 systems x 50 summaries; n rows per system.
+- ragchecker: 8 RAG systems in 280 human pairwise comparisons, each labeled by 2 annotators (560 rows); 4 n rows
+  drawn of all (one sample of all comparisons: about n per system); win rates.
+
+Rows, per n, estimate ("mean" or "difference") and method: coverage, mean width, mean absolute error, and the mean
+labels worth (labels-only over the method's variance).
 
     python benchmarks/estimate.py --set webglm --judge runs/hybrid-stsb/judge.json --out FILE
-    python benchmarks/estimate.py --set ragchecker --judge runs/hybrid-stsb/judge.json --out FILE
     python benchmarks/estimate.py --speed --out FILE   # 8 systems x 100k scored rows from a score file
 """
 
@@ -37,32 +42,35 @@ from scipy import stats as scipy_stats  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
 from judgetune.estimating import Observations, estimate_observations  # noqa: E402
+from judgetune.estimating._cross import cross_observations, signal_features  # noqa: E402
 
-SIZES = (20, 50, 100)
-SETS = {"webglm": "linkage-webglm", "ragchecker": "ragchecker"}
+SIZES = (2, 3, 5, 10, 20, 50)
+SETS = {"webglm": "linkage-webglm", "ragchecker": "ragchecker", "xsumfaith": "summac-xsumfaith",
+        "summeval": "summac-summeval"}
+SYSTEM_FIELD = {"summac-xsumfaith": "model_name", "summac-summeval": "model_name"}
 
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def _score(judge_path: Path, examples: list) -> list[float]:
+def _cached(cache: Path, name: str, judge_path: Path, examples: list) -> tuple[np.ndarray, np.ndarray]:
+    """The judge's score and the cheap signals of every example, computed once per judge and set (in ``cache``)."""
     import judgetune
 
-    with judgetune.load(judge_path) as judge:
-        return [np.nan if s.score is None else s.score for s in judge.score_many(examples)]
-
-
-def _cached(cache: Path, name: str, judge_path: Path, examples: list) -> list[float]:
-    """The judge's score of every example, computed once per judge and set and kept in ``cache``."""
-    path = cache / f"scores-{name}-{_sha(judge_path)}.json"
+    path = cache / f"features-{name}-{_sha(judge_path)}.json"
     if path.exists():
-        return json.loads(path.read_text())["scores"]
-    scores = _score(judge_path, examples)
+        saved = json.loads(path.read_text())
+        return (np.asarray(saved["scores"], dtype=float),
+                np.asarray(saved["signals"], dtype=float).reshape(len(examples), -1))
+    with judgetune.load(judge_path) as judge:
+        scores = np.asarray([np.nan if s.score is None else s.score for s in judge.score_many(examples)])
+    signals, names = signal_features(examples)
     cache.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"judge": str(judge_path), "ids": [e.id for e in examples],
-                                "scores": [None if np.isnan(s) else s for s in scores]}))
-    return scores
+    path.write_text(json.dumps({"judge": str(judge_path), "ids": [e.id for e in examples], "signal_names": names,
+                                "scores": [None if np.isnan(s) else s for s in scores],
+                                "signals": [[None if np.isnan(v) else v for v in row] for row in signals]}))
+    return scores, signals
 
 
 def _codes(values: list[str]) -> tuple[list[str], np.ndarray]:
@@ -71,21 +79,30 @@ def _codes(values: list[str]) -> tuple[list[str], np.ndarray]:
     return names, np.asarray([index[v] for v in values], dtype=int)
 
 
-def webglm(judge: Path, cache: Path) -> tuple[Observations, tuple[float, float]]:
-    """WebGLM's 300 graded answers, each scored by the judge: systems are the answering models."""
-    examples, _ = datasets.load_data(SETS["webglm"])
-    scores = np.asarray(_cached(cache, "webglm", judge, examples), dtype=float)
-    names, system = _codes([e.meta["model"] for e in examples])
+def _systems(source: str, examples: list) -> list[str]:
+    """Each example's system: its ``model`` (WebGLM) or, for the SummaC sets, the summarizer named in the source
+    file (the catalog keeps the claim, not who wrote it)."""
+    if source not in SYSTEM_FIELD:
+        return [e.meta["model"] for e in examples]
+    name = source.split("-", 1)[1]
+    raw = json.loads((Path(os.environ["JUDGETUNE_DATA_MIRROR"]) / "summac_subsets" / f"{name}.json").read_text())
+    return [raw[e.id][SYSTEM_FIELD[source]] for e in examples]
+
+
+def pointwise(source: str, judge: Path, cache: Path) -> tuple[Observations, tuple[float, float], np.ndarray]:
+    """A set's rows as observations scored by the judge, its scale, and the features ``cross`` fits on."""
+    examples, _ = datasets.load_data(source)
+    scores, signals = _cached(cache, source, judge, examples)
+    names, system = _codes(_systems(source, examples))
     _, inputs = _codes([e.group for e in examples])
-    obs = Observations("linkage-webglm", [e.id for e in examples], np.arange(1, len(examples) + 1), names, system,
-                       None, inputs, np.asarray([e.label for e in examples], dtype=float),
-                       np.full(len(examples), np.nan), scores)
-    return obs, _range(judge)
+    obs = Observations(source, [e.id for e in examples], np.arange(1, len(examples) + 1), names, system, None, inputs,
+                       np.asarray([e.label for e in examples], dtype=float), np.full(len(examples), np.nan), scores)
+    return obs, _range(judge), np.column_stack([scores, signals])
 
 
-def ragchecker(judge: Path, cache: Path) -> tuple[Observations, tuple[float, float]]:
+def ragchecker(judge: Path, cache: Path) -> tuple[Observations, tuple[float, float], np.ndarray]:
     """RAGChecker's 560 labeled comparisons; the judge scores each response against the reference answer, and a
-    comparison's judge figure is answer_b's score minus answer's (on [low - high, high - low])."""
+    comparison's judge figure (and each signal) is answer_b's minus answer's (on [low - high, high - low])."""
     from judgetune.datasets import Example
 
     examples, _ = datasets.load_data(SETS["ragchecker"])
@@ -94,15 +111,18 @@ def ragchecker(judge: Path, cache: Path) -> tuple[Observations, tuple[float, flo
         for slot, text in (("a", e.answer), ("b", e.answer_b)):
             key = f"{e.meta['instance_id']}-{slot}"
             responses.setdefault(key, Example(id=key, question=e.question, answer=text, references=e.references))
-    scored = dict(zip(responses, _cached(cache, "ragchecker", judge, list(responses.values()))))
-    diff = [scored[f"{e.meta['instance_id']}-b"] - scored[f"{e.meta['instance_id']}-a"] for e in examples]
+    scores, signals = _cached(cache, "ragchecker", judge, list(responses.values()))
+    at = {key: i for i, key in enumerate(responses)}
+    a = [at[f"{e.meta['instance_id']}-a"] for e in examples]
+    b = [at[f"{e.meta['instance_id']}-b"] for e in examples]
+    features = np.column_stack([scores[b] - scores[a], signals[b] - signals[a]])
     names, system = _codes([e.meta["model_a"] for e in examples] + [e.meta["model_b"] for e in examples])
     n = len(examples)
     obs = Observations("ragchecker", [e.id for e in examples], np.arange(1, n + 1), names, system[:n], system[n:],
                        np.full(n, -1), np.asarray([e.preference for e in examples], dtype=float), np.full(n, np.nan),
-                       np.asarray(diff, dtype=float))
+                       features[:, 0])
     low, high = _range(judge)
-    return obs, (low - high, high - low)
+    return obs, (low - high, high - low), features
 
 
 def _range(judge: Path) -> tuple[float, float]:
@@ -116,20 +136,25 @@ def _masked(obs: Observations, keep: np.ndarray) -> Observations:
                         obs.probabilities, obs.scores)
 
 
-def _draw(obs: Observations, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Which rows keep their label: n questions' rows (pointwise), or 4 n rows of all (pairwise)."""
+def _draw(obs: Observations, n: int, rng: np.random.Generator, paired: bool) -> np.ndarray:
+    """Which rows keep their label: 4 n rows of all (pairwise), n inputs' rows (``paired``), or n rows per system."""
     if obs.pairwise:
         rows = rng.choice(len(obs), min(len(obs), 4 * n), replace=False)
         return np.isin(np.arange(len(obs)), rows)
-    inputs = np.unique(obs.inputs)
-    return np.isin(obs.inputs, rng.choice(inputs, min(len(inputs), n), replace=False))
+    if paired:
+        inputs = np.unique(obs.inputs)
+        return np.isin(obs.inputs, rng.choice(inputs, min(len(inputs), n), replace=False))
+    keep = np.zeros(len(obs), dtype=bool)
+    for code in range(len(obs.names)):
+        rows = np.flatnonzero(obs.system == code)
+        keep[rng.choice(rows, min(len(rows), n), replace=False)] = True
+    return keep
 
 
-FIELDS = {"mean": {"ppi++": ("ppi", "ppi_low", "ppi_high"), "labels": ("labels", "labels_low", "labels_high"),
-                   "judge": ("judge", None, None)},
-          "difference": {"ppi++": ("difference", "low", "high"),
-                         "labels": ("labels_difference", "labels_low", "labels_high"),
-                         "judge": ("judge_difference", None, None)}}
+FIELDS = {"mean": {"labels": ("labels", "labels_low", "labels_high"), "judge": ("judge", None, None),
+                   "estimate": ("ppi", "ppi_low", "ppi_high")},
+          "difference": {"labels": ("labels_difference", "labels_low", "labels_high"),
+                         "judge": ("judge_difference", None, None), "estimate": ("difference", "low", "high")}}
 
 
 def _truth(obs: Observations, scale: tuple[float, float]) -> dict[str, list[float]]:
@@ -138,10 +163,12 @@ def _truth(obs: Observations, scale: tuple[float, float]) -> dict[str, list[floa
     return {"mean": [s["labels"] for s in full.systems], "difference": [p["labels_difference"] for p in full.pairs]}
 
 
-def _outcomes(records: list[dict], truth: list[float], what: str, tally: dict) -> None:
-    """Add one draw's estimates of one kind (system means or differences) to the running tallies."""
+def _outcomes(records: list[dict], truth: list[float], what: str, tally: dict, methods: dict[str, str]) -> None:
+    """Add one draw's estimates of one kind (system means or differences) to the running tallies; ``methods``
+    maps a field group of FIELDS to the method name it is tallied under."""
     for record, target in zip(records, truth):
-        for method, (key, low, high) in FIELDS[what].items():
+        for group, method in methods.items():
+            key, low, high = FIELDS[what][group]
             value = record.get(key)
             entry = tally.setdefault((what, method), {"covered": [], "width": [], "error": [], "worth": [],
                                                       "missing": 0})
@@ -152,14 +179,16 @@ def _outcomes(records: list[dict], truth: list[float], what: str, tally: dict) -
             entry["covered"].append(lo - 1e-9 <= target <= hi + 1e-9)
             entry["width"].append(hi - lo)
             entry["error"].append(abs(value - target))
-            if method == "ppi++" and record.get("labels_worth") is not None:
+            if group == "estimate" and record.get("labels_worth") is not None:
                 entry["worth"].append(record["labels_worth"])
 
 
 def _rows(n: int, draws: int, tally: dict) -> list[dict[str, Any]]:
     out = []
     for (what, method), entry in tally.items():
-        row = {"n": n, "what": what, "method": method, "coverage": float(np.mean(entry["covered"])),
+        covered = np.asarray(entry["covered"], dtype=float)
+        row = {"n": n, "what": what, "method": method, "coverage": float(covered.mean()),
+               "coverage_se": float(covered.std(ddof=1) / np.sqrt(len(covered))) if len(covered) > 1 else None,
                "width": float(np.mean(entry["width"])), "draws": draws, "estimates": len(entry["covered"]),
                "missing": entry["missing"], "error": float(np.mean(entry["error"]))}
         if entry["worth"]:
@@ -169,20 +198,26 @@ def _rows(n: int, draws: int, tally: dict) -> list[dict[str, Any]]:
     return out
 
 
-def coverage(obs: Observations, scale: tuple[float, float], sizes: list[int], draws: int,
-             seed: int) -> list[dict[str, Any]]:
-    """Per size: every draw's estimates against the all-labels values (see the module)."""
+def coverage(obs: Observations, scale: tuple[float, float], features: np.ndarray, sizes: list[int], draws: int,
+             seed: int, paired: bool) -> list[dict[str, Any]]:
+    """Per size: every draw's estimates by each method against the all-labels values (see the module)."""
     truth = _truth(obs, scale)
     rows = []
     for n in sizes:
         rng, tally = np.random.default_rng([seed, n]), {}
-        for _ in range(draws):
-            est = estimate_observations(_masked(obs, _draw(obs, n, rng)), scale)
-            _outcomes(est.systems, truth["mean"], "mean", tally)
-            _outcomes(est.pairs, truth["difference"], "difference", tally)
+        for draw in range(draws):
+            drawn = _masked(obs, _draw(obs, n, rng, paired))
+            est = estimate_observations(drawn, scale)
+            for what, records in (("mean", est.systems), ("difference", est.pairs)):
+                _outcomes(records, truth[what], what, tally, {"labels": "labels", "judge": "judge", "estimate": "ppi++"})
+            if (~np.isnan(drawn.labels)).sum() >= 10:
+                crossed = estimate_observations(cross_observations(drawn, features, scale, seed=draw), scale, lam=1.0,
+                                                method="cross")
+                for what, records in (("mean", crossed.systems), ("difference", crossed.pairs)):
+                    _outcomes(records, truth[what], what, tally, {"estimate": "cross"})
         rows += _rows(n, draws, tally)
-        print(f"n={n}: " + ", ".join(f"{r['what']} {r['method']} {r['coverage']:.3f}" for r in rows[-6:]),
-              file=sys.stderr)
+        print(f"n={n}: " + ", ".join(f"{r['what']} {r['method']} {r['coverage']:.3f} {r['width']:.3f}"
+                                     for r in rows if r["n"] == n and r["method"] != "judge"), file=sys.stderr)
     return rows
 
 
@@ -191,11 +226,20 @@ def judge_figures(obs: Observations, scale: tuple[float, float]) -> dict[str, An
     from judgetune import stats
     from judgetune.estimating import sides
 
-    spearman = scipy_stats.spearmanr(obs.scores, obs.labels).statistic
+    ok = ~np.isnan(obs.scores)
+    spearman = scipy_stats.spearmanr(obs.scores[ok], obs.labels[ok]).statistic
     worth = {side.name: stats.labels_worth(side.y[side.inside], side.f[side.inside])["labels_worth"]
-             for side in sides(obs, scale)}
-    return {"spearman": float(spearman), "labels_worth_all_rows": worth,
+             for side in sides(obs, scale) if side.inside.sum() > 2}
+    return {"spearman": float(spearman), "failed": int((~ok).sum()), "labels_worth_all_rows": worth,
             "labels_worth_all_rows_mean": float(np.mean(list(worth.values())))}
+
+
+def piles(obs: Observations) -> dict[str, float]:
+    """The share of labels at the scale's top value, at its bottom value, and at the commonest value."""
+    y = obs.labels[~np.isnan(obs.labels)]
+    values, counts = np.unique(y, return_counts=True)
+    return {"labels_at_top": float(np.mean(y == y.max())), "labels_at_bottom": float(np.mean(y == y.min())),
+            "labels_at_commonest": float(counts.max() / len(y)), "commonest": float(values[counts.argmax()])}
 
 
 def _speed_files(folder: Path, rows: int, systems: int, seed: int) -> tuple[Path, Path, Path]:
@@ -255,7 +299,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache", type=Path, default=Path("runs/estimate-benchmark"),
-                        help="where the judge's scores are kept between runs")
+                        help="where the judge's scores and the signals are kept between runs")
     parser.add_argument("--speed", action="store_true", help="time judgetune estimate on --rows x --systems rows")
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--systems", type=int, default=8)
@@ -266,15 +310,21 @@ def main() -> None:
     else:
         if args.set is None or args.judge is None:
             parser.error("--set and --judge are needed (or --speed)")
-        obs, scale = (webglm if args.set == "webglm" else ragchecker)(args.judge, args.cache)
+        if args.set == "ragchecker":
+            obs, scale, features = ragchecker(args.judge, args.cache)
+        else:
+            obs, scale, features = pointwise(SETS[args.set], args.judge, args.cache)
         judge = json.loads(args.judge.read_text())
         meta = {"set": SETS[args.set], "judge": {"path": str(args.judge), "sha256": _sha(args.judge),
                                                  "kind": judge["judge"], "tuned_on": judge.get("data", {}).get("source"),
                                                  "label_range": judge["label_range"]},
                 "systems": obs.names, "rows": len(obs), "draws": args.draws, "seed": args.seed,
                 "target": "the all-labels value: each system's mean (win rate) with every row labeled",
-                "judge_figures": judge_figures(obs, scale)}
-        payload = {"rows": coverage(obs, scale, args.sizes, args.draws, args.seed), "meta": meta}
+                "cross": "judgetune estimate --fit signals: ridge on the judge's score and the hybrid's cheap signals, "
+                         "5 folds over every system's drawn labels (whole inputs per fold); needs 10 labels in all",
+                "judge_figures": judge_figures(obs, scale), **piles(obs)}
+        payload = {"rows": coverage(obs, scale, features, args.sizes, args.draws, args.seed,
+                                    paired=args.set == "webglm"), "meta": meta}
     print(json.dumps(payload, indent=1))
     if args.out:
         note = f"loadavg at the end {os.getloadavg()[0]:.1f} (other jobs share the 2 cores)"

@@ -477,3 +477,93 @@ def test_win_rates_from_pairwise_comparisons(run_cli, tmp_path):
     assert all(s["rows"] == 120 and 0 <= s["ppi_low"] <= s["ppi_high"] <= 1 for s in rates.values())
     poor = next(p for p in result["pairs"] if {p["a"], p["b"]} == {"good", "poor"})
     assert poor["pairing"] == "comparisons" and poor["labels_needed_per"] == "comparison" and poor["p_value"] < 0.01
+
+
+# --- bounded labels: few per system, piled at one end ------------------------------------------------------------
+
+def test_an_all_equal_sample_gets_a_non_zero_interval_on_the_scale():
+    est = stats.labels_mean([5.0] * 10, rows=100, scale=(1.0, 5.0))
+    assert est.value == 5.0 and est.high == 5.0 and 0 < est.width < 1.5  # not [5, 5]
+    judged = stats.ppi_mean([5.0] * 10, [4.6] * 10, [4.0] * 90, scale=(1.0, 5.0))
+    assert judged.low < 5.0 and judged.high <= 5.0
+
+
+def test_two_labels_per_system_stay_on_the_scale_and_identical_labels_differ_by_nothing():
+    rng = np.random.default_rng(4)
+    judge = np.clip(rng.normal(3, 1.2, 200), 0, 5)  # a judge that knows nothing of these labels
+    for seed in range(200):
+        pick = np.random.default_rng(seed).choice(200, 2, replace=False)
+        labels = np.asarray([3.0, 5.0]) if seed % 2 else np.asarray([4.0, 4.0])
+        est = stats.ppi_mean(labels, judge[pick], np.delete(judge, pick), scale=(0.0, 5.0))
+        assert 0.0 <= est.low <= est.value <= est.high <= 5.0
+        assert est.lam == 0.0  # below MIN_JUDGED labels the estimate is the labels' own
+    same = stats.difference_paired([4.0, 5.0], [4.0, 5.0], [1.0, 4.0], [4.9, 0.2], [3.0] * 20, [2.0] * 20,
+                                   scale=(0.0, 5.0))
+    assert same.low < 0 < same.high and same.p_value() > 0.5
+
+
+def _ceiling_population(rng: np.random.Generator, systems: int, rows: int) -> tuple[np.ndarray, ...]:
+    """Systems whose 1-5 labels pile at 5 (70-90%), and a judge on the labels' scale that sees them through noise."""
+    system = np.repeat(np.arange(systems), rows)
+    top = 0.7 + 0.2 * rng.random(systems)
+    labels = np.where(rng.random(len(system)) < top[system], 5.0, rng.integers(1, 5, len(system)).astype(float))
+    judge = np.clip(labels + rng.normal(0, 0.9, len(labels)), 1, 5)
+    return system, labels, judge
+
+
+@pytest.mark.parametrize("n", [5, 10])
+def test_labels_piled_at_the_top_are_covered_at_few_labels(n):
+    """The t interval covers about 80% here at 5 labels (samples of all 5s get zero width); the bounded one
+    holds its level."""
+    rng = np.random.default_rng(8)
+    system, labels, judge = _ceiling_population(rng, 8, 100)
+    hits = {"labels": [], "ppi++": []}
+    for _ in range(150):
+        for k in range(8):
+            rows = np.flatnonzero(system == k)
+            pick = rng.choice(rows, n, replace=False)
+            rest = np.setdiff1d(rows, pick)
+            target = labels[rows].mean()
+            for name, est in (("labels", stats.labels_mean(labels[pick], rows=100, scale=(1.0, 5.0))),
+                              ("ppi++", stats.ppi_mean(labels[pick], judge[pick], judge[rest], scale=(1.0, 5.0)))):
+                hits[name].append(est.low <= target <= est.high)
+    for name, hit in hits.items():
+        assert 0.93 <= np.mean(hit) <= 0.99, (name, np.mean(hit))
+
+
+def test_a_judge_cross_fitted_on_every_systems_labels_holds_and_is_worth_labels():
+    from judgetune.estimating import Observations, estimate_observations
+    from judgetune.estimating._cross import cross_observations
+
+    rng = np.random.default_rng(12)
+    system, labels, judge = _ceiling_population(rng, 8, 100)
+    raw = 2 * judge + rng.normal(0, 0.3, len(judge))  # the frozen judge on its own scale: the fit maps it
+    truth = [labels[system == k].mean() for k in range(8)]
+    hits, worth = [], []
+    for draw in range(60):
+        keep = np.zeros(len(labels), dtype=bool)
+        for k in range(8):
+            keep[rng.choice(np.flatnonzero(system == k), 10, replace=False)] = True
+        obs = Observations("t", [str(i) for i in range(len(labels))], np.arange(len(labels)), [str(k) for k in range(8)],
+                           system, None, np.full(len(labels), -1), np.where(keep, labels, np.nan),
+                           np.full(len(labels), np.nan), raw)
+        crossed = estimate_observations(cross_observations(obs, raw[:, None], (1.0, 5.0), seed=draw), (1.0, 5.0),
+                                        lam=1.0, method="cross")
+        for record, target in zip(crossed.systems, truth):
+            hits.append(record["ppi_low"] <= target <= record["ppi_high"])
+            worth.append(record["labels_worth"])
+    assert 0.92 <= np.mean(hits) <= 0.99, np.mean(hits)
+    assert np.mean(worth) > 1.2, np.mean(worth)
+
+
+def test_cross_fitting_never_predicts_a_label_from_a_model_that_saw_it():
+    from judgetune.estimating._cross import cross_fit
+
+    rng = np.random.default_rng(1)
+    labels = rng.integers(1, 6, 300).astype(float)
+    identity = np.eye(300)  # one feature per row: a model that saw a row's label could learn it exactly
+    labeled = np.where(rng.random(300) < 0.5, labels, np.nan)
+    predicted = cross_fit(labeled, identity, np.full(300, -1), (1.0, 5.0))
+    seen = ~np.isnan(labeled)
+    # out of fold a row's own feature was never trained on: its prediction is about the other folds' mean
+    assert np.corrcoef(predicted[seen], labels[seen])[0, 1] < 0.2

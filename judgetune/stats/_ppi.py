@@ -22,11 +22,15 @@ Two targets:
 Bounded labels (``scale`` given; ``judgetune estimate`` always gives it). Labels piled at one end of the scale
 make the sample variance small or zero in exactly the samples that miss the rare labels at the other end, and a
 t interval then covers far below its level (65% with 10 labels per system on a summarization set rated mostly
-5). The interval's variance is computed as if the sample held ``PSEUDO`` more outcome at each end of the scale
-(``bounded_variance``): the Agresti-Coull idea for proportions carried to any bounded outcome, so an all-equal
-sample gets a non-zero interval and the floor fades as ``1 / n``. The point estimate stays the unbiased one; the
-interval is ``value +- z * se`` with the normal quantile on ``n + 2 * PSEUDO`` outcomes, then clipped to the scale,
-and the value is clipped too: no estimate is off the scale.
+5). An outcome on ``[low, high]``, rescaled to [0, 1], has variance at most ``mu (1 - mu)`` at mean ``mu``; its
+estimate's variance is written ``keep * rho * mu (1 - mu) / n`` with ``rho`` the dispersion: the sample's
+(residual) variance over that bound at the estimate, shrunk toward 1 (the binary outcome's) by ``PSEUDO``
+observation (``dispersion``). The interval holds every ``mu`` that this variance, taken at ``mu`` itself, does not
+reject: Wilson's score interval for a proportion with ``n / (keep * rho)`` trials (``score_interval``). So an
+all-equal sample is read as a binary one (Wilson's interval, never zero width), a sample near the scale's end
+gets the asymmetric interval that holds there, the interval never leaves the scale, and a judge that halves the
+residual variance halves ``rho``: it is still worth what it explains. The point estimate is the unbiased one,
+clipped to the scale; p-values are the score test's (the variance at the null), so they agree with the interval.
 """
 
 from __future__ import annotations
@@ -34,14 +38,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy import special as _special
 
-__all__ = ["MIN_JUDGED", "PSEUDO", "Estimate", "adjusted_residuals", "bounded_variance", "judge_mean", "labels_mean",
-           "labels_worth", "ppi_mean", "pseudo_spread", "residual_floor", "shrink", "tuned_lambda", "worth_of", "z_value"]
+__all__ = ["MIN_JUDGED", "PSEUDO", "Estimate", "adjusted_residuals", "dispersion", "judge_mean", "labels_mean",
+           "labels_worth", "ppi_mean", "residual_floor", "score_interval", "tuned_lambda", "worth_of", "z_value"]
 
-PSEUDO = 1.0  # outcomes added at each end of the scale to the interval's variance (see the module)
+PSEUDO = 1.0  # observations of a binary outcome's dispersion that every sample's is shrunk toward (see the module)
 MIN_JUDGED = 8  # labels below which the weight on the judge is 0 (the estimate is the labels' own)
 
 Numbers = Sequence[float] | np.ndarray
@@ -65,6 +70,8 @@ class Estimate:
     lam: float
     residual_var: float
     df: float | None = None
+    scale: tuple[float, float] | None = None  # a score interval's bounds (see the module)
+    score_factor: float | None = None  # keep * rho / n: the variance of the rescaled estimate is this x mu (1 - mu)
 
     @property
     def width(self) -> float:
@@ -72,13 +79,20 @@ class Estimate:
 
     def p_value(self, null: float = 0.0) -> float:
         """Two-sided p-value of ``value == null`` from the interval's t (or normal) distribution (1 when se is 0
-        and value is null, 0 when se is 0 and it is not)."""
+        and value is null, 0 when se is 0 and it is not); a score interval's is the score test's."""
+        if self.scale is not None and self.score_factor is not None:
+            low, high = self.scale
+            u0, u = (null - low) / (high - low), (self.value - low) / (high - low)
+            var = self.score_factor * u0 * (1 - u0)
+            if var <= 0:
+                return 1.0 if math.isclose(u, u0, abs_tol=1e-12) else 0.0
+            return float(2 * _special.ndtr(-abs(u - u0) / math.sqrt(var)))
         if self.se == 0:
             return 1.0 if math.isclose(self.value, null, abs_tol=1e-12) else 0.0
         t = abs(self.value - null) / self.se
         return float(2 * (_special.ndtr(-t) if self.df is None else _special.stdtr(self.df, -t)))
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -111,33 +125,36 @@ def _interval(value: float, se: float, alpha: float, *, df: float | None = None,
     return Estimate(value=float(value), se=float(se), low=float(low), high=float(high), df=df, **fields)
 
 
-def pseudo_spread(center: float, scale: tuple[float, float]) -> float:
-    """The squared distances from a sample's mean to the two ends of its scale: what one pseudo-outcome at each end
-    adds to the sample's sum of squares."""
+def dispersion(variance: float, n: int, value: float, scale: tuple[float, float], *, cap: bool) -> float:
+    """``rho`` of the module: ``variance`` (a sample's, per outcome) over the bound ``mu (1 - mu)`` at ``value``,
+    both on the scale rescaled to [0, 1], shrunk toward 1 by ``PSEUDO`` observation; 1 at the scale's ends. ``cap``:
+    at most ``n / (n - 1)``, which a sample of outcomes on the scale never exceeds (not so a residual)."""
     low, high = scale
     if not low < high:
         raise ValueError(f"scale: expected low below high, got {low} and {high}")
-    return (low - center) ** 2 + (high - center) ** 2
+    u = min(max((value - low) / (high - low), 0.0), 1.0)
+    bound = u * (1 - u)
+    rho = max(variance, 0.0) / (high - low) ** 2 / bound if bound > 0 else 1.0
+    if cap:
+        rho = min(rho, n / (n - 1))
+    return ((n - 1) * rho + PSEUDO) / (n - 1 + PSEUDO)
 
 
-def bounded_variance(variance: float, n: int, spread: float) -> float:
-    """The per-outcome variance of n outcomes (sample variance ``variance``) with ``PSEUDO`` more at each end of
-    their scale (``spread``: ``pseudo_spread``); an interval divides it by ``n + 2 * PSEUDO``."""
-    return ((n - 1) * max(variance, 0.0) + PSEUDO * spread) / (n + 2 * PSEUDO - 1)
-
-
-def shrink(n: int) -> float:
-    """What the bounded interval keeps of a sample variance of n outcomes (``bounded_variance`` over
-    ``n + 2 * PSEUDO``, against the plain variance over n)."""
-    return n * (n - 1) / ((n + 2 * PSEUDO - 1) * (n + 2 * PSEUDO))
-
-
-def _bounded(value: float, variance: float, n: int, spread: float, keep: float, scale: tuple[float, float],
-             alpha: float, **fields: float) -> Estimate:
-    """The bounded interval (see the module): its ``residual_var`` is per label, ``se^2 = keep * residual_var / n``."""
-    per_label = bounded_variance(variance, n, spread) * n / (n + 2 * PSEUDO)
-    se = math.sqrt(max(keep, 0.0) * per_label / n)
-    return _interval(value, se, alpha, scale=scale, labeled=n, residual_var=per_label, **fields)
+def score_interval(value: float, variance: float, n: int, keep: float, scale: tuple[float, float], alpha: float, *,
+                   cap: bool = False, **fields: Any) -> Estimate:
+    """The bounded estimate of the module: ``value`` (clipped to ``scale``) with Wilson's interval for ``n`` outcomes
+    of per-outcome ``variance`` (``keep``: the finite-population factor ``1 - n / N``); ``se`` is the plug-in one,
+    ``residual_var`` the per-label variance it implies (``se^2 = keep * residual_var / n``)."""
+    low, high = scale
+    rho = dispersion(variance, n, value, scale, cap=cap)
+    u = min(max((value - low) / (high - low), 0.0), 1.0)
+    factor = max(keep, 0.0) * rho / n
+    per_label = rho * u * (1 - u) * (high - low) ** 2
+    k = z_value(alpha) ** 2 * factor
+    center, half = (u + k / 2) / (1 + k), math.sqrt(k * u * (1 - u) + k * k / 4) / (1 + k)
+    return Estimate(value=low + (high - low) * u, se=math.sqrt(factor * u * (1 - u)) * (high - low),
+                    low=low + (high - low) * max(center - half, 0.0), high=low + (high - low) * min(center + half, 1.0),
+                    labeled=n, residual_var=per_label, scale=(float(low), float(high)), score_factor=factor, **fields)
 
 
 def residual_floor(resid: float, labels: np.ndarray) -> float:
@@ -159,9 +176,9 @@ def adjusted_residuals(labels: Numbers, judged: Numbers, lam: float) -> np.ndarr
 
 
 def labels_mean(labels: Numbers, *, rows: int | None = None, alpha: float = 0.05,
-                scale: tuple[float, float] | None = None, spread: float | None = None) -> Estimate:
-    """The mean of the labels with its t interval, or with ``scale`` (the labels' bounds) the bounded interval of
-    the module (``spread``: its pseudo-outcomes' sum of squares, ``pseudo_spread`` of the mean by default).
+                scale: tuple[float, float] | None = None) -> Estimate:
+    """The mean of the labels with its t interval, or with ``scale`` (the labels' bounds) the score interval of
+    the module.
     ``rows``: the rows the labels were drawn from, for the mean over those rows (finite-population
     correction); None: the mean of an unlimited source."""
     y = _array(labels, "labels")
@@ -173,8 +190,7 @@ def labels_mean(labels: Numbers, *, rows: int | None = None, alpha: float = 0.05
     keep = 1.0 if rows is None else 1 - n / total
     var = float(np.var(y, ddof=1))
     if scale is not None:
-        spread = pseudo_spread(float(y.mean()), scale) if spread is None else spread
-        return _bounded(float(y.mean()), var, n, spread, keep, scale, alpha, rows=total, lam=0.0)
+        return score_interval(float(y.mean()), var, n, keep, scale, alpha, cap=True, rows=total, lam=0.0)
     return _interval(float(y.mean()), math.sqrt(max(keep, 0.0) * var / n), alpha, labeled=n, rows=total, lam=0.0,
                      residual_var=var, df=n - 1)
 
@@ -207,11 +223,11 @@ def tuned_lambda(labels: Numbers, judged: Numbers, *, unlabeled: int | None = No
 
 
 def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: float = 0.05, lam: float | None = None,
-             finite: bool = True, scale: tuple[float, float] | None = None, spread: float | None = None) -> Estimate:
+             finite: bool = True, scale: tuple[float, float] | None = None) -> Estimate:
     """The PPI++ mean: ``labels`` and the judge's scores on the same rows (``judged``), and the judge's scores
     on the rows without a label (``unlabeled``). ``lam`` None: power-tuned (see ``tuned_lambda``; 0 below
-    ``MIN_JUDGED`` labels); ``finite``: the target; ``scale``: the labels' bounds, for the bounded interval (see
-    the module; ``spread`` as ``labels_mean``'s).
+    ``MIN_JUDGED`` labels); ``finite``: the target; ``scale``: the labels' bounds, for the score interval (see
+    the module).
 
     Raises:
         ValueError: fewer than 2 labels, mismatched lengths, non-finite values, or no unlabeled row when
@@ -230,8 +246,7 @@ def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: flo
             resid = float(np.sum(adjusted_residuals(y, f, weight) ** 2)) / (n - 1)
         keep = max(0.0, 1 - n / (n + m))
         if scale is not None:
-            spread = pseudo_spread(float(y.mean()), scale) if spread is None else spread
-            return _bounded(value, resid, n, spread, keep, scale, alpha, rows=n + m, lam=weight)
+            return score_interval(value, resid, n, keep, scale, alpha, cap=weight == 0, rows=n + m, lam=weight)
         resid = residual_floor(resid, y)
         se = math.sqrt(keep * resid / n)
         return _interval(value, se, alpha, labeled=n, rows=n + m, lam=weight, residual_var=resid, df=n - 1)
@@ -247,7 +262,9 @@ def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: flo
 
 def worth_of(labels: Estimate, judged: Estimate) -> float | None:
     """What a judge-assisted estimate is worth in labels: the labels-only variance over its own (1 when both are
-    0; None when only its own is)."""
+    0; None when only its own is); for score intervals, the ratio of their variances at one mean (of ``rho``)."""
+    if labels.score_factor is not None and judged.score_factor is not None and judged.score_factor > 0:
+        return labels.score_factor / judged.score_factor
     if judged.se > 0:
         return labels.se ** 2 / judged.se ** 2
     if labels.se == 0:

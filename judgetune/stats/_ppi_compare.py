@@ -21,21 +21,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from scipy import special as _special
 
 from judgetune.stats._ppi import (
-    PSEUDO,
     Estimate,
     Numbers,
     _interval,
     adjusted_residuals,
-    bounded_variance,
     labels_mean,
     ppi_mean,
-    pseudo_spread,
-    shrink,
+    score_interval,
     z_value,
 )
 
@@ -52,17 +50,14 @@ def difference_paired(labels_a: Numbers, labels_b: Numbers, judged_a: Numbers, j
     (PPI++ on the differences, ``lam`` as ``ppi_mean``'s) or ``labels`` (the labeled differences alone);
     ``scale``: the labels' bounds (a difference lies within ``+-(high - low)``)."""
     d = np.asarray(labels_b, dtype=float) - np.asarray(labels_a, dtype=float)
-    bounds, spread = None, None
-    if scale is not None:  # each system's pseudo-outcomes (see bounded_variance), on the differences' bounds
-        bounds = (scale[0] - scale[1], scale[1] - scale[0])
-        spread = sum(pseudo_spread(float(np.mean(v)), scale) for v in (labels_a, labels_b))
+    bounds = None if scale is None else (scale[0] - scale[1], scale[1] - scale[0])
     if method == "labels":
-        return labels_mean(d, rows=len(d) + len(unlabeled_a), alpha=alpha, scale=bounds, spread=spread)
+        return labels_mean(d, rows=len(d) + len(unlabeled_a), alpha=alpha, scale=bounds)
     if method != "ppi++":
         raise ValueError(f"method: expected 'ppi++' or 'labels', got {method!r}")
     judged = np.asarray(judged_b, dtype=float) - np.asarray(judged_a, dtype=float)
     unlabeled = np.asarray(unlabeled_b, dtype=float) - np.asarray(unlabeled_a, dtype=float)
-    return ppi_mean(d, judged, unlabeled, alpha=alpha, lam=lam, scale=bounds, spread=spread)
+    return ppi_mean(d, judged, unlabeled, alpha=alpha, lam=lam, scale=bounds)
 
 
 def welch_df(a: Estimate, b: Estimate) -> float | None:
@@ -81,7 +76,10 @@ def difference_unpaired(a: Estimate, b: Estimate, *, alpha: float = 0.05,
     variance of one label of each); ``lam`` is not defined (nan); ``scale``: the labels' bounds (the difference
     is clipped to ``+-(high - low)``)."""
     spread = None if scale is None else (scale[0] - scale[1], scale[1] - scale[0])
-    return _interval(b.value - a.value, math.hypot(a.se, b.se), alpha, labeled=a.labeled + b.labeled,
+    se = math.hypot(a.se, b.se)
+    if a.score_factor is not None and b.score_factor is not None:  # score intervals: their widths, never 0 at an end
+        se = math.hypot(a.width, b.width) / (2 * z_value(alpha))
+    return _interval(b.value - a.value, se, alpha, labeled=a.labeled + b.labeled,
                      rows=a.rows + b.rows, lam=math.nan, residual_var=a.residual_var + b.residual_var,
                      df=welch_df(a, b), scale=spread)
 
@@ -93,16 +91,6 @@ def _domain(y: np.ndarray, f: np.ndarray, inside: np.ndarray, labeled: np.ndarra
     if lam == 0:
         return labels_mean(y[mine], rows=int(inside.sum()), alpha=alpha, scale=scale)
     return ppi_mean(y[mine], f[mine], f[inside & ~labeled], alpha=alpha, lam=lam, scale=scale)
-
-
-def _floor(y: np.ndarray, inside: np.ndarray, labeled: np.ndarray, scale: tuple[float, float]) -> float:
-    """The variance the bounded interval adds to one system's mean: its ``PSEUDO`` outcomes at each end of the
-    scale (``bounded_variance`` with a sample variance of 0), over its labeled rows, corrected for the finite
-    population."""
-    mine = inside & labeled
-    n, rows = int(mine.sum()), int(inside.sum())
-    added = bounded_variance(0.0, n, pseudo_spread(float(y[mine].mean()), scale)) / (n + 2 * PSEUDO)
-    return max(0.0, 1 - n / rows) * added
 
 
 def _contribution(y: np.ndarray, f: np.ndarray, inside: np.ndarray, rows: np.ndarray, est: Estimate,
@@ -127,8 +115,8 @@ def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Nu
     """``(A, B, B - A)`` over the N rows of a file whose labeled rows are one simple random sample of all: per
     row the outcome for A and for B (``y``, anything where unlabeled), the judge's (``f``), whether the row is
     A's or B's (``in``), and whether it is labeled. ``method``: ``ppi++`` (``lam`` as ``ppi_mean``'s) or
-    ``labels``; ``scale``: the outcomes' bounds (win values: 0-1), whose floor (see ``bounded_variance``) each
-    system adds to the difference's variance.
+    ``labels``; ``scale``: the outcomes' bounds (win values: 0-1), for a score interval on the difference's bounds
+    (see ``judgetune.stats._ppi``).
 
     Raises:
         ValueError: fewer than 2 labeled rows for A or B, or mismatched lengths.
@@ -149,13 +137,14 @@ def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Nu
         alone = [_domain(y, f, inside, lab, 0.0, alpha, None) for y, f, inside in ((ya, fa, ia), (yb, fb, ib))]
         z0 = _contribution(yb, fb, ib, rows, alone[1], False) - _contribution(ya, fa, ia, rows, alone[0], False)
         var = max(var, total ** 2 * float(np.var(z0, ddof=1)) / n ** 2)
-    var *= max(0.0, 1 - n / total)
+    keep = max(0.0, 1 - n / total)
+    fields = {"rows": int((ia | ib).sum()), "lam": math.nan}
     if scale is not None:
-        var = var * shrink(n) + _floor(ya, ia, lab, scale) + _floor(yb, ib, lab, scale)
-    spread = None if scale is None else (scale[0] - scale[1], scale[1] - scale[0])
-    diff = _interval(b.value - a.value, math.sqrt(var), alpha, labeled=int((lab & (ia | ib)).sum()),
-                     rows=int((ia | ib).sum()), lam=math.nan, residual_var=n * var, df=None if scale else welch_df(a, b),
-                     scale=spread)
+        spread = (scale[0] - scale[1], scale[1] - scale[0])
+        diff = score_interval(b.value - a.value, n * var, n, keep, spread, alpha, **fields)
+        return a, b, replace(diff, labeled=int((lab & (ia | ib)).sum()))
+    diff = _interval(b.value - a.value, math.sqrt(keep * var), alpha, labeled=int((lab & (ia | ib)).sum()),
+                     residual_var=n * var, df=welch_df(a, b), **fields)
     return a, b, diff
 
 
