@@ -129,7 +129,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> dict:
     (base / "shared").mkdir()
     (base / "shared" / "data").symlink_to(mirror, target_is_directory=True)
     env = {**os.environ, "JUDGETUNE_DATA_MIRROR": str(mirror), "JUDGETUNE_DATA_DIR": str(folder / "datasets"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONUNBUFFERED": "1"}
     examples = datasets.load("sts2012-msrpar", root=base / "datasets", mirror=mirror)
     _write_csv(folder / "mine.csv", ["id", "answer", "reference", "label"],
                [[e.id, e.answer, e.references[0].text, e.label] for e in examples[:300]])
@@ -177,8 +177,9 @@ def test_documented_block(block: Block, workspace: dict) -> None:
     for command in commands(block):
         if command not in seen:
             done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=workspace["folder"],
-                                  env=workspace["env"], capture_output=True, text=True, timeout=3600)
-            seen[command] = done.stdout + done.stderr
+                                  env=workspace["env"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=3600)
+            seen[command] = done.stdout  # stderr within it, in the order a terminal shows them
             assert done.returncode == 0, f"{block.name}: `{command}` exited {done.returncode}:\n{seen[command]}"
         outputs.append(seen[command])
     printed[block.name] = "".join(outputs)
