@@ -35,7 +35,7 @@ from judgetune._frozen import (
 )
 from judgetune._offline import keep_litellm_offline
 from judgetune.config import JudgeConfig
-from judgetune.errors import JudgetuneError, SettingsError
+from judgetune.errors import DataValidationError, JudgetuneError, SettingsError
 
 if TYPE_CHECKING:
     import optuna
@@ -310,9 +310,29 @@ def estimate(judge: str | Path | FrozenJudge, data: Any, *, by: str | Sequence[s
     with tempfile.TemporaryDirectory(prefix="judgetune-estimate-") as folder:
         data_path = _data_file(data, Path(folder))
         labeled_path = None if labeled is None else _data_file(labeled, Path(folder) / "labeled")
-        result = estimate_files(config, data_path, by, scores=scores, labeled=labeled_path, fields=fields,
-                                label=label, scale=scale, alpha=1 - confidence, api_base=api_base, frozen=frozen)
+        # rows given in memory are named "data" and "labeled" in errors (row numbers from 1), never by a temp file
+        names = {path: name for path, name, given in ((data_path, "data", data), (labeled_path, "labeled", labeled))
+                 if path is not None and path != str(given)}
+        try:
+            result = estimate_files(config, data_path, by, scores=scores, labeled=labeled_path, fields=fields,
+                                    label=label, scale=scale, alpha=1 - confidence, api_base=api_base, frozen=frozen)
+        except JudgetuneError as err:
+            if not names or not isinstance(err, DataValidationError) and type(err) is not JudgetuneError:
+                raise
+            raise _renamed(err, names) from None
     return result.to_pandas()
+
+
+def _renamed(err: JudgetuneError, names: dict[str, str]) -> JudgetuneError:
+    """``err`` with each temporary file's path replaced by the name of the rows it holds."""
+    def rename(text: str) -> str:
+        for path, name in names.items():
+            text = text.replace(path, name)
+        return text
+
+    if isinstance(err, DataValidationError):
+        return DataValidationError([rename(p) for p in err.problems])
+    return JudgetuneError(rename(str(err)))
 
 
 def evaluate(judge: str | FrozenJudge, data: Any, *, split: str = "test", lm: Any = "local:smollm2",

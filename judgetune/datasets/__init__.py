@@ -23,7 +23,14 @@ from judgetune.datasets._json import (
 )
 from judgetune.datasets._mapping import MAPPABLE, FieldMap
 from judgetune.datasets._rag import RagItem, read_rag_items
-from judgetune.datasets._readers import example_from_record, jsonl_rows, read_examples, read_labeled, write_examples
+from judgetune.datasets._readers import (
+                                         MAX_ROW_BYTES,
+                                         example_from_record,
+                                         jsonl_rows,
+                                         read_examples,
+                                         read_labeled,
+                                         write_examples,
+)
 from judgetune.datasets._schema import Example, ExampleRow, Reference, Scale, parse_scale
 from judgetune.datasets._sources import clef_judgments, clef_top1_rows, generated_answer_llm, read_clef_topics
 from judgetune.datasets._splits import (
@@ -38,7 +45,8 @@ from judgetune.datasets._splits import (
 from judgetune.datasets._stream import STREAM_FORMATS, iter_examples, iter_records, parquet_module, stream_format
 from judgetune.datasets._validation import Cell, describe, expected, location, problems_from, unwritable
 
-__all__ = ["CATALOG", "JSONShapeError", "MAPPABLE", "MAX_DEPTH", "MAX_FILE_BYTES", "Cell", "Example", "ExampleRow",
+__all__ = ["CATALOG", "JSONShapeError", "MAPPABLE", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_ROW_BYTES", "Cell", "Example",
+           "ExampleRow",
            "FieldMap", "RagItem", "Reference", "Scale", "Source", "ascii_number", "clef_judgments",
            "clef_top1_rows", "data_dir", "data_fingerprint", "describe", "ensure_fetched",
            "example_from_record", "expected", "fetch", "generated_answer_llm", "get_source", "fold_of", "group_folds",

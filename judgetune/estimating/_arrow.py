@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from judgetune._files import open_regular
-from judgetune.datasets import MAX_DEPTH, parquet_module, stream_format
-from judgetune.datasets._readers import MAX_ROW_BYTES
+from judgetune.datasets import MAX_DEPTH, MAX_ROW_BYTES, parquet_module, stream_format
 from judgetune.estimating._rows import PROBABILITY, Observations
 
 __all__ = ["ArrowIds", "fast_observations", "fast_scores"]

@@ -16,7 +16,7 @@ import numpy as np
 from judgetune.datasets import describe
 from judgetune.errors import DataValidationError, JudgetuneError
 from judgetune.estimating._arrow import fast_scores
-from judgetune.estimating._rows import PROBABILITY, Observations, _number, _take, no_gc, records
+from judgetune.estimating._rows import PROBABILITY, Observations, _number, _take, is_nan, no_gc, records
 
 __all__ = ["join_labels", "join_scores", "refuse_other_judge", "scored_by"]
 
@@ -88,7 +88,11 @@ def join_labels(obs: Observations, path: str | Path, *, fields: dict[str, str] |
             problems.append(f"{where}: {key}: expected the id of a row of {obs.where} (the picked file carries "
                             f"each row's), found {describe(row_id)}")
             continue
-        value = _number(record.get(name), where, name, problems)
+        value = record.get(name)
+        if is_nan(value):
+            obs.nan_labels += 1
+            continue
+        value = _number(value, where, name, problems)
         if math.isnan(value):
             continue
         if not math.isnan(obs.labels[i]) and obs.labels[i] != value:

@@ -23,7 +23,7 @@ import numpy as np
 from judgetune.datasets import Example, FieldMap, ascii_number, describe, example_from_record, iter_records
 from judgetune.errors import DataValidationError
 
-__all__ = ["PROBABILITY", "Observations", "from_examples", "no_gc", "read_data", "records"]
+__all__ = ["PROBABILITY", "Observations", "from_examples", "is_nan", "no_gc", "read_data", "records"]
 
 PROBABILITY = "sampling_probability"
 
@@ -47,6 +47,7 @@ class Observations:
     scores: np.ndarray = field(default_factory=lambda: np.zeros(0))
     examples: list[Example] | None = None
     scale: tuple[float, float] | None = None  # the data's own human scale, when known (a catalog source's)
+    nan_labels: int = 0  # labels given as NaN, taken for no label
 
     @property
     def pairwise(self) -> bool:
@@ -89,7 +90,7 @@ def _take(record: dict[str, Any], name: str) -> Any:
 
 def _number(value: Any, where: Any, what: str, problems: list[str]) -> float:
     """A label or probability: nan when absent (None, an empty cell); a finite number, else a problem (``where``:
-    the row, as text or as a (file, line) pair). NaN is refused, never taken for "unlabeled": write null."""
+    the row, as text or as a (file, line) pair). A label's NaN is taken for no label before (``is_nan``)."""
     if value is None:
         return math.nan
     if value.__class__ in (int, float) and math.isfinite(value):
@@ -112,6 +113,13 @@ def _number(value: Any, where: Any, what: str, problems: list[str]) -> float:
     return number
 
 
+def is_nan(value: Any) -> bool:
+    """Whether a label is NaN (JSON's ``NaN``, a ``nan`` cell, a float NaN): no label, as pandas writes one, counted
+    so that the estimate says so."""
+    return value.__class__ is float and value != value or isinstance(value, str) and \
+        value.strip().lower().lstrip("+-") == "nan"
+
+
 class _Columns:
     """The columns being collected, row by row; systems and inputs coded as they come."""
 
@@ -128,6 +136,7 @@ class _Columns:
         self.probabilities: list[float] = []
         self.examples: list[Example] = []
         self.seen: dict[str, int] = {}
+        self.nan_labels = 0
 
     def observations(self, where: str) -> Observations:
         second = np.asarray(self.codes[1], dtype=int) if len(self.by) == 2 else None
@@ -183,7 +192,11 @@ def _add_row(columns: _Columns, record: dict[str, Any], line: int, problems: lis
         problems.append(kind)
     row_id = columns.identifier(record, line, problems)
     name = "preference" if pairwise else "label"
-    label = _number(record.get(name), (columns.path, line), columns.shown.get(name, name), problems)
+    label = record.get(name)
+    if is_nan(label):
+        columns.nan_labels += 1
+        label = None
+    label = _number(label, (columns.path, line), columns.shown.get(name, name), problems)
     if columns.keep:
         if record.get(name) is None or math.isnan(label):  # no label (null, an empty cell): the judge needs none
             record.pop(name, None)
@@ -272,7 +285,9 @@ def read_data(path: str | Path, by: Sequence[str], *, fields: dict[str, str] | N
     if problems:
         raise DataValidationError(problems)
     columns.seen = {}
-    return columns.observations(str(path))
+    obs = columns.observations(str(path))
+    obs.nan_labels = columns.nan_labels
+    return obs
 
 
 def from_examples(examples: Sequence[Example], by: Sequence[str], where: str) -> Observations:

@@ -109,4 +109,8 @@ def estimate_files(config: str | Path | Any, data: str | Path, by: str | Sequenc
         join_scores(obs, scores)
     else:
         score_observations(obs, judge, api_base=api_base, where=str(config), frozen=frozen, progress=progress)
-    return estimate_observations(obs, judge_scale, alpha=alpha)
+    result = estimate_observations(obs, judge_scale, alpha=alpha)
+    if obs.nan_labels:
+        result.notes.insert(0, f"{obs.nan_labels} label(s) given as NaN are taken as no label (unlabeled rows); "
+                               "write null, or leave the cell empty")
+    return result

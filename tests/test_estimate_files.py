@@ -1,0 +1,188 @@
+"""The files of `judgetune estimate` and `pick --for estimate`: every format the data reader reads (CSV with or
+without ids, Parquet), its rules (repeated keys, the row size limit, a FIFO), unlabeled rows (null, an empty
+cell, NaN), the names printed (escaped, never cut into one another) and the Python API's refusals."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from judgetune.config import JudgeConfig
+from judgetune.errors import DataValidationError, JudgetuneError
+
+SYSTEMS = ("llama-3.1-8b-instruct-q4", "llama-3.1-8b-instruct-q8", "B\nfake line")
+
+
+@pytest.fixture
+def length_judge(tmp_path: Path) -> Path:
+    """An untuned length judge on 0-5: no model, scores in a blink."""
+    return Path(JudgeConfig(judge="length", params={}, lm=None, instruction=None, demos=[], calibrator=None,
+                            label_range=[0.0, 5.0]).save(tmp_path / "judge.json"))
+
+
+def _rows(n: int = 12) -> list[dict]:
+    return [{"answer": f"answer {i} " + "word " * (i % 7), "reference": f"reference {i}", "system": system}
+            for i in range(n) for system in SYSTEMS]
+
+
+def _write_csv(path: Path, rows: list[dict], *, ids: bool) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        columns = (["id"] if ids else []) + list(rows[0])
+        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows({"id": f"r{k}", **row} for k, row in enumerate(rows))
+    return path
+
+
+def _label_csv(picked: Path, labeled: Path) -> None:
+    """A human's work: the label column filled in on every picked row."""
+    rows = list(csv.DictReader(open(picked, encoding="utf-8", newline="")))
+    for row in rows:
+        row["label"] = str(len(row["answer"]) % 6)
+    with open(labeled, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@pytest.mark.parametrize("ids", [True, False])
+def test_a_csv_goes_through_pick_labeling_and_estimate(run_cli, length_judge, tmp_path, ids):
+    data = _write_csv(tmp_path / "outputs.csv", _rows(), ids=ids)
+    picked, labeled = tmp_path / "to-label.csv", tmp_path / "labeled.csv"
+    code, out, err = run_cli(["pick", "--for", "estimate", "--data", str(data), "--by", "system", "--n", "4",
+                              "--out", str(picked)])
+    assert code == 0, err
+    header = next(csv.reader(open(picked, encoding="utf-8", newline="")))
+    assert "id" in header and "sampling_probability" in header
+    _label_csv(picked, labeled)
+    code, out, err = run_cli(["estimate", "--config", str(length_judge), "--data", str(data), "--by", "system",
+                              "--labeled", str(labeled), "--json"])
+    assert code == 0, err
+    systems = json.loads(out)["systems"]
+    assert [s["labeled"] for s in systems] == [4, 4, 4]
+    assert all(0 <= s["labels"] <= 5 for s in systems)
+
+
+def test_names_are_printed_whole_and_escaped(run_cli, length_judge, tmp_path):
+    rows = _rows()
+    for k, row in enumerate(rows[:18]):
+        row["label"] = k % 6
+    data = _write_csv(tmp_path / "outputs.csv", rows, ids=True)
+    with open(data, "w", newline="", encoding="utf-8") as handle:  # labels on some rows, an empty cell elsewhere
+        writer = csv.DictWriter(handle, fieldnames=["id", "answer", "reference", "system", "label"])
+        writer.writeheader()
+        writer.writerows({"id": f"r{k}", **row} for k, row in enumerate(rows))
+    code, out, err = run_cli(["estimate", "--config", str(length_judge), "--data", str(data), "--by", "system"])
+    assert code == 0, err
+    lines = out.splitlines()
+    for name in ("llama-3.1-8b-instruct-q4", "llama-3.1-8b-instruct-q8", r"B\\nfake line"):
+        assert sum(bool(re.match(name + r" +12 +6 ", line)) for line in lines) == 1, out
+    assert not any(line.startswith("fake line") for line in lines)
+    assert any(line.startswith("llama-3.1-8b-instruct-q8 - llama-3.1-8b-instruct-q4 ") for line in lines)
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _labeled_rows(n: int = 8) -> list[dict]:
+    return [{"id": f"r{i}", "answer": "a" * (i + 1), "label": i % 5 if i < 6 else None,
+             "meta": {"system": "AB"[i % 2]}} for i in range(n)]
+
+
+def test_a_null_label_is_unlabeled_when_the_judge_scores_too(length_judge, tmp_path):
+    from judgetune.estimating import estimate_files
+
+    data = _jsonl(tmp_path / "d.jsonl", _labeled_rows())
+    result = estimate_files(length_judge, data, "system")  # scored here: every row an Example, nulls unlabeled
+    assert [s["labeled"] for s in result.systems] == [3, 3]
+
+
+def test_nan_labels_are_unlabeled_in_every_format_and_said(length_judge, tmp_path):
+    from judgetune.estimating import estimate_files
+
+    rows = _labeled_rows()
+    rows[6]["label"] = math.nan
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")  # NaN, as json writes it
+    as_jsonl = estimate_files(length_judge, data, "system")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    flat = [{"id": r["id"], "answer": r["answer"], "label": r["label"], "system": r["meta"]["system"]} for r in rows]
+    pq.write_table(pa.Table.from_pylist(flat), tmp_path / "d.parquet")
+    as_parquet = estimate_files(length_judge, tmp_path / "d.parquet", "system")
+    for result in (as_jsonl, as_parquet):
+        assert [s["labeled"] for s in result.systems] == [3, 3]
+        assert result.notes[0].startswith("1 label(s) given as NaN are taken as no label")
+
+
+def test_parquet_data_and_scores_give_the_jsonl_figures(run_cli, length_judge, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    rows = [{"id": r["id"], "answer": r["answer"], "system": r["meta"]["system"]} for r in _labeled_rows(40)]
+    for i, row in enumerate(rows):
+        row["label"] = i % 5 if i < 20 else None
+        if row["label"] is None:  # judgetune score refuses a null label; an absent one is no label
+            del row["label"]
+    _jsonl(tmp_path / "d.jsonl", rows)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
+    figures = []
+    for name in ("d.jsonl", "d.parquet"):
+        scored = tmp_path / f"scored-{name}"
+        code, out, err = run_cli(["score", "--config", str(length_judge), "--data", str(tmp_path / name), "--label",
+                                  "label", "--out", str(scored)])  # --label keeps the system column (under meta)
+        assert code == 0, err
+        code, out, err = run_cli(["estimate", "--config", str(length_judge), "--data", str(tmp_path / name),
+                                  "--by", "system", "--scores", str(scored), "--json"])
+        assert code == 0, err
+        figures.append(json.loads(out)["systems"])
+    assert figures[0] == figures[1]
+
+
+def test_the_data_readers_rules_hold(length_judge, tmp_path):
+    from judgetune.estimating import estimate_files
+
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text('{"id": "a", "answer": "x", "label": 1, "label": 5, "meta": {"system": "A"}}\n'
+                     '{"id": "b", "answer": "y", "label": 2, "meta": {"system": "B"}}\n', encoding="utf-8")
+    with pytest.raises(DataValidationError, match=r"twice.jsonl:1: label: expected each key once"):
+        estimate_files(length_judge, twice, "system")
+    long = tmp_path / "long.jsonl"
+    rows = _labeled_rows()
+    rows[3]["answer"] = "x" * (2 << 20)
+    _jsonl(long, rows)
+    with pytest.raises(DataValidationError, match=r"long.jsonl:4: row: expected at most 1,048,576 bytes"):
+        estimate_files(length_judge, long, "system")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_is_refused_not_waited_on(length_judge, tmp_path):
+    fifo = tmp_path / "outputs.jsonl"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, "-m", "judgetune.cli", "estimate", "--config", str(length_judge),
+                           "--data", str(fifo), "--by", "system"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "expected a data file (a regular file), found a FIFO" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_python_api_names_rows_in_memory_and_refuses_a_missing_by(length_judge):
+    import judgetune
+
+    rows = [{k: v for k, v in r.items() if k != "label"} for r in _labeled_rows()]
+    with pytest.raises(DataValidationError, match=r"^labeled:1: label: expected a finite number") as caught:
+        judgetune.estimate(str(length_judge), rows, by="system", labeled=[{"id": "r0", "label": math.inf}])
+    assert "judgetune-estimate-" not in str(caught.value)
+    with pytest.raises(JudgetuneError, match=r"^by=None: expected a column"):
+        judgetune.estimate(str(length_judge), rows, by=None)
