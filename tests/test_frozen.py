@@ -118,6 +118,13 @@ def test_the_demos_frozen_hybrid_scores_a_pair_the_same_alone_and_in_a_group(dat
     ({"judge": "nope"}, "judge: expected one of"),
     ({"schema_version": True}, "schema_version: expected the integer 1, found true"),
     ({"schema_version": 1.0}, "schema_version: expected the integer 1, found 1.0"),
+    ({"lm": {"spec": "openai/m", "label_position": "sideways"}}, "lm.label_position: input should be 'completions'"),
+    ({"lm": {"spec": "openai/m", "label_position": "completions"}}, "lm.chat_template: expected the template's"),
+    ({"lm": {"spec": "openai/m", "label_position": "prefill", "chat_template": {"source": "local:smollm2",
+                                                                              "sha256": "0" * 64}}},
+     "lm.chat_template: expected the template's .* only then"),
+    ({"lm": {"spec": "openai/m", "label_position": "completions", "chat_template": {"source": "x", "sha256": "abc"}}},
+     "lm.chat_template.sha256: string should match"),
 ])
 def test_judge_json_is_one_strict_schema(change, message):
     """A value of the wrong JSON type is refused, never coerced; an unknown setting is refused by name."""
