@@ -86,6 +86,11 @@ def _order(items: SelectionItems, seed: int) -> list[np.ndarray]:
     return [units[i] for i in np.random.default_rng([seed, 7]).permutation(len(units))]
 
 
+def _count(items: SelectionItems, units: list[np.ndarray]) -> int:
+    """The gate's units among ``units``: questions, or items where Spearman is not taken per question (pooled)."""
+    return len(units) if items.groups_ranked else sum(len(u) for u in units)
+
+
 def _least(items: SelectionItems) -> int:
     """The units the nested test needs: a question, or ``MIN_FOLD_ITEMS`` items, in every held-out fold."""
     return FOLDS if items.groups_ranked else MIN_FOLD_ITEMS * FOLDS
@@ -112,8 +117,9 @@ def race(state: Race, score: Scorer, items: SelectionItems, live: Sequence[int],
     or none); ``least``: the confirming units the gate needs for a test, and their name."""
     state.live = list(live)
     units = _order(items, seed)
-    if len(units) < least[0]:
-        state.live, state.refused = [], (f"the confirming items (pool and dev) hold {len(units)} {least[1]}; the gate "
+    if _count(items, units) < least[0]:
+        state.live, state.refused = [], (f"the confirming items (pool and dev) hold {_count(items, units)} {least[1]}; "
+                                         f"the gate "
                                          f"needs at least {least[0]}: the default ships (raise --gate-items or "
                                          "--dev-items)")
         state.stopped = state.refused
@@ -152,7 +158,7 @@ def _screen(state: Race, score: Scorer, items: SelectionItems, units: list[np.nd
     while taken < len(units) and size < items.n_search:
         size += len(units[taken])
         taken += 1
-    if len(units) - taken < 2 * _least(items) or taken == 0:
+    if _count(items, units[taken:]) < 2 * _least(items) or taken == 0:
         return units
     screen = np.concatenate(units[:taken])
     for j in [0, *state.live]:
