@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ from scipy import stats as scipy_stats  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
 from judgetune.estimating import Observations, estimate_observations  # noqa: E402
-from judgetune.estimating._cross import cross_observations, signal_features  # noqa: E402
+from judgetune.estimating._cross import cross_observations  # noqa: E402
+from judgetune.judges import signal_features  # noqa: E402
 
 SIZES = (2, 3, 5, 10, 20, 50)
 SETS = {"webglm": "linkage-webglm", "ragchecker": "ragchecker", "xsumfaith": "summac-xsumfaith",
@@ -97,6 +99,8 @@ def pointwise(source: str, judge: Path, cache: Path) -> tuple[Observations, tupl
     _, inputs = _codes([e.group for e in examples])
     obs = Observations(source, [e.id for e in examples], np.arange(1, len(examples) + 1), names, system, None, inputs,
                        np.asarray([e.label for e in examples], dtype=float), np.full(len(examples), np.nan), scores)
+    known = datasets.get_source(source).scale
+    obs.scale = (float(known.low), float(known.high))  # the labels' bounds (the judge's scale may be wider)
     return obs, _range(judge), np.column_stack([scores, signals])
 
 
@@ -131,9 +135,7 @@ def _range(judge: Path) -> tuple[float, float]:
 
 
 def _masked(obs: Observations, keep: np.ndarray) -> Observations:
-    labels = np.where(keep, obs.labels, np.nan)
-    return Observations(obs.where, obs.ids, obs.lines, obs.names, obs.system, obs.system_b, obs.inputs, labels,
-                        obs.probabilities, obs.scores)
+    return replace(obs, labels=np.where(keep, obs.labels, np.nan))
 
 
 def _draw(obs: Observations, n: int, rng: np.random.Generator, paired: bool) -> np.ndarray:
@@ -211,7 +213,8 @@ def coverage(obs: Observations, scale: tuple[float, float], features: np.ndarray
             for what, records in (("mean", est.systems), ("difference", est.pairs)):
                 _outcomes(records, truth[what], what, tally, {"labels": "labels", "judge": "judge", "estimate": "ppi++"})
             if (~np.isnan(drawn.labels)).sum() >= 10:
-                crossed = estimate_observations(cross_observations(drawn, features, scale, seed=draw), scale, lam=1.0,
+                bounds = scale if obs.pairwise else obs.scale
+                crossed = estimate_observations(cross_observations(drawn, features, bounds, seed=draw), scale, lam=1.0,
                                                 method="cross")
                 for what, records in (("mean", crossed.systems), ("difference", crossed.pairs)):
                     _outcomes(records, truth[what], what, tally, {"estimate": "cross"})

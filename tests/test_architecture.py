@@ -19,7 +19,7 @@ ALLOWED = {
              "estimating"},
     "_frozen": {"config", "judges", "lm", "scoring"},
     "picking": {"judges", "lm"},
-    "estimating": {"_frozen", "config"},
+    "estimating": {"_frozen", "config", "judges"},  # judges: the cheap signals a cross-fitted judge reads
     "_demo": {"tuning", "evaluation", "report", "config"},
     "integrations": {"_api", "config"},
     "tuning": {"audit", "evaluation", "config", "calibration", "judges", "lm"},

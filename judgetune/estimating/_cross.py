@@ -14,7 +14,6 @@ from than a per-system weight, which is what makes a judge worth labels at 5 or 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -23,27 +22,12 @@ from judgetune.errors import JudgetuneError
 from judgetune.estimating._estimate import Estimates, estimate_observations
 from judgetune.estimating._rows import Observations
 
-__all__ = ["FITS", "FOLDS", "MIN_FIT_LABELS", "cross_fit", "cross_observations", "fitted_estimates",
-           "signal_features"]
+__all__ = ["FITS", "FOLDS", "MIN_FIT_LABELS", "cross_fit", "cross_observations", "fitted_estimates"]
 
 FOLDS = 5
 MIN_FIT_LABELS = 10  # labeled rows in all below which no model is fitted
 FITS = ("score", "signals")
 ALPHAS = np.logspace(-2, 4, 13)
-
-
-def signal_features(examples: Sequence) -> tuple[np.ndarray, list[str]]:
-    """The hybrid judge's default cheap signals of every example (no LM; NaN where a signal does not apply)."""
-    from judgetune.judges import HybridJudge
-    from judgetune.judges._hybrid import SIGNALS
-    from judgetune.judges._signals import BM25Judge
-
-    judge = HybridJudge(None)
-    wanted = [name for name in SIGNALS if judge.params.get(f"use_{name}")]
-    if "bm25" in wanted:  # BM25's corpus: the rows' own answers (no label is read)
-        judge.bm25_ = BM25Judge(None, target="auto").fit(list(examples)).fitted_
-    x, names, _, _ = judge.usable_features(list(examples), wanted)
-    return x, names
 
 
 def _folds(labeled: np.ndarray, inputs: np.ndarray, folds: int, seed: int) -> np.ndarray:
@@ -123,6 +107,8 @@ def fitted_estimates(obs: Observations, scale: tuple[float, float], fit: str, *,
     if fit == "signals":
         if obs.examples is None:
             raise JudgetuneError("--fit signals reads each row's texts; give the data without --scores, or --fit score")
+        from judgetune.judges import signal_features
+
         features = np.column_stack([features, signal_features(obs.examples)[0]])
     crossed = cross_observations(obs, features, scale, seed=seed)
     estimates = estimate_observations(crossed, scale, alpha=alpha, lam=1.0, method="cross")

@@ -81,7 +81,7 @@ def estimate_observations(obs: Observations, scale: tuple[float, float], *, alph
     weight on the judge, None power-tuned; ``method``: what the judge-assisted figures are called, ``ppi++`` or
     ``cross`` for a judge cross-fitted on these labels)."""
     all_sides = sides(obs, scale)
-    bounds = (0.0, 1.0) if obs.pairwise else scale
+    bounds = (0.0, 1.0) if obs.pairwise else (obs.scale or scale)  # the labels' own scale where known
     for side in all_sides:
         fit(side, alpha, bounds, lam)
     pairs = [pair_record(a, b, obs.pairwise, alpha, bounds, lam) for a, b in combinations(all_sides, 2)]

@@ -9,7 +9,7 @@ from judgetune.judges._checklist import COMBINERS, ChecklistError, ChecklistJudg
 from judgetune.judges._correctness import CorrectnessJudge
 from judgetune.judges._encoders import ENCODERS, MPNET_PARTS, EmbeddingCache, encode, mpnet_available, mpnet_path
 from judgetune.judges._factcheck import FactCheckJudge, parse_fact_list
-from judgetune.judges._hybrid import LM_SIGNALS, SIGNALS, HybridJudge
+from judgetune.judges._hybrid import LM_SIGNALS, SIGNALS, HybridJudge, signal_features
 from judgetune.judges._hybrid_model import HybridModel
 from judgetune.judges._likelihood import LikelihoodJudge
 from judgetune.judges._linkage import LinkageJudge, position_labels, position_to_score
@@ -54,3 +54,4 @@ __all__ = ["COMBINERS", "ENCODERS", "KINDS", "LM_JUDGES", "LM_SIGNALS", "MAX_MEM
            "make_judge", "member_record", "mpnet_available", "mpnet_path", "parse_checklist", "parse_fact_list",
            "pick_demos", "position_labels", "position_to_score", "register", "registered_kinds", "require_groups",
            "target_text"]
+__all__ += ["signal_features"]

@@ -346,3 +346,15 @@ class HybridJudge(Judge):
 
     def spec(self) -> JudgeSpec:
         return replace(super().spec(), fitted=self.settings()["fitted"])
+
+
+def signal_features(examples: Sequence[Example]) -> tuple[np.ndarray, list[str]]:
+    """Every cheap signal (``SIGNALS``) whose encoder is installed, for every example, and the feature names: no LM,
+    no label read (BM25's corpus is the examples' own answers); NaN where a signal does not apply, and a signal that
+    applies to at most half the examples left out."""
+    judge = HybridJudge(None)
+    wanted = [name for name in SIGNALS if encoder_available(SIGNALS[name][1].get("model", "minilm"))]
+    if "bm25" in wanted:
+        judge.bm25_ = BM25Judge(None, target="auto").fit(list(examples)).fitted_
+    x, names, _, _ = judge.usable_features(list(examples), wanted)
+    return x, names
