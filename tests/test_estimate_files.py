@@ -168,13 +168,15 @@ def test_the_data_readers_rules_hold(length_judge, tmp_path):
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 def test_a_fifo_is_refused_not_waited_on(length_judge, tmp_path):
-    fifo = tmp_path / "outputs.jsonl"
+    data = _jsonl(tmp_path / "outputs.jsonl", _labeled_rows())
+    fifo = tmp_path / "scored.jsonl"
     os.mkfifo(fifo)
-    done = subprocess.run([sys.executable, "-m", "judgetune.cli", "estimate", "--config", str(length_judge),
-                           "--data", str(fifo), "--by", "system"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    assert "expected a data file (a regular file), found a FIFO" in done.stderr
-    assert "Traceback" not in done.stderr
+    for option in (["--data", str(fifo)], ["--data", str(data), "--scores", str(fifo)]):
+        done = subprocess.run([sys.executable, "-m", "judgetune.cli", "estimate", "--config", str(length_judge),
+                               "--by", "system", *option], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert "found a FIFO (named pipe)" in done.stderr
+        assert "Traceback" not in done.stderr
 
 
 def test_the_python_api_names_rows_in_memory_and_refuses_a_missing_by(length_judge):
