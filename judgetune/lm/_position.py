@@ -174,6 +174,11 @@ class ServerLabelReader:
             if current not in (None, way):
                 raise LabelPositionError(f"{where}: labels are read at label position {way}, as the judge was tuned, "
                                          f"but this LM reads them at {current} (label_position={current!r})")
+            if template and self.template and template.get("sha256") != self.template["sha256"]:
+                raise LabelPositionError(f"{where}: labels are read with the chat template of {template.get('source')} "
+                                         f"(sha256 {str(template.get('sha256'))[:12]}...), as the judge was tuned, but "
+                                         f"this LM renders {self.template['source']}'s (sha256 "
+                                         f"{self.template['sha256'][:12]}...)")
             self.requested, self.frozen = way, {"label_position": way, "chat_template": template, "where": where}
         self.way()
 
