@@ -65,6 +65,21 @@ def check_rows(obs: Observations, by: Sequence[str]) -> None:
     if np.all(np.isnan(obs.labels)):
         raise JudgetuneError(f"{obs.where}: no row carries a human label; label a uniform random sample of each "
                              "system's rows first (judgetune pick --for estimate draws one)")
+    _equal_probabilities(obs)
+
+
+def _equal_probabilities(obs: Observations) -> None:
+    """Refuse labels whose recorded sampling probabilities differ within a system (within all comparisons)."""
+    recorded = ~np.isnan(obs.labels) & ~np.isnan(obs.probabilities)
+    groups = [(None, np.ones(len(obs), dtype=bool))] if obs.pairwise else [
+        (name, obs.system == code) for code, name in enumerate(obs.names)]
+    for name, group in groups:
+        values = obs.probabilities[group & recorded]
+        if len(values) and not np.allclose(values, values[0], rtol=1e-6):
+            who = "the comparisons" if name is None else f"system {name!r}"
+            raise JudgetuneError(f"{obs.where}: the labeled rows of {who} were drawn with unequal probabilities "
+                                 f"({values.min():.3g} to {values.max():.3g}); estimate needs a uniform random "
+                                 "sample per system (judgetune pick --for estimate)")
 
 
 def _probabilities(obs: Observations, all_sides: list[Side]) -> list[str]:
@@ -74,14 +89,7 @@ def _probabilities(obs: Observations, all_sides: list[Side]) -> list[str]:
     if not recorded.any():
         return ["assumed: the labeled rows of each system are a uniform random sample of its rows (no sampling "
                 "probability recorded; judgetune pick --for estimate draws and records one)"]
-    groups = [np.ones(len(obs), dtype=bool)] if obs.pairwise else [s.inside for s in all_sides]
-    for group, side in zip(groups, all_sides):
-        values = obs.probabilities[group & recorded]
-        if len(values) and not np.allclose(values, values[0], rtol=1e-6):
-            who = "the comparisons" if obs.pairwise else f"system {side.name!r}"
-            raise JudgetuneError(f"{obs.where}: the labeled rows of {who} were drawn with unequal probabilities "
-                                 f"({values.min():.3g} to {values.max():.3g}); estimate needs a uniform random "
-                                 "sample per system (judgetune pick --for estimate)")
+    _equal_probabilities(obs)
     lines = ["labels: a uniform random sample per system, as their recorded sampling probabilities say"]
     if (labeled & ~recorded).any():
         lines.append(f"assumed: {int((labeled & ~recorded).sum())} labeled row(s) without a recorded sampling "

@@ -44,7 +44,8 @@ import numpy as np
 from scipy import special as _special
 
 __all__ = ["MIN_JUDGED", "PSEUDO", "Estimate", "adjusted_residuals", "dispersion", "judge_mean", "labels_mean",
-           "labels_worth", "ppi_mean", "residual_floor", "score_interval", "tuned_lambda", "worth_of", "z_value"]
+           "labels_worth", "pooled_ratio", "ppi_mean", "residual_floor", "score_interval", "tuned_lambda", "worth_of",
+           "z_value"]
 
 PSEUDO = 1.0  # observations of a binary outcome's dispersion that every sample's is shrunk toward (see the module)
 MIN_JUDGED = 8  # labels below which the weight on the judge is 0 (the estimate is the labels' own)
@@ -141,12 +142,13 @@ def dispersion(variance: float, n: int, value: float, scale: tuple[float, float]
 
 
 def score_interval(value: float, variance: float, n: int, keep: float, scale: tuple[float, float], alpha: float, *,
-                   cap: bool = False, **fields: Any) -> Estimate:
+                   cap: bool = False, least: float = 0.0, **fields: Any) -> Estimate:
     """The bounded estimate of the module: ``value`` (clipped to ``scale``) with Wilson's interval for ``n`` outcomes
-    of per-outcome ``variance`` (``keep``: the finite-population factor ``1 - n / N``); ``se`` is the plug-in one,
-    ``residual_var`` the per-label variance it implies (``se^2 = keep * residual_var / n``)."""
+    of per-outcome ``variance`` (``keep``: the finite-population factor ``1 - n / N``; ``least``: the smallest
+    dispersion taken); ``se`` is the plug-in one, ``residual_var`` the per-label variance it implies
+    (``se^2 = keep * residual_var / n``)."""
     low, high = scale
-    rho = dispersion(variance, n, value, scale, cap=cap)
+    rho = max(dispersion(variance, n, value, scale, cap=cap), least)
     u = min(max((value - low) / (high - low), 0.0), 1.0)
     factor = max(keep, 0.0) * rho / n
     per_label = rho * u * (1 - u) * (high - low) ** 2
@@ -223,11 +225,12 @@ def tuned_lambda(labels: Numbers, judged: Numbers, *, unlabeled: int | None = No
 
 
 def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: float = 0.05, lam: float | None = None,
-             finite: bool = True, scale: tuple[float, float] | None = None) -> Estimate:
+             finite: bool = True, scale: tuple[float, float] | None = None, floor: float = 0.0) -> Estimate:
     """The PPI++ mean: ``labels`` and the judge's scores on the same rows (``judged``), and the judge's scores
     on the rows without a label (``unlabeled``). ``lam`` None: power-tuned (see ``tuned_lambda``; 0 below
-    ``MIN_JUDGED`` labels); ``finite``: the target; ``scale``: the labels' bounds, for the score interval (see
-    the module).
+    ``MIN_JUDGED`` labels, and where the labels are all alike: a judge is not credited where the labels show it
+    nothing to correct); ``finite``: the target; ``scale``: the labels' bounds, for the score interval (see
+    the module); ``floor``: the residual dispersion is at least this share of the labels' own (``pooled_ratio``).
 
     Raises:
         ValueError: fewer than 2 labels, mismatched lengths, non-finite values, or no unlabeled row when
@@ -237,6 +240,8 @@ def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: flo
     _two_labels(y)
     n, m = len(y), len(u)
     if finite:
+        if scale is not None and np.ptp(y) == 0:  # labels all alike: nothing to check the judge against
+            return labels_mean(y, rows=n + m, alpha=alpha, scale=scale)
         tuned = lam is None and (scale is None or n >= MIN_JUDGED)
         weight = tuned_lambda(y, f) if tuned else (0.0 if lam is None else float(lam))
         everywhere = float(np.concatenate([f, u]).mean())
@@ -246,7 +251,9 @@ def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: flo
             resid = float(np.sum(adjusted_residuals(y, f, weight) ** 2)) / (n - 1)
         keep = max(0.0, 1 - n / (n + m))
         if scale is not None:
-            return score_interval(value, resid, n, keep, scale, alpha, cap=weight == 0, rows=n + m, lam=weight)
+            least = floor * dispersion(float(np.var(y, ddof=1)), n, float(y.mean()), scale, cap=True) if floor else 0.0
+            return score_interval(value, resid, n, keep, scale, alpha, cap=weight == 0, least=least, rows=n + m,
+                                  lam=weight)
         resid = residual_floor(resid, y)
         se = math.sqrt(keep * resid / n)
         return _interval(value, se, alpha, labeled=n, rows=n + m, lam=weight, residual_var=resid, df=n - 1)
@@ -258,6 +265,20 @@ def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: flo
     resid = float(np.var(y - weight * f))
     se = math.sqrt(weight ** 2 * float(np.var(u)) / m + resid / n)
     return _interval(value, se, alpha, labeled=n, rows=n + m, lam=weight, residual_var=resid)
+
+
+def pooled_ratio(groups: Sequence[tuple[Numbers, Numbers]]) -> float:
+    """The residual variance over the labels' variance, pooled within groups (each ``(labels, residuals)``, a
+    system's): the share of a system's label variance a judge leaves, estimated on every system's labels at once.
+    A system whose few labels happen to be all alike (and its residuals small) still has its labels' own dispersion
+    times this: the judge is not credited with rare labels it was never shown. In [0, 1]; 1 with no usable group."""
+    left = total = 0.0
+    for labels, residuals in groups:
+        y, e = _array(labels, "labels"), _array(residuals, "residuals")
+        if len(y) > 1:
+            left += (len(y) - 1) * float(np.var(e, ddof=1))
+            total += (len(y) - 1) * float(np.var(y, ddof=1))
+    return float(min(max(left / total, 0.0), 1.0)) if total > 0 else 1.0
 
 
 def worth_of(labels: Estimate, judged: Estimate) -> float | None:

@@ -31,6 +31,7 @@ from judgetune.stats._ppi import (
     Numbers,
     _interval,
     adjusted_residuals,
+    dispersion,
     labels_mean,
     ppi_mean,
     score_interval,
@@ -44,11 +45,11 @@ __all__ = ["difference_paired", "difference_unpaired", "judged_wins", "labels_ne
 def difference_paired(labels_a: Numbers, labels_b: Numbers, judged_a: Numbers, judged_b: Numbers,
                       unlabeled_a: Numbers, unlabeled_b: Numbers, *, alpha: float = 0.05,
                       method: str = "ppi++", lam: float | None = None,
-                      scale: tuple[float, float] | None = None) -> Estimate:
+                      scale: tuple[float, float] | None = None, floor: float = 0.0) -> Estimate:
     """B minus A over the inputs both answered: labels and judge scores of the labeled inputs, in the same input
     order for both; the judge's scores on the other inputs, in the same order for both. ``method``: ``ppi++``
     (PPI++ on the differences, ``lam`` as ``ppi_mean``'s) or ``labels`` (the labeled differences alone);
-    ``scale``: the labels' bounds (a difference lies within ``+-(high - low)``)."""
+    ``scale``: the labels' bounds (a difference lies within ``+-(high - low)``); ``floor`` as ``ppi_mean``'s."""
     d = np.asarray(labels_b, dtype=float) - np.asarray(labels_a, dtype=float)
     bounds = None if scale is None else (scale[0] - scale[1], scale[1] - scale[0])
     if method == "labels":
@@ -57,7 +58,7 @@ def difference_paired(labels_a: Numbers, labels_b: Numbers, judged_a: Numbers, j
         raise ValueError(f"method: expected 'ppi++' or 'labels', got {method!r}")
     judged = np.asarray(judged_b, dtype=float) - np.asarray(judged_a, dtype=float)
     unlabeled = np.asarray(unlabeled_b, dtype=float) - np.asarray(unlabeled_a, dtype=float)
-    return ppi_mean(d, judged, unlabeled, alpha=alpha, lam=lam, scale=bounds)
+    return ppi_mean(d, judged, unlabeled, alpha=alpha, lam=lam, scale=bounds, floor=floor)
 
 
 def welch_df(a: Estimate, b: Estimate) -> float | None:
@@ -74,23 +75,31 @@ def difference_unpaired(a: Estimate, b: Estimate, *, alpha: float = 0.05,
                         scale: tuple[float, float] | None = None) -> Estimate:
     """B minus A from two estimates on independent samples. Its ``residual_var`` is the sum of theirs (the
     variance of one label of each); ``lam`` is not defined (nan); ``scale``: the labels' bounds (the difference
-    is clipped to ``+-(high - low)``)."""
+    is clipped to ``+-(high - low)``). Two score intervals combine by MOVER (Newcombe's interval for a difference
+    of proportions, Zou and Donner's for any two): each end of the difference from the ends of the two intervals
+    on its side, so an estimate at the scale's end (plug-in se 0) still brings its interval's width; the se is the
+    distance to the end toward 0 over z, so the p-value agrees with the interval."""
     spread = None if scale is None else (scale[0] - scale[1], scale[1] - scale[0])
-    se = math.hypot(a.se, b.se)
-    if a.score_factor is not None and b.score_factor is not None:  # score intervals: their widths, never 0 at an end
-        se = math.hypot(a.width, b.width) / (2 * z_value(alpha))
-    return _interval(b.value - a.value, se, alpha, labeled=a.labeled + b.labeled,
-                     rows=a.rows + b.rows, lam=math.nan, residual_var=a.residual_var + b.residual_var,
-                     df=welch_df(a, b), scale=spread)
+    fields = {"labeled": a.labeled + b.labeled, "rows": a.rows + b.rows, "lam": math.nan,
+              "residual_var": a.residual_var + b.residual_var}
+    if a.score_factor is None or b.score_factor is None:
+        return _interval(b.value - a.value, math.hypot(a.se, b.se), alpha, df=welch_df(a, b), scale=spread, **fields)
+    d = b.value - a.value
+    low = d - math.hypot(b.value - b.low, a.high - a.value)
+    high = d + math.hypot(b.high - b.value, a.value - a.low)
+    se = (d - low if d >= 0 else high - d) / z_value(alpha)
+    if spread is not None:
+        low, high = max(low, spread[0]), min(high, spread[1])
+    return Estimate(value=d, se=se, low=low, high=high, **fields)
 
 
 def _domain(y: np.ndarray, f: np.ndarray, inside: np.ndarray, labeled: np.ndarray, lam: float | None,
-            alpha: float, scale: tuple[float, float] | None) -> Estimate:
+            alpha: float, scale: tuple[float, float] | None, floor: float = 0.0) -> Estimate:
     """One system's estimate over its own rows (``lam`` 0: labels only; None: power-tuned)."""
     mine = inside & labeled
     if lam == 0:
         return labels_mean(y[mine], rows=int(inside.sum()), alpha=alpha, scale=scale)
-    return ppi_mean(y[mine], f[mine], f[inside & ~labeled], alpha=alpha, lam=lam, scale=scale)
+    return ppi_mean(y[mine], f[mine], f[inside & ~labeled], alpha=alpha, lam=lam, scale=scale, floor=floor)
 
 
 def _contribution(y: np.ndarray, f: np.ndarray, inside: np.ndarray, rows: np.ndarray, est: Estimate,
@@ -111,12 +120,12 @@ def _contribution(y: np.ndarray, f: np.ndarray, inside: np.ndarray, rows: np.nda
 def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Numbers, f_b: Numbers,
                        in_b: Sequence[bool], labeled: Sequence[bool], *, alpha: float = 0.05,
                        method: str = "ppi++", lam: float | None = None,
-                       scale: tuple[float, float] | None = None) -> tuple[Estimate, Estimate, Estimate]:
+                       scale: tuple[float, float] | None = None, floor: float = 0.0) -> tuple[Estimate, Estimate, Estimate]:
     """``(A, B, B - A)`` over the N rows of a file whose labeled rows are one simple random sample of all: per
     row the outcome for A and for B (``y``, anything where unlabeled), the judge's (``f``), whether the row is
     A's or B's (``in``), and whether it is labeled. ``method``: ``ppi++`` (``lam`` as ``ppi_mean``'s) or
     ``labels``; ``scale``: the outcomes' bounds (win values: 0-1), for a score interval on the difference's bounds
-    (see ``judgetune.stats._ppi``).
+    (see ``judgetune.stats._ppi``); ``floor`` as ``ppi_mean``'s.
 
     Raises:
         ValueError: fewer than 2 labeled rows for A or B, or mismatched lengths.
@@ -127,21 +136,25 @@ def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Nu
         raise ValueError("overlap_difference: expected arrays of one length, one value per row")
     (ya, fa, yb, fb), (ia, ib, lab) = arrays, masks
     weight = 0.0 if method == "labels" else lam
-    a, b = _domain(ya, fa, ia, lab, weight, alpha, scale), _domain(yb, fb, ib, lab, weight, alpha, scale)
+    a, b = _domain(ya, fa, ia, lab, weight, alpha, scale, floor), _domain(yb, fb, ib, lab, weight, alpha, scale, floor)
     rows = np.flatnonzero(lab)
     n, total = len(rows), len(lab)
     tuned = [weight is None and est.lam > 0 for est in (a, b)]
     z = _contribution(yb, fb, ib, rows, b, tuned[1]) - _contribution(ya, fa, ia, rows, a, tuned[0])
     var = total ** 2 * float(np.var(z, ddof=1)) / n
-    if method != "labels" and scale is None:  # as residual_floor: at most n labels' worth per label
+    alone_var = var
+    if method != "labels":
         alone = [_domain(y, f, inside, lab, 0.0, alpha, None) for y, f, inside in ((ya, fa, ia), (yb, fb, ib))]
         z0 = _contribution(yb, fb, ib, rows, alone[1], False) - _contribution(ya, fa, ia, rows, alone[0], False)
-        var = max(var, total ** 2 * float(np.var(z0, ddof=1)) / n ** 2)
+        alone_var = total ** 2 * float(np.var(z0, ddof=1)) / n
+        if scale is None:  # as residual_floor: at most n labels' worth per label
+            var = max(var, alone_var / n)
     keep = max(0.0, 1 - n / total)
     fields = {"rows": int((ia | ib).sum()), "lam": math.nan}
     if scale is not None:
         spread = (scale[0] - scale[1], scale[1] - scale[0])
-        diff = score_interval(b.value - a.value, n * var, n, keep, spread, alpha, **fields)
+        least = floor * dispersion(n * alone_var, n, b.value - a.value, spread, cap=False) if floor else 0.0
+        diff = score_interval(b.value - a.value, n * var, n, keep, spread, alpha, least=least, **fields)
         return a, b, replace(diff, labeled=int((lab & (ia | ib)).sum()))
     diff = _interval(b.value - a.value, math.sqrt(keep * var), alpha, labeled=int((lab & (ia | ib)).sum()),
                      residual_var=n * var, df=welch_df(a, b), **fields)
