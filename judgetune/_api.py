@@ -278,7 +278,8 @@ def pick(data: Any, n: int, *, labeled: Any = None, out: str | Path | None = Non
 
 def estimate(judge: str | Path | FrozenJudge, data: Any, *, by: str | Sequence[str], scores: str | Path | None = None,
              labeled: Any = None, fields: dict[str, str] | None = None, label: str | None = None,
-             scale: tuple[float, float] | None = None, confidence: float = 0.95, api_base: str | None = None) -> Any:
+             scale: tuple[float, float] | None = None, confidence: float = 0.95, api_base: str | None = None,
+             fit: str | None = None, seed: int = 0) -> Any:
     """Each system's mean on the human scale (a win rate for pairwise rows) and every pair's difference, from a
     frozen judge's scores on every row and human labels on a uniform random sample of them (PPI++), beside the
     labels-only and the judge-only figures; see ``judgetune estimate -h`` and docs/estimate.md.
@@ -290,6 +291,8 @@ def estimate(judge: str | Path | FrozenJudge, data: Any, *, by: str | Sequence[s
         scores: the file ``judgetune score`` wrote for ``data`` with this judge (nothing is scored again).
         labeled: labels collected apart (rows with the ids of ``data``), in any form ``data`` may take.
         confidence: the intervals' level.
+        fit: ``score`` or ``signals``: a judge fitted on these same labels, cross-fitted over folds (``seed`` cuts
+            them), in place of PPI++ with the frozen judge as it is; see docs/estimate.md.
 
     Returns:
         A pandas DataFrame: one row per system (``what`` "system") and per pair ("difference", named "B - A"),
@@ -315,7 +318,8 @@ def estimate(judge: str | Path | FrozenJudge, data: Any, *, by: str | Sequence[s
                  if path is not None and path != str(given)}
         try:
             result = estimate_files(config, data_path, by, scores=scores, labeled=labeled_path, fields=fields,
-                                    label=label, scale=scale, alpha=1 - confidence, api_base=api_base, frozen=frozen)
+                                    label=label, scale=scale, alpha=1 - confidence, api_base=api_base, frozen=frozen,
+                                    fit=fit, seed=seed)
         except JudgetuneError as err:
             if not names or not isinstance(err, DataValidationError) and type(err) is not JudgetuneError:
                 raise

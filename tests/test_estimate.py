@@ -567,3 +567,28 @@ def test_cross_fitting_never_predicts_a_label_from_a_model_that_saw_it():
     seen = ~np.isnan(labeled)
     # out of fold a row's own feature was never trained on: its prediction is about the other folds' mean
     assert np.corrcoef(predicted[seen], labels[seen])[0, 1] < 0.2
+
+
+def test_estimate_fit_cross_fits_a_judge_on_the_same_labels(run_cli, overlap_judge, outputs, tmp_path):
+    data, rows = outputs
+    truth = {name: np.mean([r["label"] for r in rows if r["system"] == name]) for name in SYSTEMS}
+    for fit in ("score", "signals"):
+        out = tmp_path / f"estimate-{fit}.json"
+        code, stdout, stderr = run_cli(["estimate", "--config", str(overlap_judge), "--data", str(data), "--by",
+                                        "system", "--fit", fit, "--out", str(out)])
+        assert code == 0, stderr
+        result = json.loads(out.read_text())
+        assert result["method"] == "cross" and "cross (fitted)" in stdout and "cross: a judge fitted on the 60" in stderr
+        for s in result["systems"]:
+            assert 0.0 <= s["ppi_low"] <= truth[s["system"]] <= s["ppi_high"] <= 5.0
+            assert s["labels_worth"] > 1.0  # a judge fitted on 60 labels, each predicted out of fold
+
+
+def test_estimate_fit_with_too_few_labels_is_refused_in_one_line(run_cli, overlap_judge, tmp_path):
+    from _kits import jsonl
+
+    rows = _labeled_on(_system_rows(20), {"q0", "q1"})  # 6 labeled rows in all
+    data = jsonl(tmp_path / "few.jsonl", rows)
+    code, _, stderr = run_cli(["estimate", "--config", str(overlap_judge), "--data", str(data), "--by", "system",
+                               "--fit", "score"])
+    assert code != 0 and "--fit: 6 labeled row(s)" in stderr and "Traceback" not in stderr

@@ -50,7 +50,7 @@ def _estimate(args: argparse.Namespace) -> None:
     scale = None if args.scale is None else (args.scale.low, args.scale.high)
     result = estimate_files(args.config, args.data, args.by, scores=args.scores, labeled=args.labeled,
                             scale=scale, alpha=1 - args.confidence, api_base=args.api_base, mirror=args.mirror,
-                            progress=True, **mapping)
+                            progress=True, fit=args.fit, seed=args.seed, **mapping)
     payload = {"config": str(args.config), "data": str(args.data), "by": args.by, **result.to_dict()}
     if args.out is not None:
         with atomic_write(args.out) as handle:
@@ -91,10 +91,11 @@ def _table(result: Any) -> str:
     systems = [shown(r["system"]) for r in result.systems]
     pairs = [f"{shown(r['b'])} - {shown(r['a'])}" for r in result.pairs]
     wide = max([20, *map(len, systems)])
+    method = "cross (fitted)" if result.method == "cross" else "PPI++"
     lines = [f"{result.measure} per system on the scale {low:g} to {high:g}, {level} intervals over every row of the "
              "file (as if all were labeled)",
              f"{'system':<{wide}} {'rows':>7} {'labeled':>7}  {'judge (biased)':>14}  {'labels only':<24} "
-             f"{'PPI++':<24} {'labels worth':>12}"]
+             f"{method:<24} {'labels worth':>12}"]
     for name, r in zip(systems, result.systems):
         judge = _figure(r["judge"]) + ("" if r["judge_note"] == "biased" else " (unvalidated)")
         worth = "-" if r["labels_worth"] is None else f"{r['labels_worth']:.2f}x"
@@ -102,7 +103,7 @@ def _table(result: Any) -> str:
                      f"{_interval(r, 'labels', 'labels_low', 'labels_high'):<24} "
                      f"{_interval(r, 'ppi', 'ppi_low', 'ppi_high'):<24} {worth:>12}")
     wide = max([30, *map(len, pairs)])
-    lines += ["", f"{'difference (B - A)':<{wide}} {'pairing':<11} {'PPI++':<26} {'p':>7}  {'labels only':<26} "
+    lines += ["", f"{'difference (B - A)':<{wide}} {'pairing':<11} {method:<26} {'p':>7}  {'labels only':<26} "
                   f"{'labels for 80% power':>22}"]
     for name, r in zip(pairs, result.pairs):
         needed = "-" if r["labels_needed"] is None else _needed(r["labels_needed"], r["labels_needed_per"])

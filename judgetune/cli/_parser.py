@@ -379,6 +379,11 @@ def _add_estimate(commands: argparse._SubParsersAction) -> None:
     data.add_argument("--scale", type=_scale, metavar="LOW-HIGH", help="the human scale of the labels (must be the "
                       "judge's; default: the judge's)")
     _column_options(data)
+    model.add_argument("--fit", choices=("score", "signals"), help="fit a judge on these labels and estimate with it "
+                       "(cross-fitted over folds of every system's labels, so no label checks a model that saw it): "
+                       "score, a model of --config's score; signals, of the score and the hybrid's cheap signals of "
+                       "each row's texts (default: none, PPI++ with the frozen judge as it is)")
+    model.add_argument("--seed", type=int, default=0, help="with --fit: cuts the folds (default 0)")
     output.add_argument("--confidence", type=_confidence, default=0.95, help="the intervals' level (default 0.95)")
     output.add_argument("--out", type=Path, metavar="FILE", help="write the estimates as JSON to this file (default: none)")
     output.add_argument("--force", action="store_true", help="replace --out when it exists")

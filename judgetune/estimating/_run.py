@@ -12,6 +12,7 @@ from typing import Any
 from judgetune.errors import JudgetuneError, shown
 from judgetune.estimating._arrow import fast_observations
 from judgetune.estimating._checks import check_rows, check_scale
+from judgetune.estimating._cross import FITS, fitted_estimates
 from judgetune.estimating._estimate import Estimates, estimate_observations
 from judgetune.estimating._join import join_labels, join_scores, refuse_other_judge
 from judgetune.estimating._rows import Observations, from_examples, read_data
@@ -81,10 +82,12 @@ def estimate_files(config: str | Path | Any, data: str | Path, by: str | Sequenc
                    scores: str | Path | None = None, labeled: str | Path | None = None,
                    fields: dict[str, str] | None = None, label: str | None = None,
                    scale: tuple[float, float] | None = None, alpha: float = 0.05, api_base: str | None = None,
-                   mirror: str | Path | None = None, frozen: Any = None, progress: bool = False) -> Estimates:
+                   mirror: str | Path | None = None, frozen: Any = None, progress: bool = False,
+                   fit: str | None = None, seed: int = 0) -> Estimates:
     """Read, check, score (unless ``scores`` are given) and estimate; see ``judgetune estimate -h``. ``config``:
     a judge.json path or a ``JudgeConfig``; ``frozen``: its loaded ``FrozenJudge``, to score with; ``progress``:
-    the scoring's progress on standard error.
+    the scoring's progress on standard error; ``fit``: ``score`` or ``signals``, a judge cross-fitted on the labels
+    (``judgetune.estimating._cross``; ``seed`` cuts its folds) in place of PPI++'s per-system weight.
 
     Raises:
         JudgetuneError: every refusal of ``judgetune.estimating._checks``, bad rows, or scores of another judge.
@@ -98,8 +101,10 @@ def estimate_files(config: str | Path | Any, data: str | Path, by: str | Sequenc
     names = by_columns(by)
     if scores is not None:
         refuse_other_judge(scores, judge.to_dict(), str(config))
-    obs = read_observations(data, names, texts=scores is None, labeled=labeled, fields=fields, label=label,
-                            mirror=mirror)
+    if fit is not None and fit not in FITS:
+        raise JudgetuneError(f"--fit {fit}: expected one of {', '.join(FITS)}")
+    obs = read_observations(data, names, texts=scores is None or fit == "signals", labeled=labeled, fields=fields,
+                            label=label, mirror=mirror)
     judge_scale = (float(judge.label_range[0]), float(judge.label_range[1]))
     check_rows(obs, names)
     if scale is not None:
@@ -109,7 +114,10 @@ def estimate_files(config: str | Path | Any, data: str | Path, by: str | Sequenc
         join_scores(obs, scores)
     else:
         score_observations(obs, judge, api_base=api_base, where=str(config), frozen=frozen, progress=progress)
-    result = estimate_observations(obs, judge_scale, alpha=alpha)
+    if fit is not None:
+        result = fitted_estimates(obs, judge_scale, fit, alpha=alpha, seed=seed)
+    else:
+        result = estimate_observations(obs, judge_scale, alpha=alpha)
     if obs.nan_labels:
         result.notes.insert(0, f"{obs.nan_labels} label(s) given as NaN are taken as no label (unlabeled rows); "
                                "write null, or leave the cell empty")
