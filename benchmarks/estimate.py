@@ -14,8 +14,13 @@ when it holds the all-labels value (the figure with every row labeled).
   (BERTS2S 250, TConvS2S 132, Gold 57, PtGen 37, TranS2S 9); n rows drawn per system (a system with n rows or
   fewer is all labeled: its value known).
 - summeval: SummaC's SummEval subset (0/1; 63% are 1), 2 systems x 50 summaries; n rows per system.
+- stsb: STS Benchmark's test split (1,379 sentence pairs, 0-5), the mean similarity per source (6: MSRvid,
+  images, track5, answer-answer, MSRpar, headlines); n rows per source. Labels spread over the scale; the
+  hybrid judge was tuned on the train split.
 - ragchecker: 8 RAG systems in 280 human pairwise comparisons, each labeled by 2 annotators (560 rows); 4 n rows
-  drawn of all (one sample of all comparisons: about n per system); win rates.
+  drawn of all (one sample of all comparisons: about n per system); win rates. ``cross`` also reads RAGChecker's
+  own metric values for each response (overall, correctness, completeness: an LLM judge's, computed by
+  RAGChecker's authors, ragchecker/baseline_ragchecker.json), answer_b's minus answer's.
 
 Rows, per n, estimate ("mean" or "difference") and method: coverage, mean width, mean absolute error, and the mean
 labels worth (labels-only over the method's variance).
@@ -48,7 +53,7 @@ from judgetune.judges import signal_features  # noqa: E402
 
 SIZES = (2, 3, 5, 10, 20, 50)
 SETS = {"webglm": "linkage-webglm", "ragchecker": "ragchecker", "xsumfaith": "summac-xsumfaith",
-        "summeval": "summac-summeval"}
+        "summeval": "summac-summeval", "stsb": "stsb"}
 SYSTEM_FIELD = {"summac-xsumfaith": "model_name", "summac-summeval": "model_name"}
 
 
@@ -82,8 +87,10 @@ def _codes(values: list[str]) -> tuple[list[str], np.ndarray]:
 
 
 def _systems(source: str, examples: list) -> list[str]:
-    """Each example's system: its ``model`` (WebGLM) or, for the SummaC sets, the summarizer named in the source
-    file (the catalog keeps the claim, not who wrote it)."""
+    """Each example's system: its ``model`` (WebGLM), its source (STS-B) or, for the SummaC sets, the summarizer
+    named in the source file (the catalog keeps the claim, not who wrote it)."""
+    if source == "stsb":
+        return [e.meta["source"] for e in examples]
     if source not in SYSTEM_FIELD:
         return [e.meta["model"] for e in examples]
     name = source.split("-", 1)[1]
@@ -94,6 +101,8 @@ def _systems(source: str, examples: list) -> list[str]:
 def pointwise(source: str, judge: Path, cache: Path) -> tuple[Observations, tuple[float, float], np.ndarray]:
     """A set's rows as observations scored by the judge, its scale, and the features ``cross`` fits on."""
     examples, _ = datasets.load_data(source)
+    if source == "stsb":
+        examples = [e for e in examples if e.meta["split"] == "test"]
     scores, signals = _cached(cache, source, judge, examples)
     names, system = _codes(_systems(source, examples))
     _, inputs = _codes([e.group for e in examples])
@@ -119,7 +128,10 @@ def ragchecker(judge: Path, cache: Path) -> tuple[Observations, tuple[float, flo
     at = {key: i for i, key in enumerate(responses)}
     a = [at[f"{e.meta['instance_id']}-a"] for e in examples]
     b = [at[f"{e.meta['instance_id']}-b"] for e in examples]
-    features = np.column_stack([scores[b] - scores[a], signals[b] - signals[a]])
+    metrics = _ragchecker_metrics()
+    own = np.asarray([[metrics[(str(e.meta["instance_id"]), slot)][k] for k in ("overall", "correctness", "completeness")
+                       for slot in ("b", "a")] for e in examples], dtype=float)
+    features = np.column_stack([scores[b] - scores[a], signals[b] - signals[a], own[:, ::2] - own[:, 1::2]])
     names, system = _codes([e.meta["model_a"] for e in examples] + [e.meta["model_b"] for e in examples])
     n = len(examples)
     obs = Observations("ragchecker", [e.id for e in examples], np.arange(1, n + 1), names, system[:n], system[n:],
@@ -127,6 +139,20 @@ def ragchecker(judge: Path, cache: Path) -> tuple[Observations, tuple[float, flo
                        features[:, 0])
     low, high = _range(judge)
     return obs, (low - high, high - low), features
+
+
+def _ragchecker_metrics() -> dict[tuple[str, str], dict[str, float]]:
+    """RAGChecker's own metric values per response, keyed by (instance id, "a" or "b")."""
+    import ast
+
+    raw = json.loads((Path(os.environ["JUDGETUNE_DATA_MIRROR"]) / "ragchecker" / "baseline_ragchecker.json").read_text())
+    out = {}
+    for item in raw:
+        for slot, key in (("a", "model1"), ("b", "model2")):
+            model = ast.literal_eval(item[key]) if isinstance(item[key], str) else item[key]
+            out[(str(item["instance_id"]), slot)] = {k.removesuffix("_label"): float(v)
+                                                     for k, v in model["ragchecker"].items()}
+    return out
 
 
 def _range(judge: Path) -> tuple[float, float]:

@@ -31,10 +31,8 @@ from judgetune.stats._ppi import (
     Numbers,
     _interval,
     adjusted_residuals,
-    dispersion,
     labels_mean,
     ppi_mean,
-    score_interval,
     z_value,
 )
 
@@ -151,11 +149,15 @@ def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Nu
             var = max(var, alone_var / n)
     keep = max(0.0, 1 - n / total)
     fields = {"rows": int((ia | ib).sum()), "lam": math.nan}
-    if scale is not None:
+    if scale is not None:  # MOVER from the two systems' score intervals, widened by what their shared rows add
+        diff = difference_unpaired(a, b, alpha=alpha, scale=scale)
+        alone = a.se ** 2 + b.se ** 2
+        widen = math.sqrt(max(1.0, keep * var / alone)) if alone > 0 else 1.0
+        d = diff.value
         spread = (scale[0] - scale[1], scale[1] - scale[0])
-        least = floor * dispersion(n * alone_var, n, b.value - a.value, spread, cap=False) if floor else 0.0
-        diff = score_interval(b.value - a.value, n * var, n, keep, spread, alpha, least=least, **fields)
-        return a, b, replace(diff, labeled=int((lab & (ia | ib)).sum()))
+        low, high = max(d - widen * (d - diff.low), spread[0]), min(d + widen * (diff.high - d), spread[1])
+        return a, b, replace(diff, low=low, high=high, se=diff.se * widen, labeled=int((lab & (ia | ib)).sum()),
+                             residual_var=n * var, **fields)
     diff = _interval(b.value - a.value, math.sqrt(keep * var), alpha, labeled=int((lab & (ia | ib)).sum()),
                      residual_var=n * var, df=welch_df(a, b), **fields)
     return a, b, diff
