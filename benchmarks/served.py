@@ -44,13 +44,14 @@ TOLERANCE = 1e-3
 
 
 class CppServer:
-    """llama.cpp's ``llama-server`` on ``gguf``, on a free port of 127.0.0.1 (a context manager)."""
+    """llama.cpp's ``llama-server`` on ``gguf``, on a free port of 127.0.0.1 (a context manager), without flash
+    attention (its default), as llama-cpp-python computes in-process."""
 
     def __init__(self, binary: str, gguf: str, log: Path):
         self.base_url = f"http://127.0.0.1:{free_port()}/v1"
         port = self.base_url.split(":")[2].split("/")[0]
         self.command = [binary, "-m", gguf, "--host", "127.0.0.1", "--port", port, "-c", "4096", "-np", "1", "-t",
-                        str(embedded_threads()), "--no-webui"]
+                        str(embedded_threads()), "--no-webui", "-fa", "off"]
         self.log, self.process = log, None
 
     def __enter__(self) -> CppServer:
