@@ -19,7 +19,7 @@ from judgetune.errors import JudgetuneError
 from judgetune.estimating._checks import notes
 from judgetune.estimating._pairs import pair_record
 from judgetune.estimating._rows import Observations
-from judgetune.estimating._sides import Side, fit, judge_ratio, sides
+from judgetune.estimating._sides import Side, fit, sides
 
 __all__ = ["Estimates", "estimate_observations"]
 
@@ -82,10 +82,9 @@ def estimate_observations(obs: Observations, scale: tuple[float, float], *, alph
     ``cross`` for a judge cross-fitted on these labels)."""
     all_sides = sides(obs, scale)
     bounds = (0.0, 1.0) if obs.pairwise else (obs.scale or scale)  # the labels' own scale where known
-    floor = judge_ratio(all_sides, lam)
     for side in all_sides:
-        fit(side, alpha, bounds, lam, floor)
-    pairs = [pair_record(a, b, obs.pairwise, alpha, bounds, lam, floor) for a, b in combinations(all_sides, 2)]
+        fit(side, alpha, bounds, lam)
+    pairs = [pair_record(a, b, obs.pairwise, alpha, bounds, lam) for a, b in combinations(all_sides, 2)]
     lines = notes(obs, all_sides, scale)
     few = [s.name for s in all_sides if s.ppi is not None and lam is None and s.labels.labeled < stats.MIN_JUDGED]
     if few:

@@ -36,19 +36,19 @@ def aligned(a: Side, b: Side) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _paired(a: Side, b: Side, rows: tuple[np.ndarray, np.ndarray], alpha: float, bounds: Bounds,
-            lam: float | None, floor: float) -> tuple:
+            lam: float | None) -> tuple:
     rows_a, rows_b = rows
     lab = a.labeled[rows_a]
     args = (a.y[rows_a][lab], b.y[rows_b][lab], a.f[rows_a][lab], b.f[rows_b][lab], a.f[rows_a][~lab],
             b.f[rows_b][~lab])
-    ppi = stats.difference_paired(*args, alpha=alpha, lam=lam, scale=bounds, floor=floor)
+    ppi = stats.difference_paired(*args, alpha=alpha, lam=lam, scale=bounds)
     labels = stats.difference_paired(*args, alpha=alpha, method="labels", scale=bounds)
     return labels, ppi, [(ppi.residual_var, len(rows_a))]
 
 
-def _overlap(a: Side, b: Side, alpha: float, bounds: Bounds, lam: float | None, floor: float) -> tuple:
+def _overlap(a: Side, b: Side, alpha: float, bounds: Bounds, lam: float | None) -> tuple:
     args = (a.y, a.f, a.inside, b.y, b.f, b.inside, a.labeled)
-    ppi = stats.overlap_difference(*args, alpha=alpha, lam=lam, scale=bounds, floor=floor)[2]
+    ppi = stats.overlap_difference(*args, alpha=alpha, lam=lam, scale=bounds)[2]
     labels = stats.overlap_difference(*args, alpha=alpha, method="labels", scale=bounds)[2]
     return labels, ppi, [(ppi.residual_var, len(a.y))]
 
@@ -60,9 +60,9 @@ def _unpaired(a: Side, b: Side, alpha: float, bounds: Bounds) -> tuple:
 
 
 def pair_record(a: Side, b: Side, pairwise: bool, alpha: float, bounds: Bounds = None,
-                lam: float | None = None, floor: float = 0.0) -> dict[str, Any]:
+                lam: float | None = None) -> dict[str, Any]:
     """The record of B minus A (``labels_needed``: per input when paired, per system when unpaired, comparisons in
-    all for pairwise rows); ``bounds``, ``lam`` and ``floor`` as ``fit``'s."""
+    all for pairwise rows); ``bounds`` and ``lam`` as ``fit``'s."""
     record: dict[str, Any] = {"a": a.name, "b": b.name,
                               "judge_difference": float(b.f[b.inside].mean() - a.f[a.inside].mean())}
     empty = dict.fromkeys(("pairing", "difference", "low", "high", "p_value", "labels_difference", "labels_low",
@@ -71,9 +71,9 @@ def pair_record(a: Side, b: Side, pairwise: bool, alpha: float, bounds: Bounds =
         return {**record, **empty, "note": "unvalidated: a system with fewer than 2 labeled rows"}
     rows = None if pairwise else aligned(a, b)
     if pairwise:
-        (labels, ppi, terms), pairing, per = _overlap(a, b, alpha, bounds, lam, floor), "comparisons", "comparison"
+        (labels, ppi, terms), pairing, per = _overlap(a, b, alpha, bounds, lam), "comparisons", "comparison"
     elif rows is not None:
-        (labels, ppi, terms), pairing, per = _paired(a, b, rows, alpha, bounds, lam, floor), "paired", "input"
+        (labels, ppi, terms), pairing, per = _paired(a, b, rows, alpha, bounds, lam), "paired", "input"
     else:
         (labels, ppi, terms), pairing, per = _unpaired(a, b, alpha, bounds), "unpaired", "system"
     needed = stats.labels_needed(ppi.value, terms, alpha=alpha, power=POWER)

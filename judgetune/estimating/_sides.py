@@ -10,7 +10,7 @@ import numpy as np
 from judgetune import stats
 from judgetune.estimating._rows import Observations
 
-__all__ = ["Side", "fit", "judge_ratio", "sides"]
+__all__ = ["Side", "fit", "sides"]
 
 
 @dataclass
@@ -53,27 +53,12 @@ def sides(obs: Observations, scale: tuple[float, float]) -> list[Side]:
     return out
 
 
-def judge_ratio(all_sides: list[Side], lam: float | None) -> float:
-    """``stats.pooled_ratio`` over every system's labeled rows: the share of the labels' variance the judge leaves,
-    with each system's weight (``lam``, or as ``ppi_mean`` tunes it)."""
-    groups = []
-    for side in all_sides:
-        y, f = side.y[side.mine], side.f[side.mine]
-        if len(y) < 2:
-            continue
-        weight = lam if lam is not None else (stats.tuned_lambda(y, f) if len(y) >= stats.MIN_JUDGED else 0.0)
-        groups.append((y, y - weight * f))
-    return stats.pooled_ratio(groups)
-
-
-def fit(side: Side, alpha: float, bounds: tuple[float, float] | None = None, lam: float | None = None,
-        floor: float = 0.0) -> None:
+def fit(side: Side, alpha: float, bounds: tuple[float, float] | None = None, lam: float | None = None) -> None:
     """The side's labels-only and judge-assisted estimates (None with fewer than 2 labels): ``bounds``, the
-    outcome's (a label's scale, or 0-1 for win values); ``lam`` the weight on the judge (None: power-tuned);
-    ``floor`` as ``stats.ppi_mean``'s (``judge_ratio``)."""
+    outcome's (a label's scale, or 0-1 for win values); ``lam`` the weight on the judge (None: power-tuned)."""
     mine = side.mine
     if mine.sum() < 2:
         return
     side.labels = stats.labels_mean(side.y[mine], rows=int(side.inside.sum()), alpha=alpha, scale=bounds)
     side.ppi = stats.ppi_mean(side.y[mine], side.f[mine], side.f[side.inside & ~side.labeled], alpha=alpha, lam=lam,
-                              scale=bounds, floor=floor)
+                              scale=bounds)

@@ -60,7 +60,6 @@ from judgetune.stats._ppi import (
     judge_mean,
     labels_mean,
     labels_worth,
-    pooled_ratio,
     ppi_mean,
     score_interval,
     tuned_lambda,
@@ -87,6 +86,6 @@ __all__ = ["candidate_name", "FOLDS", "REPEATS", "best_candidate_index", "correc
            "grouped_correlation", "GroupedValue", "harmful_gain", "Interval", "interval_of", "mae", "ndcg",
            "paired_difference", "per_group_values", "random_baseline", "random_baseline_spread", "rbo",
            "resample_indices", "rescale", "snap_to_labels", "spearman_rows", "versus_constant"]
-__all__ += ["MIN_JUDGED", "PSEUDO", "pooled_ratio", "score_interval", "worth_of"]
+__all__ += ["MIN_JUDGED", "PSEUDO", "score_interval", "worth_of"]
 __all__ += ["Estimate", "difference_paired", "difference_unpaired", "judge_mean", "judged_wins", "labels_mean",
             "labels_needed", "labels_worth", "overlap_difference", "ppi_mean", "tuned_lambda", "win_values", "z_value"]

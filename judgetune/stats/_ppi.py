@@ -24,8 +24,9 @@ make the sample variance small or zero in exactly the samples that miss the rare
 t interval then covers far below its level (65% with 10 labels per system on a summarization set rated mostly
 5). An outcome on ``[low, high]``, rescaled to [0, 1], has variance at most ``mu (1 - mu)`` at mean ``mu``; its
 estimate's variance is written ``keep * rho * mu (1 - mu) / n`` with ``rho`` the dispersion: the sample's
-(residual) variance over that bound at the estimate, shrunk toward 1 (the binary outcome's) by ``PSEUDO``
-observation (``dispersion``). The interval holds every ``mu`` that this variance, taken at ``mu`` itself, does not
+(residual) variance over that bound at the estimate, shrunk by ``PSEUDO`` observation toward 1 (a binary
+outcome's) for labels, toward the labels' own for a judge's residuals (``dispersion``). Labels all alike leave
+nothing to check a judge against: the estimate is then the labels' own. The interval holds every ``mu`` that this variance, taken at ``mu`` itself, does not
 reject: Wilson's score interval for a proportion with ``n / (keep * rho)`` trials (``score_interval``). So an
 all-equal sample is read as a binary one (Wilson's interval, never zero width), a sample near the scale's end
 gets the asymmetric interval that holds there, the interval never leaves the scale, and a judge that halves the
@@ -44,7 +45,7 @@ import numpy as np
 from scipy import special as _special
 
 __all__ = ["MIN_JUDGED", "PSEUDO", "Estimate", "adjusted_residuals", "dispersion", "judge_mean", "labels_mean",
-           "labels_worth", "pooled_ratio", "ppi_mean", "residual_floor", "score_interval", "tuned_lambda", "worth_of",
+           "labels_worth", "ppi_mean", "residual_floor", "score_interval", "tuned_lambda", "worth_of",
            "z_value"]
 
 PSEUDO = 1.0  # observations of a binary outcome's dispersion that every sample's is shrunk toward (see the module)
@@ -126,10 +127,12 @@ def _interval(value: float, se: float, alpha: float, *, df: float | None = None,
     return Estimate(value=float(value), se=float(se), low=float(low), high=float(high), df=df, **fields)
 
 
-def dispersion(variance: float, n: int, value: float, scale: tuple[float, float], *, cap: bool) -> float:
+def dispersion(variance: float, n: int, value: float, scale: tuple[float, float], *, cap: bool,
+               toward: float = 1.0) -> float:
     """``rho`` of the module: ``variance`` (a sample's, per outcome) over the bound ``mu (1 - mu)`` at ``value``,
-    both on the scale rescaled to [0, 1], shrunk toward 1 by ``PSEUDO`` observation; 1 at the scale's ends. ``cap``:
-    at most ``n / (n - 1)``, which a sample of outcomes on the scale never exceeds (not so a residual)."""
+    both on the scale rescaled to [0, 1], shrunk toward ``toward`` (1: a binary outcome's; for a judge's residuals,
+    the labels' own) by ``PSEUDO`` observation; 1 at the scale's ends. ``cap``: at most ``n / (n - 1)``, which a
+    sample of outcomes on the scale never exceeds (not so a residual)."""
     low, high = scale
     if not low < high:
         raise ValueError(f"scale: expected low below high, got {low} and {high}")
@@ -138,17 +141,17 @@ def dispersion(variance: float, n: int, value: float, scale: tuple[float, float]
     rho = max(variance, 0.0) / (high - low) ** 2 / bound if bound > 0 else 1.0
     if cap:
         rho = min(rho, n / (n - 1))
-    return ((n - 1) * rho + PSEUDO) / (n - 1 + PSEUDO)
+    return ((n - 1) * rho + PSEUDO * toward) / (n - 1 + PSEUDO)
 
 
 def score_interval(value: float, variance: float, n: int, keep: float, scale: tuple[float, float], alpha: float, *,
-                   cap: bool = False, least: float = 0.0, **fields: Any) -> Estimate:
+                   cap: bool = False, toward: float = 1.0, **fields: Any) -> Estimate:
     """The bounded estimate of the module: ``value`` (clipped to ``scale``) with Wilson's interval for ``n`` outcomes
-    of per-outcome ``variance`` (``keep``: the finite-population factor ``1 - n / N``; ``least``: the smallest
-    dispersion taken); ``se`` is the plug-in one, ``residual_var`` the per-label variance it implies
+    of per-outcome ``variance`` (``keep``: the finite-population factor ``1 - n / N``; ``toward`` as
+    ``dispersion``'s); ``se`` is the plug-in one, ``residual_var`` the per-label variance it implies
     (``se^2 = keep * residual_var / n``)."""
     low, high = scale
-    rho = max(dispersion(variance, n, value, scale, cap=cap), least)
+    rho = dispersion(variance, n, value, scale, cap=cap, toward=toward)
     u = min(max((value - low) / (high - low), 0.0), 1.0)
     factor = max(keep, 0.0) * rho / n
     per_label = rho * u * (1 - u) * (high - low) ** 2
@@ -225,12 +228,12 @@ def tuned_lambda(labels: Numbers, judged: Numbers, *, unlabeled: int | None = No
 
 
 def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: float = 0.05, lam: float | None = None,
-             finite: bool = True, scale: tuple[float, float] | None = None, floor: float = 0.0) -> Estimate:
+             finite: bool = True, scale: tuple[float, float] | None = None) -> Estimate:
     """The PPI++ mean: ``labels`` and the judge's scores on the same rows (``judged``), and the judge's scores
     on the rows without a label (``unlabeled``). ``lam`` None: power-tuned (see ``tuned_lambda``; 0 below
     ``MIN_JUDGED`` labels, and where the labels are all alike: a judge is not credited where the labels show it
     nothing to correct); ``finite``: the target; ``scale``: the labels' bounds, for the score interval (see
-    the module); ``floor``: the residual dispersion is at least this share of the labels' own (``pooled_ratio``).
+    the module; the residuals' dispersion is shrunk toward the labels' own, not a binary outcome's).
 
     Raises:
         ValueError: fewer than 2 labels, mismatched lengths, non-finite values, or no unlabeled row when
@@ -251,8 +254,8 @@ def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: flo
             resid = float(np.sum(adjusted_residuals(y, f, weight) ** 2)) / (n - 1)
         keep = max(0.0, 1 - n / (n + m))
         if scale is not None:
-            least = floor * dispersion(float(np.var(y, ddof=1)), n, float(y.mean()), scale, cap=True) if floor else 0.0
-            return score_interval(value, resid, n, keep, scale, alpha, cap=weight == 0, least=least, rows=n + m,
+            alone = 1.0 if weight == 0 else dispersion(float(np.var(y, ddof=1)), n, float(y.mean()), scale, cap=True)
+            return score_interval(value, resid, n, keep, scale, alpha, cap=weight == 0, toward=alone, rows=n + m,
                                   lam=weight)
         resid = residual_floor(resid, y)
         se = math.sqrt(keep * resid / n)
@@ -265,20 +268,6 @@ def ppi_mean(labels: Numbers, judged: Numbers, unlabeled: Numbers, *, alpha: flo
     resid = float(np.var(y - weight * f))
     se = math.sqrt(weight ** 2 * float(np.var(u)) / m + resid / n)
     return _interval(value, se, alpha, labeled=n, rows=n + m, lam=weight, residual_var=resid)
-
-
-def pooled_ratio(groups: Sequence[tuple[Numbers, Numbers]]) -> float:
-    """The residual variance over the labels' variance, pooled within groups (each ``(labels, residuals)``, a
-    system's): the share of a system's label variance a judge leaves, estimated on every system's labels at once.
-    A system whose few labels happen to be all alike (and its residuals small) still has its labels' own dispersion
-    times this: the judge is not credited with rare labels it was never shown. In [0, 1]; 1 with no usable group."""
-    left = total = 0.0
-    for labels, residuals in groups:
-        y, e = _array(labels, "labels"), _array(residuals, "residuals")
-        if len(y) > 1:
-            left += (len(y) - 1) * float(np.var(e, ddof=1))
-            total += (len(y) - 1) * float(np.var(y, ddof=1))
-    return float(min(max(left / total, 0.0), 1.0)) if total > 0 else 1.0
 
 
 def worth_of(labels: Estimate, judged: Estimate) -> float | None:

@@ -43,11 +43,11 @@ __all__ = ["difference_paired", "difference_unpaired", "judged_wins", "labels_ne
 def difference_paired(labels_a: Numbers, labels_b: Numbers, judged_a: Numbers, judged_b: Numbers,
                       unlabeled_a: Numbers, unlabeled_b: Numbers, *, alpha: float = 0.05,
                       method: str = "ppi++", lam: float | None = None,
-                      scale: tuple[float, float] | None = None, floor: float = 0.0) -> Estimate:
+                      scale: tuple[float, float] | None = None) -> Estimate:
     """B minus A over the inputs both answered: labels and judge scores of the labeled inputs, in the same input
     order for both; the judge's scores on the other inputs, in the same order for both. ``method``: ``ppi++``
     (PPI++ on the differences, ``lam`` as ``ppi_mean``'s) or ``labels`` (the labeled differences alone);
-    ``scale``: the labels' bounds (a difference lies within ``+-(high - low)``); ``floor`` as ``ppi_mean``'s."""
+    ``scale``: the labels' bounds (a difference lies within ``+-(high - low)``)."""
     d = np.asarray(labels_b, dtype=float) - np.asarray(labels_a, dtype=float)
     bounds = None if scale is None else (scale[0] - scale[1], scale[1] - scale[0])
     if method == "labels":
@@ -56,7 +56,7 @@ def difference_paired(labels_a: Numbers, labels_b: Numbers, judged_a: Numbers, j
         raise ValueError(f"method: expected 'ppi++' or 'labels', got {method!r}")
     judged = np.asarray(judged_b, dtype=float) - np.asarray(judged_a, dtype=float)
     unlabeled = np.asarray(unlabeled_b, dtype=float) - np.asarray(unlabeled_a, dtype=float)
-    return ppi_mean(d, judged, unlabeled, alpha=alpha, lam=lam, scale=bounds, floor=floor)
+    return ppi_mean(d, judged, unlabeled, alpha=alpha, lam=lam, scale=bounds)
 
 
 def welch_df(a: Estimate, b: Estimate) -> float | None:
@@ -92,12 +92,12 @@ def difference_unpaired(a: Estimate, b: Estimate, *, alpha: float = 0.05,
 
 
 def _domain(y: np.ndarray, f: np.ndarray, inside: np.ndarray, labeled: np.ndarray, lam: float | None,
-            alpha: float, scale: tuple[float, float] | None, floor: float = 0.0) -> Estimate:
+            alpha: float, scale: tuple[float, float] | None) -> Estimate:
     """One system's estimate over its own rows (``lam`` 0: labels only; None: power-tuned)."""
     mine = inside & labeled
     if lam == 0:
         return labels_mean(y[mine], rows=int(inside.sum()), alpha=alpha, scale=scale)
-    return ppi_mean(y[mine], f[mine], f[inside & ~labeled], alpha=alpha, lam=lam, scale=scale, floor=floor)
+    return ppi_mean(y[mine], f[mine], f[inside & ~labeled], alpha=alpha, lam=lam, scale=scale)
 
 
 def _contribution(y: np.ndarray, f: np.ndarray, inside: np.ndarray, rows: np.ndarray, est: Estimate,
@@ -118,12 +118,12 @@ def _contribution(y: np.ndarray, f: np.ndarray, inside: np.ndarray, rows: np.nda
 def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Numbers, f_b: Numbers,
                        in_b: Sequence[bool], labeled: Sequence[bool], *, alpha: float = 0.05,
                        method: str = "ppi++", lam: float | None = None,
-                       scale: tuple[float, float] | None = None, floor: float = 0.0) -> tuple[Estimate, Estimate, Estimate]:
+                       scale: tuple[float, float] | None = None) -> tuple[Estimate, Estimate, Estimate]:
     """``(A, B, B - A)`` over the N rows of a file whose labeled rows are one simple random sample of all: per
     row the outcome for A and for B (``y``, anything where unlabeled), the judge's (``f``), whether the row is
     A's or B's (``in``), and whether it is labeled. ``method``: ``ppi++`` (``lam`` as ``ppi_mean``'s) or
     ``labels``; ``scale``: the outcomes' bounds (win values: 0-1), for a score interval on the difference's bounds
-    (see ``judgetune.stats._ppi``); ``floor`` as ``ppi_mean``'s.
+    (see ``judgetune.stats._ppi``).
 
     Raises:
         ValueError: fewer than 2 labeled rows for A or B, or mismatched lengths.
@@ -134,7 +134,7 @@ def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Nu
         raise ValueError("overlap_difference: expected arrays of one length, one value per row")
     (ya, fa, yb, fb), (ia, ib, lab) = arrays, masks
     weight = 0.0 if method == "labels" else lam
-    a, b = _domain(ya, fa, ia, lab, weight, alpha, scale, floor), _domain(yb, fb, ib, lab, weight, alpha, scale, floor)
+    a, b = _domain(ya, fa, ia, lab, weight, alpha, scale), _domain(yb, fb, ib, lab, weight, alpha, scale)
     rows = np.flatnonzero(lab)
     n, total = len(rows), len(lab)
     tuned = [weight is None and est.lam > 0 for est in (a, b)]
