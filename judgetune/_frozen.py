@@ -3,7 +3,7 @@ held in memory (lists of dicts, DataFrames) read as the same validated records a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -159,7 +159,8 @@ class FrozenJudge:
             return score_stream(self.config, self.judge, self._lm, None, out, source=file_source(examples), **options)
         if isinstance(examples, (str, Path)) or _is_frame(examples):
             examples = records_of(examples)
-        items = (self._example(e, i) for i, e in enumerate(examples))
+        items = [self._example(e, i) for i, e in enumerate(examples)] if isinstance(examples, Sized) else (
+            self._example(e, i) for i, e in enumerate(examples))
         return score_stream(self.config, self.judge, self._lm, items, out, source={"items": "python"}, **options)
 
     def as_dspy_metric(self, *, answer: str = "answer", question: str | None = "question",

@@ -13,7 +13,7 @@ import shutil
 import sys
 import time
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -179,6 +179,8 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
         if items is None:
             run.total = _validated_rows(part, source, run)
             items = _file_examples(source["file"], source)
+        elif isinstance(items, Sized):  # a list of items: its length is the progress line's total
+            run.total = len(items)
         state = part.state  # read after the validation saved its record in it (kept when the usage is saved)
         usage, client = dict(state.get("usage") or {}), getattr(lm, "client", None)
         examples = _skip_written(iter(items), part, run.resumed, state.get("items") if from_python else None)
