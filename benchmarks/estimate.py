@@ -211,6 +211,24 @@ def _outcomes(records: list[dict], truth: list[float], what: str, tally: dict, m
                 entry["worth"].append(record["labels_worth"])
 
 
+def _t_outcomes(obs: Observations, truth: list[float], tally: dict) -> None:
+    """Each system's labels-only mean with Student's t interval (no scale): what the estimate gave before its
+    intervals knew the scale, tallied as method ``labels-t``."""
+    from judgetune import stats
+    from judgetune.estimating import sides
+
+    entry = tally.setdefault(("mean", "labels-t"), {"covered": [], "width": [], "error": [], "worth": [], "missing": 0})
+    for side, target in zip(sides(obs, (0.0, 1.0) if obs.pairwise else obs.scale or (0.0, 1.0)), truth):
+        y = side.y[side.mine]
+        if len(y) < 2:
+            entry["missing"] += 1
+            continue
+        est = stats.labels_mean(y, rows=int(side.inside.sum()))
+        entry["covered"].append(est.low - 1e-9 <= target <= est.high + 1e-9)
+        entry["width"].append(est.width)
+        entry["error"].append(abs(est.value - target))
+
+
 def _rows(n: int, draws: int, tally: dict) -> list[dict[str, Any]]:
     out = []
     for (what, method), entry in tally.items():
@@ -236,6 +254,7 @@ def coverage(obs: Observations, scale: tuple[float, float], features: np.ndarray
         for draw in range(draws):
             drawn = _masked(obs, _draw(obs, n, rng, paired))
             est = estimate_observations(drawn, scale)
+            _t_outcomes(drawn, truth["mean"], tally)
             for what, records in (("mean", est.systems), ("difference", est.pairs)):
                 _outcomes(records, truth[what], what, tally, {"labels": "labels", "judge": "judge", "estimate": "ppi++"})
             if (~np.isnan(drawn.labels)).sum() >= 10:
@@ -320,6 +339,28 @@ def speed(rows: int, systems: int, seed: int) -> dict[str, Any]:
             "--config judge.json --data outputs.jsonl --by system --scores scored.jsonl --out estimate.json"}
 
 
+def table(paths: list[Path]) -> str:
+    """A Markdown table of result files: per set, size and estimate, each method's coverage and width, and what
+    the judge-assisted methods are worth (docs/estimate.md quotes it)."""
+    lines = ["| set (labels at the commonest value) | n | estimate | labels, t (unbounded) | labels only | PPI++ | "
+             "cross (`--fit signals`) | worth: PPI++ / cross |", "|---|---|---|---|---|---|---|---|"]
+    for path in paths:
+        result = json.loads(path.read_text())
+        meta = result["meta"]
+        rows = {(r["n"], r["what"], r["method"]): r for r in result["rows"]}
+        name = f"{meta['set']} ({100 * meta['labels_at_commonest']:.0f}%)"
+        for n, what in sorted({(r["n"], r["what"]) for r in result["rows"]}, key=lambda k: (k[0], k[1] != "mean")):
+            cells = []
+            for method in ("labels-t", "labels", "ppi++", "cross"):
+                r = rows.get((n, what, method))
+                cells.append("-" if r is None else f"{100 * r['coverage']:.1f}% / {r['width']:.3f}")
+            worth = [rows.get((n, what, m), {}).get("labels_worth") for m in ("ppi++", "cross")]
+            shown = " / ".join("-" if w is None else f"{w:.2f}" for w in worth)
+            lines.append(f"| {name} | {n} | {what} | " + " | ".join(cells) + f" | {shown} |")
+            name = ""
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=sorted(SETS))
@@ -333,7 +374,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--systems", type=int, default=8)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", type=Path, nargs="+", metavar="RESULT", help="print the Markdown table of these "
+                        "result files (coverage / mean width per method) and stop")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
     if args.speed:
         payload = {"rows": [speed(args.rows, args.systems, args.seed)], "meta": {"rows_per_system": args.rows}}
     else:
