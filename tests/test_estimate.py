@@ -35,6 +35,17 @@ def test_ppi_mean_agrees_with_ppi_py_on_a_fixed_array():
     assert (plain.low, plain.high) == pytest.approx((2.6979857073608557, 3.682014292639144), abs=1e-12)
 
 
+def test_the_weight_on_a_compressed_judge_is_clipped_to_one_as_ppi_py_clips_it():
+    # the judge's scores squeezed toward 3 (3 + 0.3 (x - 3), to 2 decimals): the unclipped weight would exceed 1;
+    # ppi_py 0.2.3: ppi_mean_ci(Y, Yhat, Yu, alpha=0.05) -> (2.5045375085096966, 3.7261291581569704), point
+    # 3.1153333333333335
+    squeeze = [round(3 + 0.3 * (x - 3), 2) for x in YHAT], [round(3 + 0.3 * (x - 3), 2) for x in YU]
+    est = stats.ppi_mean(Y, *squeeze, finite=False)
+    assert est.lam == 1.0
+    assert est.value == pytest.approx(3.1153333333333335, abs=1e-12)
+    assert (est.low, est.high) == pytest.approx((2.5045375085096966, 3.7261291581569704), abs=1e-12)
+
+
 def test_ppi_mean_agrees_with_ppi_py_live_when_installed():
     ppi_py = pytest.importorskip("ppi_py")
     y, f, u = np.asarray(Y), np.asarray(YHAT), np.asarray(YU)
@@ -592,3 +603,19 @@ def test_estimate_fit_with_too_few_labels_is_refused_in_one_line(run_cli, overla
     code, _, stderr = run_cli(["estimate", "--config", str(overlap_judge), "--data", str(data), "--by", "system",
                                "--fit", "score"])
     assert code != 0 and "--fit: 6 labeled row(s)" in stderr and "Traceback" not in stderr
+
+
+def test_the_coverage_table_in_the_docs_is_the_result_files():
+    """docs/estimate.md's coverage table is what benchmarks/estimate.py --table renders from the committed results."""
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        import estimate as bench
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    names = ("xsumfaith", "summeval", "stsb", "webglm", "ragchecker")
+    rendered = bench.table([root / "benchmarks" / "results" / f"estimate-{name}.json" for name in names])
+    page = (root / "docs" / "estimate.md").read_text(encoding="utf-8")
+    assert rendered in page
