@@ -48,7 +48,7 @@ from scipy import stats as scipy_stats  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
 from judgetune.estimating import Observations, estimate_observations  # noqa: E402
-from judgetune.estimating._cross import cross_observations  # noqa: E402
+from judgetune.estimating._cross import cross_observations, pooled_weight  # noqa: E402
 from judgetune.judges import signal_features  # noqa: E402
 
 SIZES = (2, 3, 5, 10, 20, 50)
@@ -259,8 +259,8 @@ def coverage(obs: Observations, scale: tuple[float, float], features: np.ndarray
                 _outcomes(records, truth[what], what, tally, {"labels": "labels", "judge": "judge", "estimate": "ppi++"})
             if (~np.isnan(drawn.labels)).sum() >= 10:
                 bounds = scale if obs.pairwise else obs.scale
-                crossed = estimate_observations(cross_observations(drawn, features, bounds, seed=draw), scale, lam=1.0,
-                                                method="cross")
+                fitted = cross_observations(drawn, features, bounds, seed=draw)
+                crossed = estimate_observations(fitted, scale, lam=pooled_weight(fitted), method="cross")
                 for what, records in (("mean", crossed.systems), ("difference", crossed.pairs)):
                     _outcomes(records, truth[what], what, tally, {"estimate": "cross"})
         rows += _rows(n, draws, tally)

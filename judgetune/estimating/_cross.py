@@ -6,7 +6,8 @@ both sides of a fit); for each fold a ridge regression of the label on the featu
 and with ``signals`` the hybrid judge's cheap signals) is fitted on the other folds and predicts the fold's rows;
 every unlabeled row gets the mean of the fold models' predictions. No labeled row is predicted by a model that saw
 its label, so ``label - prediction`` on the labeled rows corrects the predictions' mean without bias, as a frozen
-judge's score does in PPI; the estimate then takes the prediction as it is (weight 1).
+judge's score does in PPI; the estimate weighs the predictions by their slope within systems, pooled over every
+system's labels (``pooled_weight``).
 
 One model is fitted on every system's labels together: with a few labels per system it has many more to learn
 from than a per-system weight, which is what makes a judge worth labels at 5 or 10 labels a system.
@@ -22,7 +23,7 @@ from judgetune.errors import JudgetuneError
 from judgetune.estimating._estimate import Estimates, estimate_observations
 from judgetune.estimating._rows import Observations
 
-__all__ = ["FITS", "FOLDS", "MIN_FIT_LABELS", "cross_fit", "cross_observations", "fitted_estimates"]
+__all__ = ["FITS", "FOLDS", "MIN_FIT_LABELS", "cross_fit", "cross_observations", "fitted_estimates", "pooled_weight"]
 
 FOLDS = 5
 MIN_FIT_LABELS = 10  # labeled rows in all below which no model is fitted
@@ -93,6 +94,21 @@ def cross_observations(obs: Observations, features: np.ndarray, scale: tuple[flo
     return replace(obs, scores=predicted)
 
 
+def pooled_weight(obs: Observations) -> float:
+    """The weight on the cross-fitted predictions: the least-squares slope of label on prediction within systems,
+    pooled over every system's labeled rows, clipped to [0, 1]. Predictions that follow the labels keep about 1;
+    predictions that do not (a model fitted on signals the labels ignore) get about 0, so they cost no width."""
+    labeled = ~np.isnan(obs.labels) & ~np.isnan(obs.scores)
+    codes = obs.system if not obs.pairwise else np.zeros(len(obs.labels), dtype=int)
+    across = within = 0.0
+    for code in np.unique(codes[labeled]):
+        rows = labeled & (codes == code)
+        y, f = obs.labels[rows], obs.scores[rows]
+        across += float(np.sum((y - y.mean()) * (f - f.mean())))
+        within += float(np.sum((f - f.mean()) ** 2))
+    return float(np.clip(across / within, 0.0, 1.0)) if within > 0 else 0.0
+
+
 def fitted_estimates(obs: Observations, scale: tuple[float, float], fit: str, *, alpha: float = 0.05,
                      seed: int = 0) -> Estimates:
     """Every system's and pair's estimates with a judge cross-fitted on ``obs``' labels (``fit``: ``score``, a
@@ -111,7 +127,7 @@ def fitted_estimates(obs: Observations, scale: tuple[float, float], fit: str, *,
 
         features = np.column_stack([features, signal_features(obs.examples)[0]])
     crossed = cross_observations(obs, features, scale, seed=seed)
-    estimates = estimate_observations(crossed, scale, alpha=alpha, lam=1.0, method="cross")
+    estimates = estimate_observations(crossed, scale, alpha=alpha, lam=pooled_weight(crossed), method="cross")
     labeled = int((~np.isnan(obs.labels)).sum())
     estimates.notes.append(f"cross: a judge fitted on the {labeled} labels ({fit}: ridge, {FOLDS} folds over whole "
                            "inputs), each labeled row predicted by the folds that did not see it")
