@@ -260,7 +260,7 @@ def coverage(obs: Observations, scale: tuple[float, float], features: np.ndarray
             if (~np.isnan(drawn.labels)).sum() >= 10:
                 bounds = scale if obs.pairwise else obs.scale
                 fitted = cross_observations(drawn, features, bounds, seed=draw)
-                crossed = estimate_observations(fitted, scale, lam=pooled_weight(fitted), method="cross")
+                crossed = estimate_observations(fitted, scale, lam=pooled_weight(fitted, bounds), method="cross")
                 for what, records in (("mean", crossed.systems), ("difference", crossed.pairs)):
                     _outcomes(records, truth[what], what, tally, {"estimate": "cross"})
         rows += _rows(n, draws, tally)

@@ -94,16 +94,18 @@ def cross_observations(obs: Observations, features: np.ndarray, scale: tuple[flo
     return replace(obs, scores=predicted)
 
 
-def pooled_weight(obs: Observations) -> float:
-    """The weight on the cross-fitted predictions: the least-squares slope of label on prediction within systems,
-    pooled over every system's labeled rows, clipped to [0, 1]. Predictions that follow the labels keep about 1;
-    predictions that do not (a model fitted on signals the labels ignore) get about 0, so they cost no width."""
+def pooled_weight(obs: Observations, scale: tuple[float, float]) -> float:
+    """The weight on the cross-fitted predictions: the least-squares slope of the fitted outcome (the label; who won,
+    for a comparison) on the prediction within systems, pooled over every system's labeled rows, clipped to [0, 1].
+    Predictions that follow the labels keep about 1; predictions that do not (a model fitted on signals the labels
+    ignore) get about 0, so they cost no width."""
     labeled = ~np.isnan(obs.labels) & ~np.isnan(obs.scores)
     codes = obs.system if not obs.pairwise else np.zeros(len(obs.labels), dtype=int)
+    outcome = np.sign(obs.labels) * scale[1] if obs.pairwise else obs.labels
     across = within = 0.0
     for code in np.unique(codes[labeled]):
         rows = labeled & (codes == code)
-        y, f = obs.labels[rows], obs.scores[rows]
+        y, f = outcome[rows], obs.scores[rows]
         across += float(np.sum((y - y.mean()) * (f - f.mean())))
         within += float(np.sum((f - f.mean()) ** 2))
     return float(np.clip(across / within, 0.0, 1.0)) if within > 0 else 0.0
@@ -127,7 +129,8 @@ def fitted_estimates(obs: Observations, scale: tuple[float, float], fit: str, *,
 
         features = np.column_stack([features, signal_features(obs.examples)[0]])
     crossed = cross_observations(obs, features, scale, seed=seed)
-    estimates = estimate_observations(crossed, scale, alpha=alpha, lam=pooled_weight(crossed), method="cross")
+    estimates = estimate_observations(crossed, scale, alpha=alpha, lam=pooled_weight(crossed, scale),
+                                      method="cross")
     labeled = int((~np.isnan(obs.labels)).sum())
     estimates.notes.append(f"cross: a judge fitted on the {labeled} labels ({fit}: ridge, {FOLDS} folds over whole "
                            "inputs), each labeled row predicted by the folds that did not see it")
