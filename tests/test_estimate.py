@@ -619,3 +619,16 @@ def test_the_coverage_table_in_the_docs_is_the_result_files():
     rendered = bench.table([root / "benchmarks" / "results" / f"estimate-{name}.json" for name in names])
     page = (root / "docs" / "estimate.md").read_text(encoding="utf-8")
     assert rendered in page
+
+
+def test_a_judge_constant_up_to_rounding_raises_no_balance_warning():
+    from judgetune.estimating import Observations, estimate_observations
+
+    rng = np.random.default_rng(0)
+    n = 60
+    scores = np.full(n, 4.62) + rng.normal(0, 1e-15, n)  # one score, written with float rounding noise
+    labels = np.where(np.arange(n) % 2 == 0, rng.integers(3, 6, n).astype(float), np.nan)
+    obs = Observations("t", [str(i) for i in range(n)], np.arange(n), ["a", "b"], np.arange(n) % 3 % 2, None,
+                       np.full(n, -1), labels, np.full(n, np.nan), scores)
+    notes = estimate_observations(obs, (0.0, 5.0)).notes
+    assert not any("do not look like a uniform random sample" in line for line in notes), notes

@@ -102,7 +102,7 @@ def _balance(side: Side) -> str | None:
     f, mine, inside = side.f, side.mine, side.inside
     n, total = int(mine.sum()), int(inside.sum())
     spread = float(np.std(f[inside], ddof=1)) if total > 1 else 0.0
-    if n < 2 or n >= total or spread == 0:
+    if n < 2 or n >= total or spread <= 1e-9 * max(1.0, abs(float(f[inside].mean()))):  # constant up to rounding
         return None
     z = (f[mine].mean() - f[inside].mean()) / (spread * math.sqrt((1 - n / total) / n))
     if abs(z) <= BALANCE_Z:
