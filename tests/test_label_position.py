@@ -317,3 +317,29 @@ def test_a_judge_json_without_a_label_position_is_probed_as_before(python_run, t
         code, rows = score(run, tmp_path / "o.jsonl")
     assert code == 0 and "label position completions" in caplog.text and "as the judge was tuned" not in caplog.text
     assert [r["score"] for r in rows] == [p["score"] for p in predictions(python_run)]
+
+
+def test_a_judges_scores_on_llama_server_do_not_depend_on_the_order_of_its_requests(cpp_server, data_root, tmp_path,
+                                                                                    monkeypatch):
+    """One request per label read: a second request for the same prompt would be computed from llama-server's prompt
+    cache in another way, so scores would depend on which requests ran before (one at a time vs 8 at a time)."""
+    from judgetune import datasets
+    from judgetune.config import JudgeConfig
+    from judgetune.judges import make_judge
+
+    examples = datasets.load("sts2012-msrpar", root=data_root)
+    train = [e for e in examples if e.meta["split"] == "train"]
+    items = [e for e in examples if e.meta["split"] == "test"][:12]
+    lm = served(cpp_server)
+    judge = make_judge("rubric", lm, train=train, label_range=(0, 5), params={"k": 0, "scoring_mode": "logprobs"})
+    config = JudgeConfig.from_judge(judge, lm=lm.spec.to_dict(), calibrator=None, label_range=(0.0, 5.0))
+    path = config.save(tmp_path / "judge.json")
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(e.to_dict()) + "\n" for e in items))
+    scores = []
+    for concurrency in ("1", "8"):
+        monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / f"cache-{concurrency}"))
+        out = tmp_path / f"scored-{concurrency}.jsonl"
+        assert main(["score", "--config", str(path), "--data", str(tmp_path / "items.jsonl"), "--out", str(out),
+                     "--concurrency", concurrency, "--api-base", cpp_server.base_url]) == 0
+        scores.append([row["score"] for row in jsonlines.open(out)])
+    assert None not in scores[0] and scores[0] == scores[1]

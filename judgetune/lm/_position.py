@@ -21,11 +21,12 @@ Three ways, tried in this order when none is asked for:
 A way asked for (``label_position=``), or frozen in a judge.json, is checked, never replaced: a server that
 does not offer it stops the run in one line (:class:`LabelPositionError`).
 
-A label the server lists among the ``TOP`` most probable next tokens gets its log-probability; when a
-label is not listed, the ``WIDE`` most probable are asked for (llama-cpp-python lists them; a server that
-refuses is not asked again). A label of several characters still not listed is scored through the echo
-of prompt + label (exact when the server echoes aligned log-probabilities), else it is missing
-(probability 0), as in the generated way.
+The ``WIDE`` most probable next tokens are asked for (llama-cpp-python and llama-server list them), in one
+request per item: a second request for the same prompt would be computed from the server's prompt cache
+in another way, and llama-server's numbers then depend on the order of the requests (measured: up to 0.08
+on a 0-5 score). A server that refuses that many is asked for the ``TOP`` 20 from then on, and a label
+outside them is missing (probability 0) unless, having several characters, it is scored through the echo
+of prompt + label (exact when the server echoes aligned log-probabilities).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class ServerLabelReader:
         self.template: dict[str, str] | None = None  # the identity of the template read with (completions)
         self._way: tuple[str, str] | None = None
         self._template_source: str | None = None  # what the template of ``completions`` is read from
-        self.wide = True  # whether the server may list WIDE alternatives
+        self.narrow: set[str] = set()  # the endpoints (text, chat) that refused WIDE alternatives
 
     @property
     def where(self) -> str:
@@ -269,21 +270,13 @@ class ServerLabelReader:
         if way == "generated":
             raise ValueError(why)
         if way == "completions":
-            prompt = chat_formatter(self._template_source)(messages=messages).prompt
-            text = prompt + prefix
-            choice, usage = self.client.complete_text(text, max_tokens=1, logprobs=TOP)
+            text = chat_formatter(self._template_source)(messages=messages).prompt + prefix
+            choice, usage = self._widest(lambda n: self.client.complete_text(text, max_tokens=1, logprobs=n), "text")
             top = _first_top(choice)
-            if self.wide and any(label not in top for label in labels):  # a label below the top 20: look wider
-                try:
-                    choice, usage = self.client.complete_text(text, max_tokens=1, logprobs=WIDE)
-                    top = {**top, **_first_top(choice)}
-                except LMCallError as err:
-                    if classify(err) != "unsupported":
-                        raise
-                    self.wide = False  # the server caps the alternatives (OpenAI: 5, vLLM: 20 by default)
         else:
-            completion = self.client.complete([*messages, {"role": "assistant", "content": prefix}], max_tokens=1,
-                                              top_logprobs=TOP, extra=_CONTINUE)
+            sent = [*messages, {"role": "assistant", "content": prefix}]
+            completion = self._widest(lambda n: self.client.complete(sent, max_tokens=1, top_logprobs=n,
+                                                                     extra=_CONTINUE), "chat")
             first = (completion.logprobs or [{}])[0]
             top = {t["token"]: float(t["logprob"]) for t in first.get("top_logprobs") or []}
             usage, text = completion.usage, None
@@ -297,6 +290,19 @@ class ServerLabelReader:
                 logprobs.append(-math.inf)
         missing = tuple(label for label, lp in zip(labels, logprobs) if lp == -math.inf)
         return LabelDistribution(tuple(labels), tuple(logprobs), missing, usage=dict(usage))
+
+    def _widest(self, call, endpoint: str):
+        """``call(n)`` with ``n = WIDE`` alternatives, or ``TOP`` once the endpoint refused ``WIDE`` (then never asked
+        again). One request per item: the labels' numbers never depend on which request came before."""
+        if endpoint in self.narrow:
+            return call(TOP)
+        try:
+            return call(WIDE)
+        except LMCallError as err:
+            if classify(err) != "unsupported":
+                raise
+        self.narrow.add(endpoint)  # the server caps the alternatives (OpenAI: 5 or 20, vLLM: 20 by default)
+        return call(TOP)
 
     def _echoed(self, prompt: str, label: str) -> float:
         try:
