@@ -108,9 +108,11 @@ def test_a_panel_candidate_enters_selection_and_freezes_to_the_judge_it_was_figu
     from judgetune.tuning import RunSpec, freeze, gate_line, prepare_splits, tune
     from judgetune.tuning._selection import spearman_figure
 
-    sizes = {"search_items": 12, "dev_items": 12, "test_items": 6, "gate_items": 24, "sampler": "random"}
+    # 20 confirming items: the fewest --gate on tests on (a gate that cannot test judges nothing past the search rows,
+    # and no panel is figured)
+    sizes = {"search_items": 12, "dev_items": 20, "test_items": 6, "gate_items": 32, "sampler": "random"}
     spec = RunSpec(name="panel", judge="likelihood", data="sts2012-msrpar", n_trials=3, fixed={"k": 0}, panel=True,
-                   **sizes)
+                   gate="on", **sizes)
     config, _, study = tune(spec, runs_dir=tmp_path / "runs", lm=embedded_lm, progress=False, n_resamples=50)
     rows = config.metrics["selection"]["rows"]
     panels = [r for r in rows if r.get("panel")]
