@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# llama.cpp's C++ server (llama-server) for the tests of a served judge (tests/test_llama_cpp_server.py), built from
+# llama.cpp's C++ server (llama-server) for the tests of a served judge (tests/test_label_position.py), built from
 # the llama.cpp source that llama-cpp-python vendors: its sdist, of the installed version, fetched by pip from the
 # package registry (or pip's cache). Never a binary from elsewhere. Built once into .ci/llama.cpp/ (git-ignored);
-# prints the binary's path. A shared 2-core machine: one compile job at the lowest priority, llama-server alone.
+# prints the binary's path. At the lowest priority, llama-server alone, on every core (LLAMA_SERVER_JOBS=1 on a machine
+# whose cores are busy).
 #   bash .ci/llama_server.sh                  build (or find) it
-#   JUDGETUNE_LLAMA_SERVER=$(bash .ci/llama_server.sh) python -m pytest tests/test_llama_cpp_server.py
+#   JUDGETUNE_LLAMA_SERVER=$(bash .ci/llama_server.sh) python -m pytest tests/test_label_position.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest="$PWD/.ci/llama.cpp"
@@ -31,5 +32,5 @@ cmake -S "$dest/src" -B "$dest/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
     "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" >&2
-nice -n 19 cmake --build "$dest/build" --config Release -j 1 --target llama-server >&2
+nice -n 19 cmake --build "$dest/build" --config Release -j "${LLAMA_SERVER_JOBS:-$(nproc)}" --target llama-server >&2
 echo "$binary"
