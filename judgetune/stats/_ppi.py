@@ -19,19 +19,19 @@ Two targets:
   separate unlabeled sample: ``lam = Cov(label, judge) / ((1 + n / N) Var(judge))`` clipped to [0, 1] and
   ``Var = lam^2 Var(judge, unlabeled) / N + Var(label - lam * judge) / n``, as in PPI++ and ``ppi_py``.
 
-Bounded labels (``scale`` given; ``judgetune estimate`` always gives it). Labels piled at one end of the scale
-make the sample variance small or zero in exactly the samples that miss the rare labels at the other end, and a
-t interval then covers far below its level (65% with 10 labels per system on a summarization set rated mostly
-5). An outcome on ``[low, high]``, rescaled to [0, 1], has variance at most ``mu (1 - mu)`` at mean ``mu``; its
-estimate's variance is written ``keep * rho * mu (1 - mu) / n`` with ``rho`` the dispersion: the sample's
-(residual) variance over that bound at the estimate, shrunk by ``PSEUDO`` observation toward 1 (a binary
-outcome's) for labels, toward the labels' own for a judge's residuals (``dispersion``). Labels all alike leave
-nothing to check a judge against: the estimate is then the labels' own. The interval holds every ``mu`` that this variance, taken at ``mu`` itself, does not
-reject: Wilson's score interval for a proportion with ``n / (keep * rho)`` trials (``score_interval``). So an
-all-equal sample is read as a binary one (Wilson's interval, never zero width), a sample near the scale's end
-gets the asymmetric interval that holds there, the interval never leaves the scale, and a judge that halves the
-residual variance halves ``rho``: it is still worth what it explains. The point estimate is the unbiased one,
-clipped to the scale; p-values are the score test's (the variance at the null), so they agree with the interval.
+Bounded labels (``scale`` given; ``judgetune estimate`` always gives it). Labels piled at one end of the scale make
+the sample variance small or zero in exactly the samples that miss the rare labels at the other end, and a t interval
+then covers far below its level (65% with 10 labels per system on a summarization set rated mostly 5). An outcome on
+``[low, high]``, rescaled to [0, 1], has variance at most ``mu (1 - mu)`` at mean ``mu``; its estimate's variance is
+written ``keep * rho * mu (1 - mu) / n`` with ``rho`` the dispersion: the sample's (residual) variance over that
+bound at the estimate, shrunk by ``PSEUDO`` observation toward 1 (a binary outcome's) for labels, toward the labels'
+own for a judge's residuals (``dispersion``). Labels all alike leave nothing to check a judge against: the estimate
+is then the labels' own. The interval holds every ``mu`` that this variance, taken at ``mu`` itself, does not reject:
+Wilson's score interval for a proportion with ``n / (keep * rho)`` trials (``score_interval``). So an all-equal
+sample is read as a binary one (Wilson's interval, never zero width), a sample near the scale's end gets the
+asymmetric interval that holds there, the interval never leaves the scale, and a judge that halves the residual
+variance halves ``rho``: it is still worth what it explains. The point estimate is the unbiased one, clipped to the
+scale; p-values are the score test's (the variance at the null), so they agree with the interval.
 """
 
 from __future__ import annotations
