@@ -40,3 +40,13 @@ def test_the_page_and_the_command(tmp_path: Path, capsys) -> None:
     path.write_text('{"rows": []}', encoding="utf-8")
     assert main(["report", str(path)]) == 2
     assert "expected the JSON judgetune estimate --out writes" in capsys.readouterr().err
+
+
+def test_a_fitted_estimate_is_drawn_under_its_own_name():
+    from judgetune.report._estimates import build_estimates_report
+
+    record = {"method": "cross", "confidence": 0.95, "scale": [0, 5], "measure": "mean label",
+              "systems": [{"system": "a", "rows": 10, "labeled": 5, "labels": 3.0, "labels_low": 2.0, "labels_high": 4.0,
+                           "ppi": 3.1, "ppi_low": 2.6, "ppi_high": 3.5}]}
+    page = build_estimates_report(record)
+    assert "cross (fitted) 3.100 [2.600, 3.500]" in page and "PPI++" not in page

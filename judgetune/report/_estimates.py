@@ -14,6 +14,14 @@ __all__ = ["build_estimates_report", "estimates_svg", "write_estimates_report"]
 
 _WIDTH, _LEFT, _RIGHT, _ROW = 640, 150, 20, 34
 _INTERVALS = (("labels", "labels only", "#888888", -6), ("ppi", "PPI++", "#1f5fa8", 6))
+_JUDGED = {"ppi++": ("PPI++", "the judge's scores corrected by the labels"),
+           "cross": ("cross (fitted)", "a judge fitted on these labels, each labeled row predicted by folds that did not "
+                     "see it")}
+
+
+def _judged(record: dict[str, Any]) -> tuple[str, str]:
+    """The judge-assisted figure's name and what it is (``method`` of the record; PPI++ when absent)."""
+    return _JUDGED.get(str(record.get("method", "ppi++")), _JUDGED["ppi++"])
 
 
 def estimates_svg(record: dict[str, Any]) -> str:
@@ -32,14 +40,15 @@ def estimates_svg(record: dict[str, Any]) -> str:
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
              f'role="img" aria-label="each system\'s mean with its intervals">']
-    for n, (_, name, colour, _) in enumerate(_INTERVALS):
+    named = [(key, name if key == "labels" else _judged(record)[0], colour, dy) for key, name, colour, dy in _INTERVALS]
+    for n, (_, name, colour, _) in enumerate(named):
         parts.append(f'<line x1="{_LEFT + 120 * n}" y1="14" x2="{_LEFT + 120 * n + 24}" y2="14" stroke="{colour}" '
                      f'stroke-width="3"/><text x="{_LEFT + 120 * n + 30}" y="18" font-size="12">{name}</text>')
     for i, row in enumerate(systems):
         y = 40 + _ROW * i + _ROW / 2
         parts.append(f'<text x="{_LEFT - 8}" y="{y + 4}" font-size="12" text-anchor="end">'
                      f'{html.escape(str(row.get("system", "")))}</text>')
-        for key, name, colour, dy in _INTERVALS:
+        for key, name, colour, dy in named:
             value, lo, hi = row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high")
             if value is None or lo is None or hi is None:
                 continue
@@ -73,9 +82,10 @@ def build_estimates_report(record: dict[str, Any], *, title: str = "estimate") -
     notes = "".join(f"<li>{html.escape(str(note))}</li>" for note in record.get("notes") or [])
     return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title></head><body>"
             f"<h1>{html.escape(title)}</h1><p>each system's {html.escape(str(record.get('measure', 'mean')))}, "
-            f"{level}intervals: labels only and PPI++ (the judge's scores corrected by the labels)</p>"
+            f"{level}intervals: labels only and {_judged(record)[0]} ({_judged(record)[1]})</p>"
             f"{estimates_svg(record)}<table><tr><th>system</th><th>rows</th><th>labeled</th><th>labels only</th>"
-            f"<th>PPI++</th></tr>{rows}</table>" + (f"<ul>{notes}</ul>" if notes else "") + "</body></html>\n")
+            f"<th>{html.escape(_judged(record)[0])}</th></tr>{rows}</table>"
+            + (f"<ul>{notes}</ul>" if notes else "") + "</body></html>\n")
 
 
 def write_estimates_report(path: str | Path, out: str | Path | None = None) -> Path:
