@@ -78,7 +78,7 @@ def trial_study(columns: list[int], raws: np.ndarray, splits, spec: RunSpec) -> 
 
 
 def run_rule(spec: RunSpec, splits, study: optuna.Study, raws: np.ndarray, gold: np.ndarray,
-             cache: dict) -> tuple[dict[str, Any], dict[str, Any]]:
+             cache: dict, early_stop: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """The settings ``tune`` ships on these selection labels (``raws``: every column's scores on the selection
     items): ``{COLUMN: j}``, or a panel's (its members' columns, centres and scales); and the choice's record.
     ``choose`` runs as the product does, uncalibrated (the decision reads raw scores under the Spearman rule) and
@@ -89,7 +89,7 @@ def run_rule(spec: RunSpec, splits, study: optuna.Study, raws: np.ndarray, gold:
     items = SelectionItems(gold, [e.group_key for e in splits.selection] if grouped else None,
                            len(splits.search), splits.label_range, spec.pooled)
     index, record = choose(spec, candidates, [raws[c.params[COLUMN]] for c in candidates], items, calibrate=False,
-                           figures=cache)
+                           figures=cache, early_stop=early_stop)
     return record["rows"][index]["params"], record
 
 
@@ -120,7 +120,8 @@ def one_draw(m: dict[str, Any], rows_n: int, draw: int, args, tmp: Path) -> list
             sel = np.array([index[e.id] for e in splits.selection])
             gold = np.asarray([e.judgment for e in splits.selection], dtype=float)
             study = study or trial_study(columns, m["scores"][:, sel], splits, spec)
-            params, record = run_rule(spec, splits, study, m["scores"][:, sel], gold, cache)
+            params, record = run_rule(spec, splits, study, m["scores"][:, sel], gold, cache,
+                                      early_stop=not args.every_row)
             shipped = params != {COLUMN: 0}
             racing = record["racing"] or {}
             out.append({"gate": gate, "panel": panel, "null": null, "shipped": shipped,
@@ -205,6 +206,8 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=200)
     parser.add_argument("--trials", type=int, default=12, help="trials per draw, the default among them (tune's --trials)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--every-row", action="store_true",
+                        help="the gate judges every confirming row (no early stopping), for comparison")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
