@@ -78,7 +78,7 @@ def trial_study(columns: list[int], raws: np.ndarray, splits, spec: RunSpec) -> 
 
 
 def run_rule(spec: RunSpec, splits, study: optuna.Study, raws: np.ndarray, gold: np.ndarray,
-             cache: dict, early_stop: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+             cache: dict, early_stop: bool = True, screen: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """The settings ``tune`` ships on these selection labels (``raws``: every column's scores on the selection
     items): ``{COLUMN: j}``, or a panel's (its members' columns, centres and scales); and the choice's record.
     ``choose`` runs as the product does, uncalibrated (the decision reads raw scores under the Spearman rule) and
@@ -89,7 +89,7 @@ def run_rule(spec: RunSpec, splits, study: optuna.Study, raws: np.ndarray, gold:
     items = SelectionItems(gold, [e.group_key for e in splits.selection] if grouped else None,
                            len(splits.search), splits.label_range, spec.pooled)
     index, record = choose(spec, candidates, [raws[c.params[COLUMN]] for c in candidates], items, calibrate=False,
-                           figures=cache, early_stop=early_stop)
+                           figures=cache, early_stop=early_stop, screen=screen)
     return record["rows"][index]["params"], record
 
 
@@ -121,15 +121,15 @@ def one_draw(m: dict[str, Any], rows_n: int, draw: int, args, tmp: Path) -> list
             gold = np.asarray([e.judgment for e in splits.selection], dtype=float)
             study = study or trial_study(columns, m["scores"][:, sel], splits, spec)
             params, record = run_rule(spec, splits, study, m["scores"][:, sel], gold, cache,
-                                      early_stop=not args.every_row)
+                                      early_stop=not args.every_row, screen=not args.no_screen)
             shipped = params != {COLUMN: 0}
-            racing = record["racing"] or {}
+            every = (len(record["rows"]) - bool(record["rows"][-1].get("panel"))) * (record["items"]
+                                                                                   - record["search_items"])
+            racing = record["racing"] or {"confirming_judgments": every}  # no early stopping: every row judged
             out.append({"gate": gate, "panel": panel, "null": null, "shipped": shipped,
                         "shipped_panel": PANEL in params, "selection_items": len(sel),
                         "search_items": len(splits.search), "search_judgments": len(columns) * len(splits.search),
-                        "choosing_judgments": racing.get("confirming_judgments"),
-                        "every_confirming_judgment": (len(record["rows"]) - bool(record["rows"][-1].get("panel")))
-                        * (record["items"] - record["search_items"]),
+                        "choosing_judgments": racing.get("confirming_judgments"), "every_confirming_judgment": every,
                         **({} if null else gain_on(m, params, outside))})
     return out
 
@@ -208,6 +208,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--every-row", action="store_true",
                         help="the gate judges every confirming row (no early stopping), for comparison")
+    parser.add_argument("--no-screen", action="store_true",
+                        help="early stopping by futility looks only (no screening of the challengers)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

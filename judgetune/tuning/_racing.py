@@ -111,10 +111,11 @@ def _futile(state: Race, items: SelectionItems, rows: np.ndarray) -> dict[str, A
 
 
 def race(state: Race, score: Scorer, items: SelectionItems, live: Sequence[int], *, gate: str, panel: bool,
-         seed: int, least: tuple[int, str]) -> Race:
+         seed: int, least: tuple[int, str], screen: bool = True) -> Race:
     """Judge the candidates on the confirming items as the early-stopping gate decides (the module's docstring),
     from ``state`` (``Race.begin``); ``live``: the challengers not turned away (for ``gate == "on"``, the one tested,
-    or none); ``least``: the confirming units the gate needs for a test, and their name."""
+    or none); ``least``: the confirming units the gate needs for a test, and their name; ``screen``: screen the
+    challengers first (else futility looks only)."""
     state.live = list(live)
     units = _order(items, seed)
     if _count(items, units) < least[0]:
@@ -128,7 +129,7 @@ def race(state: Race, score: Scorer, items: SelectionItems, live: Sequence[int],
         state.stopped = ("no challenger ahead of the default on the search items" if gate == "on"
                          else "no challenger left to judge beside the default")
         return state
-    if gate == "nested" and not panel:
+    if gate == "nested" and not panel and screen:
         units = _screen(state, score, items, units)
         if state.stopped:
             return state

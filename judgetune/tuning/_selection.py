@@ -162,12 +162,13 @@ def candidate_row(row: dict[str, Any], scored: CandidateFigures, items: Selectio
 
 def choose(spec: RunSpec, candidates: list[Candidate], raws: Sequence[np.ndarray] | Scorer, items: SelectionItems, *,
            reject: Reject | None = None, calibrate: bool = True, figures: FiguresCache | None = None,
-           early_stop: bool = True) -> tuple[int, dict[str, Any]]:
+           early_stop: bool = True, screen: bool = True) -> tuple[int, dict[str, Any]]:
     """The index of the candidate that ships (0, the default, unless the gate passes) and the selection record.
 
     ``raws``: every candidate's raw scores on the selection items, or a scorer ``(j, rows) -> scores`` the gate
     asks for the items it needs (``early_stop``: losers stop being judged, ``_racing``; the record's ``racing``
-    counts the judgments made and saved). ``calibrate=False`` leaves the record's MAE figures uncalibrated (the
+    counts the judgments made and saved; ``screen``: with the nested gate, screen the challengers on the first
+    confirming items before the futility looks). ``calibrate=False`` leaves the record's MAE figures uncalibrated (the
     decision under the Spearman rule reads raw scores only); ``figures`` caches figures across calls on the same
     items. No LM call here beyond the scorer's (the benchmarks replay it on saved scores)."""
     candidates = list(candidates)
@@ -182,7 +183,8 @@ def choose(spec: RunSpec, candidates: list[Candidate], raws: Sequence[np.ndarray
         best = max(challengers, key=lambda i: (figure[i], -i), default=None)
         live = [best] if best is not None and figure[best] > figure[0] else []
     if early_stop:
-        race(state, score, items, live, gate=spec.gate, panel=spec.panel, seed=spec.seed, least=_least(spec, items))
+        race(state, score, items, live, gate=spec.gate, panel=spec.panel, seed=spec.seed, least=_least(spec, items),
+             screen=screen)
     else:
         state.live = list(live)
         for j in range(len(candidates)):
