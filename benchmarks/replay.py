@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import optuna
 from _matrix import load_matrix, split_units
-from _results import lm_name, write_result
+from _results import write_result
 
 from judgetune import stats
 from judgetune.judges import Verdict
@@ -216,8 +216,7 @@ def main() -> None:
     logging.disable(logging.WARNING)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     m = load_matrix(args.matrix)
-    meta = m["meta"]
-    out = args.out or RESULTS / f"replay-{lm_name(meta['lm'])}-{meta['judge']}-{meta['dataset']}.json"
+    out = args.out or RESULTS / f"replay-{args.matrix.stem.removeprefix('matrix-')}.json"  # one replay per matrix file
     rows, extra, started = [], [], time.time()
     trials = min(args.trials, len(m["scores"]))
     with tempfile.TemporaryDirectory() as tmp:
