@@ -151,8 +151,8 @@ def overlap_difference(y_a: Numbers, f_a: Numbers, in_a: Sequence[bool], y_b: Nu
     fields = {"rows": int((ia | ib).sum()), "lam": math.nan}
     if scale is not None:  # MOVER from the two systems' score intervals, widened by what their shared rows add
         diff = difference_unpaired(a, b, alpha=alpha, scale=scale)
-        alone = a.se ** 2 + b.se ** 2
-        widen = math.sqrt(max(1.0, keep * var / alone)) if alone > 0 else 1.0
+        plugin = a.se ** 2 + b.se ** 2  # the two systems' variances as if their rows were apart
+        widen = math.sqrt(max(1.0, keep * var / plugin)) if plugin > 0 else 1.0
         d = diff.value
         spread = (scale[0] - scale[1], scale[1] - scale[0])
         low, high = max(d - widen * (d - diff.low), spread[0]), min(d + widen * (diff.high - d), spread[1])
