@@ -94,11 +94,7 @@ def _add_data_evaluate(commands: argparse._SubParsersAction) -> None:
     model.add_argument("--lm", default="local:smollm2", metavar="SPEC", help="LM spec (default: the embedded local:smollm2)")
     model.add_argument("--api-base", metavar="URL", help="server URL for an openai/MODEL spec (default: none, "
                        "the spec's own)")
-    model.add_argument("--label-position", choices=("completions", "prefill", "generated"),
-                       help="over a server, where labels are read: completions (the prompt rendered here, read at "
-                       "the label), "
-                       "prefill (the server continues an assistant turn ending at the label) or generated (after the "
-                       "marker of a generated answer); default: the first the server offers (docs/served-models.md)")
+    _label_position_option(model)
     data.add_argument("--limit", type=_count, metavar="N",
                       help="judge at most N items of the split (whole groups, in a seeded "
                            "order; default all); a fitted judge's training items are --fit-items")
@@ -137,11 +133,7 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     model.add_argument("--lm", default="local:smollm2", metavar="SPEC", help="LM spec (default: the embedded local:smollm2)")
     model.add_argument("--api-base", metavar="URL", help="server URL for an openai/MODEL spec (default: none, "
                        "the spec's own)")
-    model.add_argument("--label-position", choices=("completions", "prefill", "generated"),
-                       help="over a server, where labels are read: completions (the prompt rendered here, read at "
-                       "the label), "
-                       "prefill (the server continues an assistant turn ending at the label) or generated (after the "
-                       "marker of a generated answer); default: the first the server offers (docs/served-models.md)")
+    _label_position_option(model)
     output.add_argument("--run", type=_run_name, metavar="NAME",
                         help="run name: runs/NAME/ and the study name (default JUDGE-DATA)")
     output.add_argument("--runs-dir", default="runs", type=Path, metavar="DIR", help="the folder holding the runs")
@@ -476,3 +468,11 @@ def _add_nrp_reproduce(commands: argparse._SubParsersAction) -> None:
     repro.add_argument("table", choices=TABLES, help="the published table recomputed")
     repro.add_argument("--json", action="store_true", help='print {"rows": [{name, published, computed, ...}]}')
     repro.set_defaults(handler=_reproduce)
+
+def _label_position_option(group: argparse._ArgumentGroup) -> None:
+    """``--label-position`` as evaluate and tune take it (score's checks it against judge.json's instead)."""
+    group.add_argument("--label-position", choices=("completions", "prefill", "generated"),
+                       help="over a server, where labels are read: completions (the prompt rendered here, read at "
+                       "the label), prefill (the server continues an assistant turn ending at the label) or generated "
+                       "(after the marker of a generated answer); default: the first the server offers "
+                       "(docs/served-models.md)")
