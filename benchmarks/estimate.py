@@ -191,10 +191,19 @@ def _truth(obs: Observations, scale: tuple[float, float]) -> dict[str, list[floa
     return {"mean": [s["labels"] for s in full.systems], "difference": [p["labels_difference"] for p in full.pairs]}
 
 
-def _outcomes(records: list[dict], truth: list[float], what: str, tally: dict, methods: dict[str, str]) -> None:
-    """Add one draw's estimates of one kind (system means or differences) to the running tallies; ``methods``
-    maps a field group of FIELDS to the method name it is tallied under."""
+def _known(systems: list[dict]) -> set[str]:
+    """The systems whose every row is labeled in a draw: their values are known, so they are left out of the tallies
+    (a difference only when both of its systems are known)."""
+    return {s["system"] for s in systems if s["labeled"] == s["rows"]}
+
+
+def _outcomes(records: list[dict], truth: list[float], what: str, tally: dict, methods: dict[str, str],
+              known: set[str]) -> None:
+    """Add one draw's estimates of one kind (system means or differences) to the running tallies, but for the known
+    values; ``methods`` maps a field group of FIELDS to the method name it is tallied under."""
     for record, target in zip(records, truth):
+        if (record["system"] in known) if what == "mean" else (record["a"] in known and record["b"] in known):
+            continue
         for group, method in methods.items():
             key, low, high = FIELDS[what][group]
             value = record.get(key)
@@ -220,6 +229,8 @@ def _t_outcomes(obs: Observations, truth: list[float], tally: dict) -> None:
     entry = tally.setdefault(("mean", "labels-t"), {"covered": [], "width": [], "error": [], "worth": [], "missing": 0})
     for side, target in zip(sides(obs, (0.0, 1.0) if obs.pairwise else obs.scale or (0.0, 1.0)), truth):
         y = side.y[side.mine]
+        if len(y) == int(side.inside.sum()):  # every row labeled: the value is known (see _known)
+            continue
         if len(y) < 2:
             entry["missing"] += 1
             continue
@@ -232,6 +243,8 @@ def _t_outcomes(obs: Observations, truth: list[float], tally: dict) -> None:
 def _rows(n: int, draws: int, tally: dict) -> list[dict[str, Any]]:
     out = []
     for (what, method), entry in tally.items():
+        if not entry["covered"]:  # every value known at this n (see _known)
+            continue
         covered = np.asarray(entry["covered"], dtype=float)
         row = {"n": n, "what": what, "method": method, "coverage": float(covered.mean()),
                "coverage_se": float(covered.std(ddof=1) / np.sqrt(len(covered))) if len(covered) > 1 else None,
@@ -254,15 +267,17 @@ def coverage(obs: Observations, scale: tuple[float, float], features: np.ndarray
         for draw in range(draws):
             drawn = _masked(obs, _draw(obs, n, rng, paired))
             est = estimate_observations(drawn, scale)
+            known = _known(est.systems)
             _t_outcomes(drawn, truth["mean"], tally)
             for what, records in (("mean", est.systems), ("difference", est.pairs)):
-                _outcomes(records, truth[what], what, tally, {"labels": "labels", "judge": "judge", "estimate": "ppi++"})
+                _outcomes(records, truth[what], what, tally, {"labels": "labels", "judge": "judge", "estimate": "ppi++"},
+                          known)
             if (~np.isnan(drawn.labels)).sum() >= 10:
                 bounds = scale if obs.pairwise else obs.scale
                 fitted = cross_observations(drawn, features, bounds, seed=draw)
                 crossed = estimate_observations(fitted, scale, lam=pooled_weight(fitted, bounds), method="cross")
                 for what, records in (("mean", crossed.systems), ("difference", crossed.pairs)):
-                    _outcomes(records, truth[what], what, tally, {"estimate": "cross"})
+                    _outcomes(records, truth[what], what, tally, {"estimate": "cross"}, known)
         rows += _rows(n, draws, tally)
         print(f"n={n}: " + ", ".join(f"{r['what']} {r['method']} {r['coverage']:.3f} {r['width']:.3f}"
                                      for r in rows if r["n"] == n and r["method"] != "judge"), file=sys.stderr)
