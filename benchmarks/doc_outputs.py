@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import meta  # noqa: E402
 
+from judgetune.lm import models_dir  # noqa: E402
 from judgetune.testing.docs import (  # noqa: E402
     RECORDINGS,
     Block,
@@ -181,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     mirror = Path(os.environ.get("JUDGETUNE_DATA_MIRROR", ROOT.parent / "shared" / "data"))
     base = Path(tempfile.mkdtemp(prefix="doc-outputs-"))
-    runner = Runner(build_workspace(base, mirror))
+    space = build_workspace(base, mirror)
+    # a cold answer cache, as the tests have: every judgment of a recording is made by its run
+    space.env.update({"JUDGETUNE_MODEL_DIR": str(models_dir()), "JUDGETUNE_CACHE_DIR": str(base / "cache"),
+                      "DSPY_CACHEDIR": str(base / "dspy-cache")})
+    runner = Runner(space)
     try:
         failed = record(names, blocks, runner, ["benchmarks/doc_outputs.py", *(argv or sys.argv[1:])])
     finally:
