@@ -92,6 +92,19 @@ def test_format_matching_reads_numbers_and_cuts() -> None:
     assert shape("scale 0.6-5, +0.294 [-1.5, 2]") == "scale 0-0, 0 [0, 0]"
 
 
+def test_a_recorded_block_keeps_its_name_when_the_page_above_it_changes(tmp_path: Path) -> None:
+    section = "## Run it: `the demo`\n\n<!-- docs-test: recorded minutes -->\n```bash\njudgetune demo\n```\n"
+    page = tmp_path / "README.md"
+    page.write_text(f"# Title\n\n{section}<!-- docs-test: recorded minutes -->\n```python\nx = 1\n```\n")
+    before = recorded_names(read_blocks(page, tmp_path))
+    page.write_text(f"# Title\n\nNew words.\n\n```text\nx\n```\n\n{section}"
+                    "<!-- docs-test: recorded minutes -->\n```python\nx = 1\n```\n")
+    after = recorded_names(read_blocks(page, tmp_path))
+    assert list(before) == list(after) == ["README-run-it-the-demo", "README-run-it-the-demo-2"]
+    assert [b.line for b in before.values()] != [b.line for b in after.values()]
+    assert commands(after["README-run-it-the-demo-2"]) == ["x = 1"]
+
+
 @pytest.mark.parametrize("name", sorted(RECORDED))
 def test_recorded_block_has_a_recording_its_outputs_match(name: str) -> None:
     """A recorded block has a recording of the commands it shows; the output blocks after it match it."""
