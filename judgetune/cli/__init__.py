@@ -9,6 +9,7 @@ from judgetune.cli._options import (
     EXIT_INTERRUPTED,
     EXIT_NOTHING_JUDGED,
     EXIT_USER_ERROR,
+    GATE_ITEMS_CAP,
     GATES,
     JUDGE_KINDS,
     PICK_RULES,
@@ -19,5 +20,5 @@ from judgetune.cli._options import (
 )
 from judgetune.cli._parser import build_parser
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_NOTHING_JUDGED", "EXIT_USER_ERROR", "GATES", "JUDGE_KINDS", "PICK_RULES", "PROBES",
-           "PROTOCOLS", "SAMPLERS", "TABLES", "build_parser", "main"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_NOTHING_JUDGED", "EXIT_USER_ERROR", "GATE_ITEMS_CAP", "GATES", "JUDGE_KINDS",
+           "PICK_RULES", "PROBES", "PROTOCOLS", "SAMPLERS", "TABLES", "build_parser", "main"]

@@ -31,6 +31,7 @@ JUDGE_KINDS = ("factcheck", "rubric", "correctness", "pairwise", "linkage", "lik
 PROTOCOLS = ("group", "linkage")
 SAMPLERS = ("tpe", "nsga2", "random")
 GATES = ("on", "nested")  # the old rule (RunSpec(gate="off")) is a benchmark baseline, not a user's choice
+GATE_ITEMS_CAP = 2000  # --gate-items left out: every labeled non-test row up to this many (tuning.GATE_ITEMS_CAP)
 PICK_RULES = ("spearman", "mae")
 TABLES = ("nrp-paper", "ragchecker")
 PROBES = ("position", "verbosity", "distraction", "stability", "self_consistency", "rewrite")

@@ -9,6 +9,7 @@ from judgetune import datasets
 from judgetune.cli._estimate import _confidence, _estimate, _pick_either
 from judgetune.cli._judging import _audit, _compare, _evaluate
 from judgetune.cli._options import (
+    GATE_ITEMS_CAP,
     GATES,
     JUDGE_KINDS,
     PICK_RULES,
@@ -191,10 +192,10 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
                       "item chooses, every one but the search items also confirms (the choice cross-validated, 3 x 5 "
                       "folds, Spearman; see docs/tuning.md); on: the challenger best on the search items replaces the "
                       "default only on a gain on the other items above zero by a one-sided 5%% test")
-    gate.add_argument("--gate-items", type=_count, default=300, metavar="N",
-                      help="the most labeled non-test items each candidate "
-                           "is scored on for the gate (search, demo pool, dev; default 300): the gate costs about "
-                           "(--rescore + 1) x this many judgments")
+    gate.add_argument("--gate-items", type=_count, metavar="N",
+                      help="the most labeled non-test items each candidate is scored on for the gate (search, demo "
+                           f"pool, dev; default: every one, up to {GATE_ITEMS_CAP}): the gate costs at most "
+                           "(--rescore + 1) x this many judgments, fewer as losers stop early")
     gate.add_argument("--audit-max", action="append", metavar="PROBE=VALUE",
                       help="reject a candidate whose audit effect is significantly beyond VALUE, e.g. verbosity=0.3 "
                            "(repeatable; see docs/audit.md; default: no bound)")

@@ -125,11 +125,11 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     settled = settled_params(spec, lm)
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions, demo_pool=splits.demo_pool,
                              label_range=splits.label_range)
-    rows = len(splits.selection)
+    rows, confirming = len(splits.selection), len(splits.confirming_pool) + len(splits.dev)
     with stage(f"{spec.name}: choosing among the default and up to {spec.rescore} trials on {rows} items "
-               f"({len(splits.search)} search, {len(splits.confirming_pool)} pool, {len(splits.dev)} dev): about "
-               f"{(spec.rescore + 1) * rows} judgments (--gate-items bounds the items)", enabled=progress,
-               seconds=times, key="choosing"):
+               f"({len(splits.search)} search, {len(splits.confirming_pool)} pool, {len(splits.dev)} dev): at most "
+               f"{(spec.rescore + 1) * confirming} judgments, fewer as losers stop early (--gate-items bounds the "
+               "items)", enabled=progress, seconds=times, key="choosing"):
         if spec.gate in ("on", "nested"):
             reject = audit_reject(spec, splits, lm, instructions, reject, settled=settled)  # --audit-max
             params, selection = select(study, spec, splits, lm, reject=reject, default=default, settled=settled)

@@ -100,22 +100,25 @@ def prepare_splits(spec: RunSpec) -> Splits:
 
 def _confirming_pool(spec: RunSpec, search: list[Example], demo_pool: list[Example],
                      dev: list[Example]) -> list[Example]:
-    """The demo pool's items the gate also scores: as many as ``spec.gate_items`` leaves room for beside the search
-    and dev items (whole groups, seeded). The run says in one line why the gate scores more items than a user's
-    ``dev_items`` asked for, and how many labeled items ``gate_items`` leaves out."""
+    """The demo pool's items the gate also scores: every one, as far as ``spec.gate_bound`` leaves room beside the
+    search and dev items (whole groups, seeded). The run says in one line why the gate scores more items than a
+    user's ``dev_items`` asked for, and in one line how many labeled items the bound leaves out."""
     if len(demo_pool) < 2:  # the pool's items are judged cross-fitted, on the pool's other folds: two at least
         return []
-    room = None if spec.gate_items is None else max(0, spec.gate_items - len(search) - len(dev))
-    confirming = limit_by_group(demo_pool, room, seed=spec.seed) if room != 0 else []
+    room = max(0, spec.gate_bound - len(search) - len(dev))
+    confirming = limit_by_group(demo_pool, room, seed=spec.seed) if room else []
+    bound = (f"--gate-items {spec.gate_items}" if spec.gate_items is not None
+             else f"--gate-items at its default, every labeled non-test row up to {spec.gate_bound}")
     if spec.dev_items is not None and confirming:
-        log.warning("%s: --dev-items %d: the gate also confirms on %d of the demo pool's items, so that every labeled "
-                    "row counts (losers stop being judged early; --gate-items %d bounds them)", spec.name,
-                    spec.dev_items, len(confirming), len(search) + len(dev))
+        log.warning("%s: --dev-items %d: the gate also confirms on %d of the demo pool's items (training rows the "
+                    "search did not score), since the rows it tests on decide its power; %s bounds them, and losers "
+                    "stop being judged early", spec.name, spec.dev_items, len(confirming),
+                    "--gate-items N" if spec.gate_items is None else bound)
     if len(confirming) < len(demo_pool):
-        log.warning("%s: --gate-items %s: the gate scores %d of the %d labeled non-test items; the demo pool's other "
-                    "%d are left out to bound the gate's judgments (raise --gate-items to use them)", spec.name,
-                    spec.gate_items, len(search) + len(confirming) + len(dev),
-                    len(search) + len(demo_pool) + len(dev), len(demo_pool) - len(confirming))
+        log.warning("%s: %s: the gate scores %d of the %d labeled non-test items; the demo pool's other %d are left "
+                    "out to bound the gate's judgments (raise --gate-items to use them)", spec.name, bound,
+                    len(search) + len(confirming) + len(dev), len(search) + len(demo_pool) + len(dev),
+                    len(demo_pool) - len(confirming))
     return confirming
 
 
