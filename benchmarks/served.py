@@ -28,48 +28,17 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import _results  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
-import httpx  # noqa: E402
 
 from judgetune import datasets  # noqa: E402
 from judgetune.config import JudgeConfig  # noqa: E402
 from judgetune.judges import make_judge  # noqa: E402
-from judgetune.lm import ResponseCache, embedded_threads, load_lm  # noqa: E402
+from judgetune.lm import ResponseCache, load_lm  # noqa: E402
 from judgetune.lm._spec import model_file, parse_lm_spec  # noqa: E402
-from judgetune.testing import LlamaServer  # noqa: E402
-from judgetune.testing.llama_server import free_port  # noqa: E402
+from judgetune.testing import LlamaCppServer, LlamaServer  # noqa: E402
 
 POSITIONS = {"llama-cpp-python": ("completions", "generated"), "llama-server": ("completions", "prefill", "generated")}
 PARAMS = {"k": 0, "scoring_mode": "logprobs"}
 TOLERANCE = 1e-3
-
-
-class CppServer:
-    """llama.cpp's ``llama-server`` on ``gguf``, on a free port of 127.0.0.1 (a context manager), without flash
-    attention (its default), as llama-cpp-python computes in-process."""
-
-    def __init__(self, binary: str, gguf: str, log: Path):
-        self.base_url = f"http://127.0.0.1:{free_port()}/v1"
-        port = self.base_url.split(":")[2].split("/")[0]
-        self.command = [binary, "-m", gguf, "--host", "127.0.0.1", "--port", port, "-c", "4096", "-np", "1", "-t",
-                        str(embedded_threads()), "--no-webui", "-fa", "off"]
-        self.log, self.process = log, None
-
-    def __enter__(self) -> CppServer:
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT)
-        for _ in range(480):
-            try:
-                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                time.sleep(0.25)
-        self.__exit__()
-        raise RuntimeError(f"llama-server not up: {self.log.read_text(errors='replace')[-2000:]}")
-
-    def __exit__(self, *exc) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
 
 
 def agrees(a, b) -> bool:
@@ -104,7 +73,7 @@ def run(server: str, binary: str | None, n: int, work: Path) -> list[dict]:
     reference = [make_judge("rubric", local, train=train, label_range=(0, 5), params=PARAMS)(e) for e in items]
     local.close()
     launcher = (LlamaServer(gguf, work / "server.log", logits_all=True) if server == "llama-cpp-python"
-                else CppServer(binary, gguf, work / "server.log"))
+                else LlamaCppServer(binary, gguf, work / "server.log"))
     rows = []
     with launcher as srv:
         for position in POSITIONS[server]:

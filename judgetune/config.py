@@ -305,10 +305,19 @@ class JudgeConfig(BaseModel):
         Raises:
             LabelPositionError: the server does not offer that label position (one line; ``where`` names the file).
         """
+        self.freeze_label_position(lm, where=where)
+        return build(self.spec(), BuildContext(lm=lm, label_range=(self.label_range[0], self.label_range[1])))
+
+    def freeze_label_position(self, lm: Any, *, where: str = "judge.json") -> None:
+        """Over a server, have ``lm`` read labels where the judge read them when tuned (``lm.label_position``), and
+        check now that the server offers it; nothing for a judge.json that records none, or an in-process LM.
+
+        Raises:
+            LabelPositionError: the server does not offer that label position (one line; ``where`` names the file).
+        """
         position = (self.lm or {}).get("label_position")
         if position is not None and hasattr(lm, "freeze_label_position"):
             lm.freeze_label_position(position, self.lm.get("chat_template"), where=where)
-        return build(self.spec(), BuildContext(lm=lm, label_range=(self.label_range[0], self.label_range[1])))
 
     def calibrated(self, verdicts: list[Verdict], judge: Judge, examples: list[Example]) -> list[float | None]:
         """Scores on the human scale: the calibrator's map of each parsed raw score (None for a failure);

@@ -9,18 +9,15 @@ import json
 import logging
 import math
 import os
-import subprocess
-import time
 from pathlib import Path
 
-import httpx
 import jsonlines
 import pytest
 
 from judgetune.cli import main
-from judgetune.lm import LabelPositionError, embedded_threads, load_lm
+from judgetune.lm import LabelPositionError, load_lm
 from judgetune.lm._spec import model_file, parse_lm_spec
-from judgetune.testing.llama_server import free_port
+from judgetune.testing import LlamaCppServer
 
 pytestmark = pytest.mark.server
 
@@ -40,44 +37,6 @@ def gguf() -> str:
     return str(model_file(parse_lm_spec("local:smollm2")))
 
 
-class CppServer:
-    """llama.cpp's ``llama-server`` on the embedded GGUF, on a free port of 127.0.0.1 (a context manager), without
-    flash attention (its default on a CPU moves label log-probabilities by up to 0.09 nats from the in-process ones;
-    measured on SmolLM2, 1e-4 without it)."""
-
-    def __init__(self, binary: str, log_path: Path, *extra: str):
-        self.base_url = f"http://127.0.0.1:{free_port()}/v1"
-        port = self.base_url.split(":")[2].split("/")[0]
-        self.command = [binary, "-m", gguf(), "--host", "127.0.0.1", "--port", port, "-c", "4096", "-np", "1",
-                        "-t", str(embedded_threads()), "--no-webui", "-fa", "off", *extra]
-        self.log_path, self.process = log_path, None
-
-    def __enter__(self) -> CppServer:
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"llama-server exited: {self.log_path.read_text(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.25)
-        self.__exit__()
-        raise RuntimeError(f"llama-server not up after 120 s: {self.log_path.read_text(errors='replace')[-2000:]}")
-
-    def __exit__(self, *exc) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
 def cpp_binary() -> str:
     binary = os.environ.get(SERVER_ENV, "")
     if binary and Path(binary).is_file() and os.access(binary, os.X_OK):
@@ -91,7 +50,7 @@ def cpp_binary() -> str:
 
 @pytest.fixture(scope="module")
 def cpp_server(tmp_path_factory):
-    with CppServer(cpp_binary(), tmp_path_factory.mktemp("cpp") / "server.log") as server:
+    with LlamaCppServer(cpp_binary(), gguf(), tmp_path_factory.mktemp("cpp") / "server.log") as server:
         yield server
 
 
@@ -288,6 +247,42 @@ def test_a_frozen_way_the_server_does_not_offer_stops_in_one_line(python_run, ll
     assert "does not continue a trailing assistant turn" in err
     with pytest.raises(LabelPositionError, match="as the judge was tuned"):
         judgetune.load(run / "judge.json")
+
+
+def test_ray_reads_labels_as_the_judge_was_tuned_or_stops_before_a_cluster_starts(python_run, tmp_path, monkeypatch):
+    """``score --engine ray``: the driver checks the frozen way on its own LM, so a way the server no longer offers
+    stops in one line before any Ray actor is started (here no Ray is reached at all)."""
+    from judgetune.scoring import ray_engine
+
+    monkeypatch.setattr(ray_engine, "_ray", lambda: None)
+    run = edited(python_run, tmp_path, label_position="prefill", chat_template=None)
+    with pytest.raises(LabelPositionError) as err:
+        ray_engine.score_on_ray(run / "judge.json", run / "test.jsonl", tmp_path / "o.jsonl")
+    message = str(err.value)
+    assert len(message.splitlines()) == 1 and f"{run / 'judge.json'}: labels are read at label position prefill" \
+        in message and "does not continue a trailing assistant turn" in message
+
+
+def test_a_worker_reads_labels_as_its_study_records(python_run, tmp_path, capsys, caplog):
+    """``judgetune worker`` takes no --label-position: the study records where its first process read labels, and a
+    worker reads them there, with the same chat template, or stops in one line naming what its server lacks."""
+    import shutil
+
+    import optuna
+
+    url = f"sqlite:///{shutil.copy(python_run / 'study.db', tmp_path / 'study.db')}"
+    study = optuna.load_study(study_name="python", storage=url)
+    frozen = frozen_position(python_run)
+    assert study.user_attrs["label_position"] == {k: frozen[k] for k in ("label_position", "chat_template")}
+    with caplog.at_level(logging.WARNING, logger="judgetune"):
+        assert main(["worker", "--storage", url, "--study", "python"]) == 0
+    assert "label position completions: " in caplog.text and "(as the judge was tuned)" in caplog.text
+    study.set_user_attr("label_position", {"label_position": "prefill", "chat_template": None})
+    capsys.readouterr()
+    assert main(["worker", "--storage", url, "--study", "python"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "study python: labels are read at label position prefill" in err, err
+    assert "does not continue a trailing assistant turn" in err
 
 
 def test_a_chat_template_other_than_the_frozen_one_stops_in_one_line(python_run, tmp_path, capsys):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,16 +20,9 @@ from judgetune.config import ConfigError, JudgeConfig
 from judgetune.datasets import MAX_DEPTH, read_examples
 from judgetune.errors import DataValidationError
 from judgetune.testing.fault_server import FaultServer
+from judgetune.testing.llama_server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- 1. memory: an item too large is refused with its line, in bounded memory ------------------------------

@@ -22,7 +22,6 @@ from judgetune.cli._options import (
     _run_name,
     _text_or_file,
     evaluation,
-    judges,
     tuning,
 )
 from judgetune.errors import JudgetuneError, NothingJudgedError, shown
@@ -54,11 +53,9 @@ def _tune_one(spec: tuning.RunSpec, args: argparse.Namespace):
     from judgetune._api import run_tuning
 
     check_label_position(spec.lm, args.label_position)
-    lm = None
-    if args.label_position and (spec.stack or judges.judge_class(spec.judge).needs_lm_with(spec.fixed)):
-        from judgetune.lm import load_lm
-
-        lm = load_lm(spec.lm, api_base=spec.api_base, timeout=args.timeout, label_position=args.label_position)
+    lm = None  # run_tuning loads the run's LM, unless a label position is asked for
+    if args.label_position:
+        lm = tuning.load_run_lm(spec, timeout=args.timeout, label_position=args.label_position)
     try:
         config, run_dir, _ = run_tuning(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat,
                                         timeout=args.timeout, lm=lm)

@@ -135,7 +135,7 @@ class ChunkScorer:
                  label: str | None, timeout: float, server: dict[str, Any]):
         self.config = JudgeConfig.from_dict(config, where=where)
         self.lm = load_config_lm(self.config, timeout=timeout, where=where, **server)
-        self.judge = self.config.build_judge(self.lm)
+        self.judge = self.config.build_judge(self.lm, where=where)
         self.data, self.kind, self.fields, self.label = data, kind, fields, label
         self.parquet = _ParquetSlices(data) if kind == "parquet" else None
 
@@ -198,6 +198,7 @@ def score_on_ray(config_path: str | Path, data: str | Path, out: str | Path, *, 
     where = str(server.pop("where", config_path))
     lm = load_config_lm(config, timeout=timeout, where=where, **server)  # fails here, in one line, as in-process
     try:  # the driver's LM names the run's identity (as in-process) and is closed before the actors start
+        config.freeze_label_position(lm, where=where)  # a label position the server no longer offers: one line here
         threads = actor_threads(lm, workers, address)
         in_process_model = lm is not None and getattr(lm, "client", None) is None
         source = file_source(data, fields=fields, label=label)

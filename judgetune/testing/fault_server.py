@@ -5,7 +5,8 @@ or one fault: ``500``, ``timeout`` (hangs past the client's timeout), ``malforme
 JSON), ``truncated`` (the body ends early) or ``empty`` (no choices); any other HTTP status
 (``400``, ``401``, ``403``, ``429``, ``503``: a string of digits) only when asked for; a 429 or 503 carries
 ``Retry-After: retry_after`` when that is set (seconds, or an HTTP date as text). Every attempt is logged with
-its item (the last user message) and outcome, so a test can check that nothing was lost.
+its item (the last user message) and outcome, so a test can check that nothing was lost. Any path but
+``/chat/completions`` (``/completions``) answers 404, unlogged, as a chat-only server does.
 
 With ``upstream`` (a real server's ``.../v1`` URL) it is a proxy: a normal answer is the upstream
 server's, with ``overrides`` merged into the request; ``logprobs=False`` strips log-probabilities
@@ -94,6 +95,8 @@ class FaultServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if not self.path.endswith("/chat/completions"):  # a chat server only, as many are
+                    return self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
                 item = body["messages"][-1]["content"]
                 outcome = server._draw(item)
                 if outcome.isdigit():  # an HTTP status: 400, 401, 403, 429, 500, 503, ...

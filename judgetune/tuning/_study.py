@@ -203,17 +203,38 @@ def finished_trials(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=states))
 
 
+def share_label_position(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None) -> None:
+    """Every process of a study reads labels one way over a server: the first to run trials records where its LM
+    reads them (``lm.label_record()``, after the probe or as asked) in the study's ``label_position`` attribute;
+    the others (``judgetune worker``, a resumed ``tune``) read them there, with the same chat template.
+
+    Raises:
+        LabelPositionError: this process's server or machine does not offer the recorded way (one line).
+    """
+    if lm is None or not hasattr(lm, "freeze_label_position"):
+        return  # a stand-in (a scripted LM) reads no server
+    recorded = study.user_attrs.get("label_position")
+    if recorded:  # from a shared storage: its way is checked by the freeze
+        recorded = recorded if isinstance(recorded, dict) else {"label_position": recorded}
+        lm.freeze_label_position(recorded.get("label_position"), recorded.get("chat_template"),
+                                 where=f"study {spec.name}")
+    elif lm.label_position != "in-process":  # the probe, once, and recorded for the workers
+        study.set_user_attr("label_position", lm.label_record())
+
+
 def run_trials(study: optuna.Study, spec: RunSpec, lm: JudgeLM | None, splits: Splits, *,
                proposer: JudgeLM | None = None, progress: bool = False) -> None:
     """Run trials until the study has ``n_trials`` finished ones (complete or pruned) or the call budget is spent.
 
-    Several processes may run this on one study: each stops when the shared count is reached (a
-    trial already running elsewhere may still finish, so a study can end up to workers-1 over).
+    Several processes may run this on one study, reading labels one way (:func:`share_label_position`): each
+    stops when the shared count is reached (a trial already running elsewhere may still finish, so a study can
+    end up to workers-1 over).
     Only a process given a ``proposer`` (the one running ``tune``) writes proposal rounds; with
     proposals on, round R's proposals are written once ``n_trials * R / rounds`` trials are done.
     The incumbent (the kind's default settings) is queued first, once. ``progress``: a bar over the
     trials on a terminal, else one line per finished trial (on standard error).
     """
+    share_label_position(study, spec, lm)  # before anything reads a label
     pool = InstructionPool(study)
     pool.seed(pool_seeds(spec))
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=pool.texts(), demo_pool=splits.demo_pool,
@@ -269,14 +290,15 @@ class TrialProgress:
             self.bar.close()
 
 
-def load_run_lm(spec: RunSpec, *, timeout: float = 60.0, trusted: bool = True) -> JudgeLM | None:
+def load_run_lm(spec: RunSpec, *, timeout: float = 60.0, trusted: bool = True,
+                label_position: str | None = None) -> JudgeLM | None:
     """The run's LM (None for a judge without one); ``timeout`` is per attempt of a server call. ``trusted``:
     False when the spec was read from a shared storage (a worker's), whose endpoint gets the key only when
-    the user trusts it."""
+    the user trusts it. ``label_position``: where a served model's labels are read (None: probed)."""
     if not (spec.stack or judge_class(spec.judge).needs_lm_with(spec.fixed)):
         return None
     return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout, trust_endpoint=trusted,
-                   endpoint_source=f"study {spec.name}")
+                   endpoint_source=f"study {spec.name}", label_position=label_position)
 
 
 def study_summary(study: optuna.Study) -> dict[str, Any]:
