@@ -116,9 +116,13 @@ def headline(results_dir: Path) -> str:
     lines = ["## Headline", "",
              "Per data set and model, on the test items left after 300 labeled ones (score matrices: every judge "
              "fitted and chosen on the labeled items alone; `benchmarks/stacking.py`). Spearman with its 95% "
-             "bootstrap interval; the constant predictor (the labels' median) by MAE.", "",
+             "bootstrap interval; the constant predictor (the labels' median) by MAE. Stacked minus signals over "
+             "random splits: the mean over the file's draws (each judge fitted on the labels, both scored on the "
+             "rest) with a 95% interval by the corrected resampled t (Nadeau and Bengio), for the procedures rather "
+             "than one draw's fits.", "",
              "| set | LM (judge) | labels / test | untuned LM judge | tuned LM judge (best on labels) | signals only "
-             "(hybrid) | stacked (signals + LM) | constant MAE | file |", "|---|---|---|---|---|---|---|---|---|"]
+             "(hybrid) | stacked (signals + LM) | stacked - signals over random splits | constant MAE | file |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     stacking = [(path, json.loads(path.read_text(encoding="utf-8"))) for path in sorted(results_dir.glob("stacking-*.json"))]
     for path, data in stacking:
         meta, rows = data["meta"], {r["judge"]: r for r in data["rows"]}
@@ -126,9 +130,11 @@ def headline(results_dir: Path) -> str:
                                            (rows.get(name) or {}).get("spearman_ci"))
 
         const = rows.get("constant") or {}
+        splits = (rows.get("stacked") or {}).get("draws_vs_signals")
+        over = "-" if not splits else f"{_ci(splits['value'], [splits['low'], splits['high']])} ({splits['splits']})"
         lines.append(f"| {meta['dataset']} | {meta['lm']} ({meta.get('judge', '-')}) | {meta['labels']} / "
                      f"{meta['test_items']}{'' if meta.get('complete') else ' (matrix incomplete)'} | "
-                     f"{cell('lm-default')} | {cell('lm')} | {cell('signals')} | {cell('stacked')} | "
+                     f"{cell('lm-default')} | {cell('lm')} | {cell('signals')} | {cell('stacked')} | {over} | "
                      f"{_ci(const.get('mae'), const.get('mae_ci'))} | {path.stem} |")
     lines += ["", "Cross-fitted on the same matrices (the files' `crossfit`: every item tested once, each judge fitted "
               "and chosen on about 300 labels of the other parts; paired 95% bootstrap intervals over all the items): "

@@ -17,15 +17,18 @@ questions; the rest test) fits and chooses every judge on the labeled items alon
 
 Rows give test Spearman (global) and MAE (LM-only and panel scores calibrated on the labeled items by the
 calibrator form their cross-validation picks), and paired differences with 95% bootstrap intervals over the test
-items: ``vs_signals``, ``vs_lm``, ``vs_best_member`` (the member best on the labeled items). ``draws`` repeats the
-whole comparison on that many seeded draws and reports each judge's mean Spearman difference against the signals
-and the share of draws it was ahead.
+items: ``vs_signals``, ``vs_lm``, ``vs_best_member`` (the member best on the labeled items). Those intervals are of
+the one draw's fitted judges. ``draws`` repeats the whole comparison on that many seeded random splits and reports
+each judge's mean Spearman difference against the signals, the share of splits it was ahead, and
+``draws_vs_signals``: that mean with a 95% interval by the corrected resampled t (``split_interval``), for what the
+judge gains over the signals when both are fitted on ``--labels`` items, the variation of the labeled items included.
 
 ``crossfit`` uses every item as a test item once, for intervals on more than one draw's remainder: the items are cut
 into parts of whole questions (four when 300 of 400 are labels); for each part, every judge is fitted and chosen on
 about ``--labels`` items of the other parts and scores the part. Spearman is taken over the pooled test scores (the
 best LM candidate, which may differ between folds, standardized on its labeled scores), with paired bootstrap
-intervals over all the items.
+intervals over all the items: they hold the folds' fits fixed, so they are narrower than an interval for the
+procedure (``draws_vs_signals`` is that one).
 
     python benchmarks/stacking.py benchmarks/results/matrix-smollm2-likelihood-sts2012-msrpar.json [MATRIX ...]
         [--labels 300] [--draws 50] [--seed 0] [--out PATH]
@@ -48,6 +51,7 @@ from typing import Any
 import numpy as np
 from _matrix import load_matrix, split_units
 from _results import lm_name
+from scipy import stats as sps
 from scipy.stats import rankdata
 
 from judgetune import datasets
@@ -175,20 +179,22 @@ def fold_splits(all_groups: list[str], labels: int, seed: int) -> list[tuple[np.
     return splits
 
 
-def fold_corrected(a: np.ndarray, b: np.ndarray, m: dict[str, Any], splits) -> dict[str, Any]:
-    """The difference of two judges' Spearman per fold (on that fold's test items), and a 95% interval that accounts
-    for the folds' overlapping training items: Nadeau and Bengio's corrected resampled t (``corrected_lower`` at
-    2.5% each side). The bootstrap over pooled items beside it ignores that overlap and is narrower."""
-    diffs, shares = [], []
-    for lab, test in splits:
-        groups = None if m["groups"] is None else [m["groups"][i] for i in test]
-        fig = figures(np.stack([a[test], b[test]]), m["gold"][test], groups)
-        diffs.append(float(fig[0] - fig[1]))
-        shares.append(len(test) / len(lab))
-    test = corrected_lower(np.asarray(diffs), float(np.mean(shares)), alpha=0.025)
-    mean, lower = test["mean"], test["lower"]
-    return {"estimate": mean, "interval": None if lower is None else [lower, 2 * mean - lower], "per_fold": diffs,
-            "method": f"corrected resampled t over {len(diffs)} folds ({len(diffs) - 1} df)"}
+def split_interval(differences: np.ndarray, test_fraction: float, level: float = 0.95) -> dict[str, Any]:
+    """The mean of a judge's Spearman minus another's over ``J`` repeated random splits (each judge fitted on a
+    split's labeled items, both scored on the rest), with a ``level`` interval by Nadeau and Bengio's corrected
+    resampled t (``corrected_lower``): the splits share items, so the mean's variance is taken as
+    ``(1 / J + n_test / n_train) * s^2`` rather than ``s^2 / J`` (``test_fraction``: ``n_test / n_train``), on
+    ``J - 1`` degrees of freedom. The interval is for the expected difference of the two procedures fitted on that
+    many labels. On synthetic pairs of equally good fitted judges (300 labels, 20 splits) it held 0 in 143 and 144
+    of 150 seeds on 400 and 900 items, where the plain t over the same splits held it in 80 and 42
+    (tests/test_stacking_interval.py)."""
+    test = corrected_lower(np.asarray(differences, dtype=float), test_fraction)
+    out = {"value": test["mean"], "low": None, "high": None, "splits": test["units"], "test_fraction": test_fraction,
+           "method": "corrected resampled t over random splits (Nadeau and Bengio)"}
+    if test["lower"] is None:  # fewer than two finite differences, or no spread
+        return out
+    low, high = sps.t.interval(level, test["units"] - 1, loc=test["mean"], scale=test["se"])
+    return {**out, "low": float(low), "high": float(high)}
 
 
 def crossfit_rows(m: dict[str, Any], x: np.ndarray, labels: int, seed: int, label_range) -> dict[str, Any]:
@@ -215,12 +221,11 @@ def crossfit_rows(m: dict[str, Any], x: np.ndarray, labels: int, seed: int, labe
         for key, other in (("vs_signals", "signals"), ("vs_lm", "lm")):
             if other != name:
                 d = paired_difference(correlation, raw[name], raw[other], gold, groups, seed=seed)
-                row[key] = {**difference_record(d), "corrected": fold_corrected(raw[name], raw[other], m, splits)}
+                row[key] = difference_record(d)
         if name.startswith("panel"):  # the best member if one candidate in every fold, else the per-fold best
             best_member = best[0] if len(set(best)) == 1 else "lm"
             d = paired_difference(correlation, raw[name], raw[best_member], gold, groups, seed=seed)
-            row["vs_best_member"] = {**difference_record(d),
-                                     "corrected": fold_corrected(raw[name], raw[best_member], m, splits)}
+            row["vs_best_member"] = difference_record(d)
         rows.append(row)
     return {"folds": len(splits), "labels_per_fold": [int(len(lab)) for lab, _ in splits], "items": int(len(gold)),
             "chosen": chosen_per_fold, "rows": rows}
@@ -260,10 +265,12 @@ def main() -> None:
     rows.append({"judge": "constant", "spearman": None, "mae": mae(constant, g),
                  "mae_ci": [constant_ci.low, constant_ci.high]})
     over: dict[str, list[float]] = {name: [] for name in raw}
+    shares = []  # each split's n_test / n_train
     for d in range(args.draws):
         lab_d, test_d = split_units(m["all_groups"], args.labels, np.random.default_rng([args.seed, d + 1]))
         raw_d, _, _ = judges_on_draw(m, x, lab_d, test_d, label_range)
         base = correlation(raw_d["signals"], gold[test_d])
+        shares.append(len(test_d) / len(lab_d))
         for name, r in raw_d.items():
             over[name].append(correlation(r, gold[test_d]) - base)
     for row in rows:
@@ -272,6 +279,8 @@ def main() -> None:
         diffs = np.asarray(over[row["judge"]])
         row["draws_vs_signals_mean"] = float(diffs.mean())
         row["draws_ahead_of_signals"] = float((diffs > 0).mean())
+        if row["judge"] != "signals":
+            row["draws_vs_signals"] = split_interval(diffs, float(np.mean(shares)))
     crossfit = crossfit_rows(m, x, args.labels, args.seed, label_range)
     record = {"meta": {"lm": meta["lm"], "dataset": meta["dataset"], "judge": meta["judge"],
                        "matrix": [p.name for p in args.matrix],
@@ -287,10 +296,13 @@ def main() -> None:
         if row["spearman"] is None:
             print(f"  {row['judge']:16} mae {row['mae']:.3f}")
             continue
-        vs = row.get("vs_signals") or {}
+        vs, over_splits = row.get("vs_signals") or {}, row.get("draws_vs_signals") or {}
+        interval = ("" if over_splits.get("low") is None
+                    else f" [{over_splits['low']:+.3f}, {over_splits['high']:+.3f}], corrected t")
         print(f"  {row['judge']:16} spearman {row['spearman']:.3f}  mae {row['mae']:.3f}  vs signals "
               f"{vs.get('value', 0):+.3f} [{vs.get('low', 0):+.3f}, {vs.get('high', 0):+.3f}]  "
-              f"draws: {row['draws_vs_signals_mean']:+.3f} mean, ahead {row['draws_ahead_of_signals']:.0%}")
+              f"{args.draws} splits: {row['draws_vs_signals_mean']:+.3f}{interval}, "
+              f"ahead {row['draws_ahead_of_signals']:.0%}")
     print(f"cross-fitted: {crossfit['folds']} folds of ~{args.labels} labels, every one of {crossfit['items']} items "
           "tested once")
     for row in crossfit["rows"]:
