@@ -115,8 +115,8 @@ def _confirming_pool(spec: RunSpec, search: list[Example], demo_pool: list[Examp
                     "stop being judged early", spec.name, spec.dev_items, len(confirming),
                     "--gate-items N" if spec.gate_items is None else bound)
     if len(confirming) < len(demo_pool):
-        log.warning("%s: %s: the gate scores %d of the %d labeled non-test items; the demo pool's other %d are left "
-                    "out to bound the gate's judgments (raise --gate-items to use them)", spec.name, bound,
+        log.warning("%s: %s: the gate scores %d of the %d labeled non-test items kept; the demo pool's other %d are "
+                    "left out to bound the gate's judgments (raise --gate-items to use them)", spec.name, bound,
                     len(search) + len(confirming) + len(dev), len(search) + len(demo_pool) + len(dev),
                     len(demo_pool) - len(confirming))
     return confirming
