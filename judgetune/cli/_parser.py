@@ -219,7 +219,10 @@ def _add_demo_worker_score(commands: argparse._SubParsersAction) -> None:
     demo.add_argument("--json", action="store_true", help='print {"chosen", "rows"} as JSON')
     demo.set_defaults(handler=_demo)
 
-    worker = commands.add_parser("worker", help="run trials of an existing study (from any machine)")
+    worker = commands.add_parser("worker", help="run trials of an existing study (from any machine)",
+                                 description="Run trials of an existing study. Labels are read the way the study's "
+                                 "first process read them (recorded in the study), so a worker takes no "
+                                 "--label-position; it stops in one line when its server does not offer that way.")
     worker.add_argument("--storage", required=True, metavar="URL",
                         help="the study's Optuna storage URL, e.g. postgresql://...")
     worker.add_argument("--study", required=True, metavar="NAME", help="the study's name (tune's --run)")
