@@ -149,6 +149,16 @@ def _load_data(args: argparse.Namespace) -> tuple[list, tuple[float, float]]:
     return examples, label_range
 
 
+def _families(text: str) -> list[str]:
+    """``--also hybrid,embedding``: judge families, each one of JUDGE_KINDS."""
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in JUDGE_KINDS]
+    if not kinds or unknown:
+        raise argparse.ArgumentTypeError(f"expected judge families separated by commas, each one of "
+                                         f"{', '.join(JUDGE_KINDS)}; got {text!r}")
+    return kinds
+
+
 def _param(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep or not key:

@@ -19,6 +19,7 @@ from judgetune.cli._options import (
     _column_options,
     _count,
     _endpoint_option,
+    _families,
     _groups,
     _labels,
     _param,
@@ -162,6 +163,10 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--stack", action="store_true", help="hybrid: let the search add --lm's likelihood features "
                         "beside the signals; a stacked judge ships only if the gate finds it beats the signal-only "
                         "hybrid (the default)")
+    gate.add_argument("--also", type=_families, metavar="KIND[,KIND]", default=[],
+                      help="other judge families whose default judges join the gate's challengers, e.g. hybrid,"
+                           "embedding: one ships in the default's place only if the nested gate finds it better "
+                           "(default: none)")
     gate.add_argument("--panel", action="store_true", help="add one candidate to the selection: the mean of every "
                       "scored candidate's standardized scores (a panel, frozen with its members); it ships only if "
                       "the gate finds it beats the default; a shipped panel asks the LM once per member, so it "

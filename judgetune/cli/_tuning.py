@@ -42,7 +42,7 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
                               rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
                               gate_items=args.gate_items,
                               gate=args.gate, audit_max=_audit_bounds(args.audit_max), stack=args.stack,
-                              panel=args.panel, pooled=args.pooled,
+                              panel=args.panel, pooled=args.pooled, also=args.also,
                               **_mapping(args, label), **_protocol_field(args))
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
@@ -82,6 +82,8 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
 
     chosen = next((r for r in (config.metrics.get("selection") or {}).get("rows", []) if r.get("chosen")), None)
     shipped = candidate_name(chosen) if chosen else f"trial {search['chosen_trial']}"
+    if chosen and chosen.get("family"):
+        shipped += f", in place of the {spec.judge} judge's default"
     print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen: {shown(shipped)}")
     print(f"  settings: {json.dumps(config.params)}; calibrator {config.calibrator['kind']}")
     baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]

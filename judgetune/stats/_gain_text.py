@@ -23,4 +23,6 @@ def candidate_name(row: dict[str, Any]) -> str:
         return "default"
     if row.get("panel"):
         return f"the panel of {len(row['params']['panel']['members'])} candidates"
+    if row.get("family"):
+        return f"the {row['family']} judge at its defaults (--also)"
     return f"trial {row['number']}"

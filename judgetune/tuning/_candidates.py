@@ -4,16 +4,18 @@ figures, before any of them is scored for the gate."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
 
 from judgetune.tuning._objective import ranked
 from judgetune.tuning._pool import InstructionPool
+from judgetune.tuning._space import FAMILY, default_params, settled_params
 from judgetune.tuning._spec import RunSpec
+from judgetune.tuning._splits import Splits, fit_space
 
-__all__ = ["Candidate", "candidate_trials", "candidates_of"]
+__all__ = ["Candidate", "candidate_trials", "candidates_of", "family_candidates"]
 
 
 @dataclass
@@ -60,3 +62,18 @@ def _trial_number(study: optuna.Study, params: dict[str, Any]) -> int | None:
         if trial.params == params:
             return trial.number
     return None
+
+
+def family_candidates(spec: RunSpec, splits: Splits, lm) -> list[Candidate]:
+    """The default judge of each family in ``spec.also``, as ``evaluate`` would build it untuned on this data (its
+    data-decided settings from the training items, its data defaults from the demo pool), for the gate to test
+    beside the run's own candidates (``FAMILY`` parameters: its kind and whole settings)."""
+    out = []
+    for kind in spec.also:
+        other = replace(spec, judge=kind, also=[], stack=False, panel=False, fixed={}, instructions=[],
+                        criterion=None)
+        fixed = fit_space(other, splits.train)
+        params = {**default_params(other, fixed, lm=lm, demo_pool=splits.demo_pool, label_range=splits.label_range),
+                  **fixed, **settled_params(other, lm)}
+        out.append(Candidate(None, {FAMILY: {"judge": kind, "params": params}}))
+    return out

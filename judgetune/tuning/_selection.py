@@ -42,7 +42,7 @@ import optuna
 
 from judgetune import stats
 from judgetune.stats import FOLDS, nested_gate, panel_gate, units_of, units_to_pass
-from judgetune.tuning._candidates import Candidate, candidate_trials, candidates_of
+from judgetune.tuning._candidates import Candidate, candidate_trials, candidates_of, family_candidates
 from judgetune.tuning._figures import (
     CandidateFigures,
     FiguresCache,
@@ -57,7 +57,7 @@ from judgetune.tuning._objective import MAX_FAILURE_RATE, lm_calls, objectives
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._racing import MIN_FOLD_ITEMS, Race, Scorer, race
 from judgetune.tuning._scoring import CandidateScorer
-from judgetune.tuning._space import PANEL, default_params, judge_for, settled_params
+from judgetune.tuning._space import FAMILY, PANEL, default_params, judge_for, settled_params
 from judgetune.tuning._spec import MIN_GATE_GROUPS, RunSpec
 from judgetune.tuning._splits import Splits
 
@@ -138,6 +138,7 @@ def search_row(index: int, candidate: Candidate, raw: np.ndarray, items: Selecti
     search = candidate.search
     row = {"number": candidate.number, "default": index == 0, "params": candidate.params,
            "on_front": candidate.on_front, **({"panel": True} if PANEL in candidate.params else {}),
+           **({"family": candidate.params[FAMILY]["judge"]} if FAMILY in candidate.params else {}),
            "search": {"mae": search[0], "spearman": search[1]} if search else None,
            "search_figure": _num(search_figure(spec.pick, on_search, items.gold[:n],
                                                None if items.groups is None else items.groups[:n],
@@ -221,7 +222,8 @@ def _decide(spec: RunSpec, candidates: list[Candidate], scored: list[CandidateFi
                       "passed": False, "alpha": ALPHA, "items": len(items.gold),
                       "confirming_items": int(items.confirming.sum())}, 0
     live = [j for j in challengers if j in state.live]
-    panel = panel_candidate(scored, [0, *challengers], items, spec.seed, calibrate=calibrate) if spec.panel else None
+    members = [0, *(j for j in challengers if FAMILY not in candidates[j].params)]  # the run's own family only
+    panel = panel_candidate(scored, members, items, spec.seed, calibrate=calibrate) if spec.panel else None
     if panel is not None:  # one more candidate, from the members' scores: no LM call
         candidates.append(Candidate(None, panel.params))
         scored.append(panel)
@@ -286,7 +288,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
                                  demo_pool=splits.demo_pool, label_range=splits.label_range)
     if settled is None:
         settled = settled_params(spec, lm)
-    candidates = candidates_of(study, spec, default)
+    candidates = candidates_of(study, spec, default) + family_candidates(spec, splits, lm)
     items = SelectionItems.of(splits, spec.pooled)
     log.info("%s: scoring %d candidates on %d items (%d search, %d pool, %d dev): at most %d judgments", spec.name,
              len(candidates), len(items.gold), len(splits.search), len(splits.confirming_pool), len(splits.dev),

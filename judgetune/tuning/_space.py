@@ -26,6 +26,7 @@ from judgetune.tuning._pool import seed_instructions
 from judgetune.tuning._spec import RunSpec
 
 PANEL = "panel"  # a panel candidate's parameters hold its members' parameters, centres and scales under this key
+FAMILY = "family"  # another family's candidate (``--also``): {"judge": its kind, "params": its whole settings}
 
 
 def settled_params(spec: RunSpec, lm: JudgeLM | None) -> dict[str, Any]:
@@ -71,6 +72,10 @@ def judge_for(params: dict[str, Any], kind: str, lm: JudgeLM | None, *, seed: in
     an integer ``instruction`` is an id into ``instructions`` (the pool), ``demo_seed`` draws the demos.
     A panel candidate's parameters (``PANEL``: its ``members``' parameters, each one's ``center`` and ``scale``;
     the other keys apply to every member) give the panel of those judges."""
+    if FAMILY in params:  # its own kind and settings; the run's settled and data-fixed ones are the run kind's
+        other = params[FAMILY]
+        return judge_for(dict(other["params"]), other["judge"], lm, seed=seed, demo_pool=demo_pool,
+                         label_range=label_range)
     if PANEL in params:
         shared = {k: v for k, v in params.items() if k != PANEL}
         panel = params[PANEL]

@@ -61,6 +61,8 @@ class RunSpec:
     # settings); the signal-only hybrid stays the default the gate tests a stacked judge against
     panel: bool = False  # selection adds one more candidate: the panel of every candidate scored (each standardized
     # by its search-item scores, averaged), gated like any other and frozen with its members
+    also: list[str] = field(default_factory=list)  # other judge families whose default judges join the gate's
+    # challengers (scored on the same selection items; only the nested gate may ship one, in the default's place)
     pooled: bool = False  # the search's and the gate's Spearman over all items together, not within each question
     # (nor resampled by question): for groups that are clusters (a document's claims) rather than questions whose
     # answers are ranked; the groups still keep items together in the splits and the calibrator's folds
@@ -81,6 +83,15 @@ class RunSpec:
         if self.panel and self.protocol is not None:
             raise ValueError(f"panel: a panel's members score each item alone; it cannot be tuned under the "
                              f"{self.protocol} protocol")
+        if self.also:
+            for kind in self.also:
+                judge_class(kind)  # an unknown family: the registry's error names the known ones
+            if self.judge in self.also or len(set(self.also)) < len(self.also):
+                raise ValueError(f"also: expected judge families other than --judge {self.judge}, each once, got "
+                                 f"{', '.join(self.also)}")
+            if self.gate != "nested":
+                raise ValueError("also: another family's judge replaces the default only through the nested gate; "
+                                 "use --gate nested (the default)")
         if self.panel and self.gate == "off":
             raise ValueError("panel: a panel enters selection through the gate; use --gate nested or on")
         if self.per_grade < 1:
