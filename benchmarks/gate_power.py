@@ -1,0 +1,95 @@
+"""Power and false ships of the product's own gate (``tuning._selection.choose``) on planted candidates.
+
+Each draw makes a labeled file of ``--search`` search rows and N confirming rows: latent labels, the default judge
+and ``--trials`` - 1 trials that see the labels through the same noise, and one trial that sees them better by
+``--lift`` Spearman (0: every trial as good as the default, the null). The strongest ``--rescore`` trials on the
+search rows become the candidates, as ``candidate_trials`` takes them, and ``choose`` decides under the default
+rule (nested gate; the screen on unless ``--no-screen``). A row says how often the better trial shipped, how often
+anything did, and the judgments the choice made.
+
+    python benchmarks/gate_power.py [--rows 300 1000] [--rescore 4 11] [--draws 60] [--lift 0.10] [--json]
+        [--out benchmarks/results/gate_power.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import _results  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
+import numpy as np
+
+from judgetune.stats import figures
+from judgetune.tuning import RunSpec
+from judgetune.tuning._selection import Candidate, SelectionItems, choose
+
+BASE = 0.5  # the default's weight on the latent label (unit noise): Pearson 0.447, Spearman about 0.43
+
+
+def weight_for(lift: float) -> float:
+    """The weight on the latent label that gives ``lift`` more Spearman than the default's (bivariate normal:
+    Spearman = 6/pi asin(r/2))."""
+    base = 6 / math.pi * math.asin(BASE / math.sqrt(1 + BASE ** 2) / 2)
+    r = 2 * math.sin(math.pi * (base + lift) / 6)
+    return r / math.sqrt(1 - r ** 2)
+
+
+def one_draw(rng: np.random.Generator, spec: RunSpec, weight: float, search: int, confirming: int, trials: int,
+             screen: bool) -> tuple[bool, bool, int]:
+    n = search + confirming
+    gold = rng.normal(size=n)
+    default = BASE * gold + rng.normal(size=n)
+    columns = BASE * gold + rng.normal(size=(trials - 1, n))
+    columns[0] = weight * gold + rng.normal(size=n)
+    on_search = figures(columns[:, :search], gold[:search])
+    top = np.argsort(-on_search)[:spec.rescore]
+    candidates = [Candidate(0, {"c": -1}, (1.0, float(figures(default[None, :search], gold[:search])[0]))),
+                  *(Candidate(int(j) + 1, {"c": int(j)}, (1.0, float(on_search[j]))) for j in top)]
+    chosen, record = choose(spec, candidates, [default, *columns[top]], SelectionItems(gold, None, search, (-4.0, 4.0)),
+                            calibrate=False, screen=screen)
+    return candidates[chosen].params["c"] == 0, chosen != 0, int(record["racing"]["judgments"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[300, 1000], help="confirming rows (N)")
+    parser.add_argument("--rescore", type=int, nargs="+", default=[4, 11], help="candidates beside the default")
+    parser.add_argument("--draws", type=int, default=60)
+    parser.add_argument("--lift", type=float, default=0.10, help="the better trial's Spearman over the default's")
+    parser.add_argument("--trials", type=int, default=12)
+    parser.add_argument("--search", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    rows = []
+    for confirming in args.rows:
+        for rescore in args.rescore:
+            for screen in (True, False):
+                spec = RunSpec(name="power", judge="embedding", data="planted.csv", rescore=rescore)
+                for lift in (args.lift, 0.0):
+                    rng, start = np.random.default_rng([args.seed, confirming, rescore]), time.time()
+                    out = [one_draw(rng, spec, weight_for(lift), args.search, confirming, args.trials, screen)
+                           for _ in range(args.draws)]
+                    rows.append({"confirming": confirming, "rescore": rescore, "screen": screen, "lift": lift,
+                                 "draws": args.draws, "ships_better": float(np.mean([o[0] for o in out])),
+                                 "ships_any": float(np.mean([o[1] for o in out])),
+                                 "judgments": float(np.mean([o[2] for o in out])),
+                                 "search_judgments": args.trials * args.search})
+                    print(f"{confirming:>5} rows, rescore {rescore:>2}, screen {'on ' if screen else 'off'}, lift "
+                          f"{lift:+.2f}: better {rows[-1]['ships_better']:.2f}, any {rows[-1]['ships_any']:.2f}, "
+                          f"{rows[-1]['judgments']:.0f} judgments ({time.time() - start:.0f} s)", file=sys.stderr,
+                          flush=True)
+    payload = {"rule": "nested (the default)", "trials": args.trials, "search_rows": args.search, "rows": rows}
+    if args.out:
+        _results.write_result(args.out, payload, sys.argv)
+    if args.json:
+        print(json.dumps(payload, indent=1))
+
+
+if __name__ == "__main__":
+    main()
