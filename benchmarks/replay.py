@@ -49,7 +49,7 @@ from judgetune.judges import Verdict
 from judgetune.tuning import RunSpec
 from judgetune.tuning._objective import objectives
 from judgetune.tuning._selection import Candidate, SelectionItems, candidate_trials, choose
-from judgetune.tuning._space import PANEL
+from judgetune.tuning._space import FAMILY, PANEL
 from judgetune.tuning._splits import prepare_splits
 
 RESULTS = Path(__file__).parent / "results"
@@ -86,13 +86,15 @@ def trial_study(columns: list[int], raws: np.ndarray, splits, spec: RunSpec) -> 
 
 
 def run_rule(spec: RunSpec, splits, study: optuna.Study, raws: np.ndarray, gold: np.ndarray,
-             cache: dict, early_stop: bool = True, screen: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+             cache: dict, early_stop: bool = True, screen: bool = True,
+             families: tuple[Candidate, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
     """The settings ``tune`` ships on these selection labels (``raws``: every column's scores on the selection
     items): ``{COLUMN: j}``, or a panel's (its members' columns, centres and scales); and the choice's record.
     ``choose`` runs as the product does, uncalibrated (the decision reads raw scores under the Spearman rule) and
     with one figures ``cache`` for the rules of a draw."""
     chosen = candidate_trials(study, spec, exclude=[{COLUMN: 0}])
-    candidates = [Candidate(None, {COLUMN: 0}), *(Candidate(t.number, dict(t.params), tuple(t.values)) for t in chosen)]
+    candidates = [Candidate(None, {COLUMN: 0}), *(Candidate(t.number, dict(t.params), tuple(t.values)) for t in chosen),
+                  *families]
     grouped = len({e.group_key for e in splits.selection}) < len(splits.selection)
     items = SelectionItems(gold, [e.group_key for e in splits.selection] if grouped else None,
                            len(splits.search), splits.label_range, spec.pooled)
@@ -114,8 +116,10 @@ def one_draw(m: dict[str, Any], rows_n: int, draw: int, args, tmp: Path) -> list
     rng = np.random.default_rng([args.seed, rows_n, draw])
     inside, outside = split_units(m["all_groups"], rows_n, rng)
     shuffled = rng.permutation(m["gold"][inside])
-    columns = sorted(rng.choice(np.arange(1, len(m["scores"])), size=min(args.trials - 1, len(m["scores"]) - 1),
-                                replace=False).tolist())
+    own = m.get("own_columns", len(m["scores"]))  # the matrix's own columns (--families columns follow them)
+    columns = sorted(rng.choice(np.arange(1, own), size=min(args.trials - 1, own - 1), replace=False).tolist())
+    families = tuple(Candidate(None, {COLUMN: own + f, FAMILY: {"judge": kind, "params": {}}})
+                     for f, kind in enumerate(m.get("families", [])))
     out = []
     for labels, null in ((m["gold"][inside], False), (shuffled, True)):
         path = tmp / f"draw-{rows_n}-{draw}-{int(null)}.csv"
@@ -129,7 +133,8 @@ def one_draw(m: dict[str, Any], rows_n: int, draw: int, args, tmp: Path) -> list
             gold = np.asarray([e.judgment for e in splits.selection], dtype=float)
             study = study or trial_study(columns, m["scores"][:, sel], splits, spec)
             params, record = run_rule(spec, splits, study, m["scores"][:, sel], gold, cache,
-                                      early_stop=not args.every_row, screen=not args.no_screen)
+                                      early_stop=not args.every_row, screen=not args.no_screen,
+                                      families=families if gate == "nested" else ())  # tune: --also is nested only
             shipped = params != {COLUMN: 0}
             every = (len(record["rows"]) - bool(record["rows"][-1].get("panel"))) * (record["items"]
                                                                                    - record["search_items"])
@@ -239,15 +244,24 @@ def main() -> None:
                         help="the gate judges every confirming row (no early stopping), for comparison")
     parser.add_argument("--no-screen", action="store_true",
                         help="early stopping by futility looks only (no screening of the challengers)")
+    parser.add_argument("--families", type=Path, help="a family_columns.py file: its columns join every draw's "
+                        "candidates as tune --also's do")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     m = load_matrix(args.matrix)
-    out = args.out or RESULTS / f"replay-{args.matrix.stem.removeprefix('matrix-')}.json"  # one replay per matrix file
+    suffix = ""
+    if args.families:
+        extra = json.loads(args.families.read_text())["families"]
+        m["own_columns"], m["families"] = len(m["scores"]), list(extra)
+        m["scores"] = np.vstack([m["scores"], [[np.nan if v is None else v for v in extra[k]["scores"][:m["n"]]]
+                                               for k in extra]])
+        suffix = "-also-" + "-".join(extra)
+    out = args.out or RESULTS / f"replay-{args.matrix.stem.removeprefix('matrix-')}{suffix}.json"  # one per matrix
     rows, extra, started = [], [], time.time()
-    trials = min(args.trials, len(m["scores"]))
+    trials = min(args.trials, m.get("own_columns", len(m["scores"])))
     with tempfile.TemporaryDirectory() as tmp:
         for rows_n in args.rows:
             if rows_n >= len(m["gold"]) - 50:
@@ -262,7 +276,8 @@ def main() -> None:
                           file=sys.stderr, flush=True)
             rows += summary(records, rows_n)
             extra.append(baselines(m, rows_n, args.draws, args.seed))
-            payload = {"matrix": str(args.matrix), "trials": trials, "candidates": len(m["scores"]),
+            payload = {"matrix": str(args.matrix), "trials": trials, "candidates": m.get("own_columns", len(m["scores"])),
+                       "families": m.get("families", []),
                        "rescore": RunSpec.rescore, "gate_items": RunSpec.gate_items, "baselines": extra, "rows": rows}
             write_result(out, payload, sys.argv)
     if args.json:
