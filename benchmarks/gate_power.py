@@ -3,12 +3,12 @@
 Each draw makes a labeled file of ``--search`` search rows and N confirming rows: latent labels, the default judge
 and ``--trials`` - 1 trials that see the labels through the same noise, and one trial that sees them better by
 ``--lift`` Spearman (0: every trial as good as the default, the null). The strongest ``--rescore`` trials on the
-search rows become the candidates, as ``candidate_trials`` takes them, and ``choose`` decides under the default
-rule (nested gate; the screen on unless ``--no-screen``). A row says how often the better trial shipped, how often
-anything did, and the judgments the choice made.
+search rows (``default``: as many as ``RunSpec.rescore_for`` gives for N) become the candidates, as
+``candidate_trials`` takes them, and ``choose`` decides under the default rule (nested gate; ``--screen off``: no
+screen). A row says how often the better trial shipped, how often anything did, and the judgments the choice made.
 
-    python benchmarks/gate_power.py [--rows 300 1000] [--rescore 4 11] [--draws 60] [--lift 0.10] [--json]
-        [--out benchmarks/results/gate_power.json]
+    python benchmarks/gate_power.py [--rows 300 1000] [--rescore default 4] [--screen on off] [--draws 60]
+        [--lift 0.10] [--json] [--out benchmarks/results/gate_power.json]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 
 from judgetune.stats import figures
 from judgetune.tuning import RunSpec
+from judgetune.tuning._racing import SCREEN_KEEP, SCREEN_SHARE
 from judgetune.tuning._selection import Candidate, SelectionItems, choose
 
 BASE = 0.5  # the default's weight on the latent label (unit noise): Pearson 0.447, Spearman about 0.43
@@ -46,7 +47,7 @@ def one_draw(rng: np.random.Generator, spec: RunSpec, weight: float, search: int
     columns = BASE * gold + rng.normal(size=(trials - 1, n))
     columns[0] = weight * gold + rng.normal(size=n)
     on_search = figures(columns[:, :search], gold[:search])
-    top = np.argsort(-on_search)[:spec.rescore]
+    top = np.argsort(-on_search)[:spec.rescore_for(confirming)]
     candidates = [Candidate(0, {"c": -1}, (1.0, float(figures(default[None, :search], gold[:search])[0]))),
                   *(Candidate(int(j) + 1, {"c": int(j)}, (1.0, float(on_search[j]))) for j in top)]
     chosen, record = choose(spec, candidates, [default, *columns[top]], SelectionItems(gold, None, search, (-4.0, 4.0)),
@@ -57,7 +58,10 @@ def one_draw(rng: np.random.Generator, spec: RunSpec, weight: float, search: int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[300, 1000], help="confirming rows (N)")
-    parser.add_argument("--rescore", type=int, nargs="+", default=[4, 11], help="candidates beside the default")
+    parser.add_argument("--rescore", nargs="+", default=["default", "4"],
+                        help="candidates beside the default: a number, or 'default' (RunSpec.rescore_for the rows)")
+    parser.add_argument("--screen", nargs="+", choices=("on", "off"), default=["on"],
+                        help="the gate's screen (on: the default rule)")
     parser.add_argument("--draws", type=int, default=60)
     parser.add_argument("--lift", type=float, default=0.10, help="the better trial's Spearman over the default's")
     parser.add_argument("--trials", type=int, default=12)
@@ -69,22 +73,26 @@ def main() -> None:
     rows = []
     for confirming in args.rows:
         for rescore in args.rescore:
-            for screen in (True, False):
-                spec = RunSpec(name="power", judge="embedding", data="planted.csv", rescore=rescore)
+            for screen in (s == "on" for s in args.screen):
+                spec = RunSpec(name="power", judge="embedding", data="planted.csv", n_trials=args.trials,
+                               rescore=None if rescore == "default" else int(rescore))
                 for lift in (args.lift, 0.0):
-                    rng, start = np.random.default_rng([args.seed, confirming, rescore]), time.time()
+                    rng, start = np.random.default_rng([args.seed, confirming]), time.time()
                     out = [one_draw(rng, spec, weight_for(lift), args.search, confirming, args.trials, screen)
                            for _ in range(args.draws)]
-                    rows.append({"confirming": confirming, "rescore": rescore, "screen": screen, "lift": lift,
+                    rows.append({"confirming": confirming, "rescore": spec.rescore_for(confirming),
+                                 "rescore_rule": rescore, "screen": screen, "lift": lift,
                                  "draws": args.draws, "ships_better": float(np.mean([o[0] for o in out])),
                                  "ships_any": float(np.mean([o[1] for o in out])),
                                  "judgments": float(np.mean([o[2] for o in out])),
                                  "search_judgments": args.trials * args.search})
-                    print(f"{confirming:>5} rows, rescore {rescore:>2}, screen {'on ' if screen else 'off'}, lift "
+                    print(f"{confirming:>5} rows, rescore {spec.rescore_for(confirming):>2}, "
+                          f"screen {'on ' if screen else 'off'}, lift "
                           f"{lift:+.2f}: better {rows[-1]['ships_better']:.2f}, any {rows[-1]['ships_any']:.2f}, "
                           f"{rows[-1]['judgments']:.0f} judgments ({time.time() - start:.0f} s)", file=sys.stderr,
                           flush=True)
-    payload = {"rule": "nested (the default)", "trials": args.trials, "search_rows": args.search, "rows": rows}
+    payload = {"rule": "nested (the default)", "trials": args.trials, "search_rows": args.search,
+               "screen_share": SCREEN_SHARE, "screen_keep": SCREEN_KEEP, "rows": rows}
     if args.out:
         _results.write_result(args.out, payload, sys.argv)
     if args.json:

@@ -36,6 +36,7 @@ import logging
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,9 @@ from _results import write_result
 
 from judgetune import stats
 from judgetune.judges import Verdict
-from judgetune.tuning import RunSpec
+from judgetune.tuning import RESCORE, RESCORE_ITEMS, RunSpec
 from judgetune.tuning._objective import objectives
+from judgetune.tuning._racing import SCREEN_KEEP, SCREEN_SHARE
 from judgetune.tuning._selection import Candidate, SelectionItems, candidate_trials, choose
 from judgetune.tuning._space import FAMILY, PANEL
 from judgetune.tuning._splits import prepare_splits
@@ -92,6 +94,7 @@ def run_rule(spec: RunSpec, splits, study: optuna.Study, raws: np.ndarray, gold:
     items): ``{COLUMN: j}``, or a panel's (its members' columns, centres and scales); and the choice's record.
     ``choose`` runs as the product does, uncalibrated (the decision reads raw scores under the Spearman rule) and
     with one figures ``cache`` for the rules of a draw."""
+    spec = replace(spec, rescore=spec.rescore_for(len(splits.confirming_pool) + len(splits.dev)))
     chosen = candidate_trials(study, spec, exclude=[{COLUMN: 0}])
     candidates = [Candidate(None, {COLUMN: 0}), *(Candidate(t.number, dict(t.params), tuple(t.values)) for t in chosen),
                   *families]
@@ -278,7 +281,9 @@ def main() -> None:
             extra.append(baselines(m, rows_n, args.draws, args.seed))
             payload = {"matrix": str(args.matrix), "trials": trials, "candidates": m.get("own_columns", len(m["scores"])),
                        "families": m.get("families", []),
-                       "rescore": RunSpec.rescore, "gate_items": RunSpec.gate_items, "baselines": extra, "rows": rows}
+                       "rescore": RunSpec.rescore or f"one per {RESCORE_ITEMS} confirming items, at least {RESCORE}",
+                       "screen": {"share": SCREEN_SHARE, "keep": SCREEN_KEEP}, "gate_items": RunSpec.gate_items,
+                       "baselines": extra, "rows": rows}
             write_result(out, payload, sys.argv)
     if args.json:
         print(json.dumps({"rows": rows, "baselines": extra}, indent=1))

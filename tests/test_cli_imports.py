@@ -28,6 +28,7 @@ def test_the_parsers_written_out_choices_are_the_registries():
     assert (cli.SAMPLERS, cli.PICK_RULES) == (tuning.SAMPLERS, tuning.PICK_RULES)
     assert cli.GATES == tuple(g for g in tuning.GATES if g != "off")  # the old rule stays a benchmark baseline
     assert cli.GATE_ITEMS_CAP == tuning.GATE_ITEMS_CAP
+    assert (cli.RESCORE, cli.RESCORE_ITEMS) == (tuning.RESCORE, tuning.RESCORE_ITEMS)
     assert set(cli.TABLES) == set(reproduce.TABLES)
     assert set(cli.PROBES) == set(audit.PROBES)
 

@@ -127,3 +127,19 @@ def test_a_truly_better_candidate_still_ships_when_losers_stop_early():
     outcomes = [_draw_300(rng, spec, 0.6, True) for _ in range(10)]
     assert sum(shipped for shipped, _ in outcomes) >= 7
     assert all(r["racing"]["confirming_judgments"] < 5 * 200 for _, r in outcomes)
+
+
+def test_more_confirming_rows_buy_more_challengers_and_the_screen_lets_a_third_of_them_on():
+    """``rescore`` left out: one challenger per 60 confirming rows (at least 4, at most every trial but one); the
+    screen judges a quarter of the confirming rows and lets the best third of the challengers ahead go on."""
+    spec = RunSpec(name="planted", judge="embedding", data="x.csv")
+    assert [spec.rescore_for(n) for n in (200, 240, 600, 760, 2000)] == [4, 4, 10, 11, 11]
+    assert RunSpec(name="planted", judge="embedding", data="x.csv", rescore=2).rescore_for(2000) == 2
+    rng = np.random.default_rng(2)
+    n = N_SEARCH + 800
+    gold = rng.normal(size=n)
+    raws = [0.2 * gold + rng.normal(size=n), *(gold + rng.normal(size=(11, n)))]  # every challenger far ahead
+    candidates = [Candidate(None, {"c": -1}), *(Candidate(j, {"c": j}, (1.0, 0.5)) for j in range(11))]
+    chosen, record = choose(spec, candidates, raws, SelectionItems(gold, None, N_SEARCH, (-4.0, 4.0)), calibrate=False)
+    assert record["racing"]["screened_items"] >= 200 and len(record["racing"]["live"]) == 4
+    assert chosen in record["racing"]["live"] and record["gate_result"]["passed"]

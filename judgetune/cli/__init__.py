@@ -15,10 +15,12 @@ from judgetune.cli._options import (
     PICK_RULES,
     PROBES,
     PROTOCOLS,
+    RESCORE,
+    RESCORE_ITEMS,
     SAMPLERS,
     TABLES,
 )
 from judgetune.cli._parser import build_parser
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_NOTHING_JUDGED", "EXIT_USER_ERROR", "GATE_ITEMS_CAP", "GATES", "JUDGE_KINDS",
-           "PICK_RULES", "PROBES", "PROTOCOLS", "SAMPLERS", "TABLES", "build_parser", "main"]
+           "PICK_RULES", "PROBES", "PROTOCOLS", "RESCORE", "RESCORE_ITEMS", "SAMPLERS", "TABLES", "build_parser", "main"]

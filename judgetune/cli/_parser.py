@@ -14,6 +14,8 @@ from judgetune.cli._options import (
     JUDGE_KINDS,
     PICK_RULES,
     PROBES,
+    RESCORE,
+    RESCORE_ITEMS,
     SAMPLERS,
     TABLES,
     _column_options,
@@ -190,9 +192,10 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
                              "them)")
     search.add_argument("--demo-draws", type=int, metavar="N", default=8,
                         help="seeded demo draws searched (the demo_seed knob)")
-    gate.add_argument("--rescore", type=int, metavar="N", default=4,
-                      help="strongest trials (by search figures) scored on every "
-                           "non-test item (at most --gate-items) beside the default judge before choosing")
+    gate.add_argument("--rescore", type=int, metavar="N",
+                      help="strongest trials (by search figures) scored on every non-test item (at most "
+                           "--gate-items) beside the default judge before choosing (default: one per "
+                           f"{RESCORE_ITEMS} confirming items, at least {RESCORE}, at most every trial but one)")
     gate.add_argument("--gate", default="nested", choices=GATES, help="nested (default): every labeled non-test "
                       "item chooses, every one but the search items also confirms (the choice cross-validated, 3 x 5 "
                       "folds, Spearman; see docs/tuning.md); on: the challenger best on the search items replaces the "

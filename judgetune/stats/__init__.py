@@ -13,6 +13,7 @@ from judgetune.stats._gain_text import candidate_name, gain_parts
 from judgetune.stats._gate import (
     FOLDS,
     REPEATS,
+    ahead_of_default,
     best_candidate_index,
     corrected_lower,
     cut_folds,
@@ -75,7 +76,7 @@ from judgetune.stats._ppi_compare import (
     win_values,
 )
 
-__all__ = ["candidate_name", "FOLDS", "REPEATS", "best_candidate_index", "corrected_lower", "cut_folds",
+__all__ = ["candidate_name", "FOLDS", "REPEATS", "ahead_of_default", "best_candidate_index", "corrected_lower", "cut_folds",
            "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages", "paired_unit_differences",
            "panel_gate", "panel_mean", "standardizers",
            "t_interval", "units_of", "units_to_pass", "best_accuracy", "bootstrap_interval", "bootstrap_mean_interval",

@@ -19,7 +19,7 @@ from scipy import stats as sps
 from judgetune.stats._gain import filled
 from judgetune.stats._metrics import correlation, spearman_rows
 
-__all__ = ["FOLDS", "REPEATS", "best_candidate_index", "corrected_lower",
+__all__ = ["FOLDS", "REPEATS", "ahead_of_default", "best_candidate_index", "corrected_lower",
            "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages",
            "paired_unit_differences", "panel_gate", "t_interval", "cut_folds",
            "units_of", "units_to_pass"]
@@ -66,6 +66,14 @@ def best_candidate_index(scores: np.ndarray, gold: np.ndarray, groups: Sequence[
         if fig[j] > fig[best]:
             best = j
     return best
+
+
+def ahead_of_default(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None,
+                     allowed: Sequence[int]) -> list[int]:
+    """The candidates of ``allowed`` strictly ahead of the default (0) by their figure, best first (ties: the lower
+    index first)."""
+    fig = np.nan_to_num(figures(scores, gold, groups), nan=-np.inf)
+    return sorted((j for j in allowed if fig[j] > fig[0]), key=lambda j: (-fig[j], j))
 
 
 def paired_unit_differences(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None,

@@ -25,7 +25,7 @@ from judgetune.tuning._run import (
 from judgetune.tuning._selection import Reject, candidate_trials, gate, rejection, select, select_on_dev
 from judgetune.tuning._sentences import gain_line, gate_line, lm_line, seconds_line
 from judgetune.tuning._space import PANEL, default_params, judge_for, pool_seeds, settled_params, suggest
-from judgetune.tuning._spec import GATE_ITEMS_CAP, GATES, PICK_RULES, RUN_NAME, SAMPLERS, RunSpec
+from judgetune.tuning._spec import GATE_ITEMS_CAP, GATES, PICK_RULES, RESCORE, RESCORE_ITEMS, RUN_NAME, SAMPLERS, RunSpec
 from judgetune.tuning._splits import Splits, fit_space, prepare_splits
 from judgetune.tuning._study import (
     CallBudget,
@@ -43,7 +43,7 @@ from judgetune.tuning._study import (
     total_calls,
 )
 
-__all__ = ["GATE_ITEMS_CAP", "GATES", "MAX_FAILURE_RATE", "PICK_RULES", "RUN_NAME", "SAMPLERS",
+__all__ = ["GATE_ITEMS_CAP", "GATES", "MAX_FAILURE_RATE", "PICK_RULES", "RESCORE", "RESCORE_ITEMS", "RUN_NAME", "SAMPLERS",
            "CallBudget", "Candidate", "InstructionPool", "Miss", "PANEL",
            "Objective", "ProposalTask", "Reject", "RunSpec", "Splits", "TrialProgress", "candidate_trials",
            "clean_checklist", "clean_proposal", "default_params", "default_storage", "finish",

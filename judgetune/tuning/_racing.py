@@ -6,9 +6,10 @@ a seeded order of whole questions:
 
 - Screening (the nested gate, without ``--panel``, when the confirming items hold at least twice what the nested
   test needs once the screen is taken): every challenger not turned away and the default are judged on the first
-  confirming items, as many as the search items. The challenger best on the search and screened items goes on
-  when it is strictly ahead of the default there; the others stop. The screened items then choose in every fold
-  and are never held out, as the search items: the choice of who goes on reads no item the test holds out.
+  confirming items, as many as the search items or ``SCREEN_SHARE`` of the confirming items when that is more. The
+  best ``SCREEN_KEEP`` of the challengers (rounded, at least one) on the search and screened items go on when
+  strictly ahead of the default there; the others stop. The screened items then choose in every fold and are never
+  held out, as the search items: the choice of who goes on reads no item the test holds out.
 - Futility: the rest is judged in ``LOOKS`` blocks; after each block but the last, when every challenger still
   judged is behind the default beyond noise on the tested items so far (its one-sided ``1 - FUTILITY`` upper
   bound below 0), judging stops and the default ships. Stopping never ships, and a run that does not stop ends
@@ -25,16 +26,18 @@ from typing import Any
 
 import numpy as np
 
-from judgetune.stats import FOLDS, best_candidate_index, paired_advantages, units_of
+from judgetune.stats import FOLDS, ahead_of_default, paired_advantages, units_of
 from judgetune.tuning._figures import SelectionItems
 
-__all__ = ["FUTILITY", "LOOKS", "Race", "Scorer", "race"]
+__all__ = ["FUTILITY", "LOOKS", "SCREEN_KEEP", "SCREEN_SHARE", "Race", "Scorer", "race"]
 
 Scorer = Callable[[int, np.ndarray], np.ndarray]  # (candidate index, item indices) -> raw scores (NaN: failed)
 FUTILITY = 0.2  # a challenger stops when its one-sided 80% upper bound on the tested items so far is below 0
 LOOKS = 4  # blocks of the confirming items, a futility look after each but the last
 MIN_LOOK_ITEMS, MIN_LOOK_GROUPS = 20, 3  # fewer tested units so far, and no futility look is made
 MIN_FOLD_ITEMS = 10  # the nested gate's held-out fold: fewer items in each, and it refuses
+SCREEN_SHARE = 0.25  # the screen judges at least the search items' count, or this share of the confirming items
+SCREEN_KEEP = 1 / 3  # the share of the screened challengers (rounded, at least one) the screen lets on
 
 
 @dataclass
@@ -152,11 +155,13 @@ def race(state: Race, score: Scorer, items: SelectionItems, live: Sequence[int],
 
 
 def _screen(state: Race, score: Scorer, items: SelectionItems, units: list[np.ndarray]) -> list[np.ndarray]:
-    """Judge every live challenger on the first confirming units (about as many items as the search items) when the
-    rest still holds twice what the nested test needs; keep the best if ahead of the default on search and screen.
-    Returns the units left to judge."""
+    """Judge every live challenger on the first confirming units (as many items as the search items, or
+    ``SCREEN_SHARE`` of the confirming items when more) when the rest still holds twice what the nested test needs;
+    keep the best ``SCREEN_KEEP`` of them (at least one) that are ahead of the default on search and screen. Returns
+    the units left to judge."""
+    target = max(items.n_search, SCREEN_SHARE * int(items.confirming.sum()))
     taken, size = 0, 0
-    while taken < len(units) and size < items.n_search:
+    while taken < len(units) and size < target:
         size += len(units[taken])
         taken += 1
     if _count(items, units[taken:]) < 2 * _least(items) or taken == 0:
@@ -167,10 +172,8 @@ def _screen(state: Race, score: Scorer, items: SelectionItems, units: list[np.nd
     state.screened[screen] = True
     choosing = np.concatenate([np.arange(items.n_search), screen])
     groups = None if items.groups_ranked is None else [items.groups_ranked[i] for i in choosing]
-    best = best_candidate_index(state.raws[:, choosing], items.gold[choosing], groups, [0, *state.live])
-    if best == 0:
-        state.live = []
+    ahead = ahead_of_default(state.raws[:, choosing], items.gold[choosing], groups, state.live)
+    state.live = ahead[:max(1, round(SCREEN_KEEP * len(state.live)))]
+    if not state.live:
         state.stopped = (f"no challenger was ahead of the default on the {len(choosing)} search and screened items")
-    else:
-        state.live = [best]
     return units[taken:]

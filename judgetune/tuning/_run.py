@@ -126,9 +126,10 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions, demo_pool=splits.demo_pool,
                              label_range=splits.label_range)
     rows, confirming = len(splits.selection), len(splits.confirming_pool) + len(splits.dev)
-    with stage(f"{spec.name}: choosing among the default and up to {spec.rescore} trials on {rows} items "
+    rescore = spec.rescore_for(confirming)
+    with stage(f"{spec.name}: choosing among the default and up to {rescore} trials on {rows} items "
                f"({len(splits.search)} search, {len(splits.confirming_pool)} pool, {len(splits.dev)} dev): at most "
-               f"{(spec.rescore + 1) * confirming} judgments, fewer as losers stop early (--gate-items bounds the "
+               f"{(rescore + 1) * confirming} judgments, fewer as losers stop early (--gate-items bounds the "
                "items)", enabled=progress, seconds=times, key="choosing"):
         if spec.gate in ("on", "nested"):
             reject = audit_reject(spec, splits, lm, instructions, reject, settled=settled)  # --audit-max

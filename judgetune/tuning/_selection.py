@@ -283,6 +283,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
     The default is always candidate 0; a challenger with the same parameters is not scored twice. ``default``
     and ``settled`` (``default_params`` and ``settled_params`` of the run) are computed when not given."""
     instructions = InstructionPool(study).texts()
+    spec = replace(spec, rescore=spec.rescore_for(len(splits.confirming_pool) + len(splits.dev)))
     if default is None:
         default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions,
                                  demo_pool=splits.demo_pool, label_range=splits.label_range)
@@ -341,6 +342,7 @@ def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
         raise ValueError(f"study {study.study_name} has no completed trial to choose from")
     if settled is None:
         settled = settled_params(spec, lm)
+    spec = replace(spec, rescore=spec.rescore_for(len(splits.dev)))
     instructions = InstructionPool(study).texts()
     front = {t.number for t in study.best_trials}
     calls0, rows = lm_calls(lm), []

@@ -14,6 +14,7 @@ SAMPLERS = ("tpe", "nsga2", "random")
 PICK_RULES = ("spearman", "mae")
 GATES = ("on", "nested", "off")
 GATE_ITEMS_CAP = 2000  # gate_items=None: every labeled non-test item, up to this many (see ``gate_bound``)
+RESCORE, RESCORE_ITEMS = 4, 60  # rescore=None: one challenger per 60 confirming items, at least 4 (``rescore_for``)
 MIN_GATE_GROUPS = 3  # dev questions: fewer, and the gate refuses (a t interval over 2 differences says little)
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a run is the folder runs/NAME
 _RUN_NAME = RUN_NAME
@@ -47,7 +48,8 @@ class RunSpec:
     proposals: int = 0  # candidate instructions asked for per round (0: no proposals)
     rounds: int = 2  # proposal rounds; the trials are shared out between them
     demo_draws: int = 8  # seeded demo draws searched (the ``demo_seed`` knob)
-    rescore: int = 4  # the strongest trials by their search figures that selection scores beside the default
+    rescore: int | None = None  # the strongest trials by their search figures that selection scores beside the
+    # default; None: by the confirming items (``rescore_for``)
     gate_items: int | None = None  # the most labeled non-test items selection scores each candidate on (search, the
     # demo pool's, dev; the pool's are sampled to fit, whole groups, seeded); None: every one, up to GATE_ITEMS_CAP
     fields: dict[str, str] = field(default_factory=dict)  # Example field -> the data file's column
@@ -105,7 +107,7 @@ class RunSpec:
         if self.gate_items is not None and self.gate_items < 1:
             raise ValueError(f"gate_items must be >= 1 (or None for every item up to {GATE_ITEMS_CAP}), "
                              f"got {self.gate_items}")
-        if self.proposals < 0 or self.rounds < 1 or self.demo_draws < 1 or self.rescore < 1:
+        if self.proposals < 0 or self.rounds < 1 or self.demo_draws < 1 or (self.rescore or 1) < 1:
             raise ValueError("proposals must be >= 0; rounds, demo_draws and rescore >= 1")
         bad_text = unwritable(asdict(self))  # a lone surrogate (a non-UTF-8 byte in an option or a file name)
         if bad_text:  # would fail when judge.json is written, after the whole run
@@ -114,6 +116,15 @@ class RunSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def rescore_for(self, confirming: int) -> int:
+        """The challengers selection scores beside the default: ``rescore``, or by default one per ``RESCORE_ITEMS``
+        confirming items, at least ``RESCORE`` and at most every trial but one. Many confirming items pay for
+        more challengers: the gate's screen then picks among them on more items, and a candidate truly +0.10
+        Spearman better ships far more often (benchmarks/results/gate_power.json)."""
+        if self.rescore is not None:
+            return self.rescore
+        return max(RESCORE, min(self.n_trials - 1, confirming // RESCORE_ITEMS))
 
     @property
     def gate_bound(self) -> int:
