@@ -174,3 +174,23 @@ def test_over_a_server_items_of_one_article_are_sent_one_after_another(llama_ser
     assert [article for article, _ in groupby(sent)] == articles[:2]  # all of A's calls, then all of B's
     assert all("cached_tokens" not in v.usage for v in verdicts)
     assert cost_per_item(verdicts, 1.0)["cached_tokens_per_item"] is None
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_a_prefix_met_again_is_copied_back_from_its_saved_state_with_the_same_log_probabilities(uncached_lm, polytope):
+    """The gate judges candidates in turn, each with its own instruction and demos: a prefix scored before is
+    restored from its saved KV state, not evaluated again, and scores as it did."""
+    model = uncached_lm.model
+    first = likelihood_items(model, polytope, "Sum up the main points of the text below in a few sentences.")
+    other = likelihood_items(model, polytope, "Write a short, faithful summary of the following news article.")
+    before = model.evaluated_tokens
+    scored = model.target_logprobs(first)
+    spent_first = model.evaluated_tokens - before
+    model.target_logprobs(other)
+    restored, before = model._scoring.restored, model.evaluated_tokens
+    again = model.target_logprobs(first)
+    assert model._scoring.restored >= restored + 2  # both articles' prefixes (instruction + article) copied back
+    assert model.evaluated_tokens - before < 0.6 * spent_first  # the summaries again, not the articles
+    for got, want in zip(again, scored):
+        assert got.shape == want.shape and np.abs(got - want).max() <= TOLERANCE

@@ -4,6 +4,7 @@ decoded side by side in groups of near-equal length."""
 from __future__ import annotations
 
 import ctypes
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,6 +14,12 @@ from judgetune.lm._prefix import common_prefix, plan_phases
 
 SCORE_BATCH = 512  # tokens per llama_decode of the scoring context (one micro-batch)
 SCORE_SEQUENCES = 4  # sequences in the scoring context: the shared prefix (0) and 3 items beside it
+
+# Prefixes (instruction, demos) evaluated in sequence 0 are saved as its KV state, up to this many bytes, most
+# recently used kept: a prefix met again (the gate judges each candidate, each with its own demos, block by block)
+# is copied back, not evaluated again
+PREFIX_STATES_BYTES = 256 * 2 ** 20
+PREFIX_STATE_TOKENS = 32  # shorter prefixes are evaluated again (cheaper than a state's copy)
 
 # Items decoded side by side run equally many tokens (a shorter one reruns part of its prefix): at most
 # this much padding per item, else it goes to another decode (long items gain little from sharing one)
@@ -61,6 +68,8 @@ class _ScoringContext:
         self.prefix: list[int] = []  # what sequence 0 holds
         self.held: list[list[int]] = [[] for _ in range(SCORE_SEQUENCES)]  # what each item sequence holds
         self.fed = 0  # tokens run through the model
+        self._states: OrderedDict[tuple[int, ...], ctypes.Array] = OrderedDict()  # prefix -> sequence 0's state
+        self.restored = 0  # prefixes copied back from a saved state
 
     def close(self) -> None:
         import llama_cpp
@@ -121,6 +130,8 @@ class _ScoringContext:
         keep = common_prefix(self.prefix, prefix)
         if keep == len(prefix) and keep == len(self.prefix):
             return
+        if len(prefix) - keep >= PREFIX_STATE_TOKENS and self._restore(prefix):
+            return
         if len(prefix) - keep == 1:
             keep = max(0, keep - 1)
         llama_cpp.llama_memory_seq_rm(self._memory, 0, keep, -1)
@@ -128,6 +139,41 @@ class _ScoringContext:
         if len(prefix) > keep:
             self._run([(0, keep, prefix[keep:], len(prefix))])
         self.prefix = list(prefix)
+        if len(prefix) - keep >= PREFIX_STATE_TOKENS:
+            self._save(prefix)
+
+    def _save(self, prefix: list[int]) -> None:
+        """Keep sequence 0's state (it holds ``prefix``), the least recently used dropped past the bound."""
+        import llama_cpp
+
+        ctx = self._context.ctx
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        if not 0 < size <= PREFIX_STATES_BYTES:
+            return
+        state = (ctypes.c_uint8 * size)()
+        if llama_cpp.llama_state_seq_get_data(ctx, state, size, 0) != size:
+            return
+        self._states[tuple(prefix)] = state
+        while sum(len(s) for s in self._states.values()) > PREFIX_STATES_BYTES:
+            self._states.popitem(last=False)
+
+    def _restore(self, prefix: list[int]) -> bool:
+        """Sequence 0 holds ``prefix`` copied back from its saved state; False when none is saved (or it fails)."""
+        import llama_cpp
+
+        state = self._states.get(tuple(prefix))
+        if state is None:
+            return False
+        llama_cpp.llama_memory_seq_rm(self._memory, 0, -1, -1)
+        self.prefix = []
+        if llama_cpp.llama_state_seq_set_data(self._context.ctx, state, len(state), 0) != len(state):
+            llama_cpp.llama_memory_seq_rm(self._memory, 0, -1, -1)
+            del self._states[tuple(prefix)]
+            return False
+        self._states.move_to_end(tuple(prefix))
+        self.prefix = list(prefix)
+        self.restored += 1
+        return True
 
     def score_alone(self, tokens: list[int], out_from: int) -> np.ndarray:
         """The logits rows of ``tokens[out_from:]`` from an empty cache, as one sequence (the from-scratch path)."""
