@@ -211,12 +211,14 @@ def baselines(m: dict[str, Any], rows_n: int, draws: int, seed: int) -> dict[str
 
 def table(paths: list[Path]) -> str:
     """The result files as the Markdown table docs/tuning.md shows: per matrix, N and rule, the figures."""
-    lines = ["| matrix (trials) | rows | gate | panel | ships | mean gain on the new data [95%] | mean gain on the whole "
-             "matrix [95%] (best column) | significantly worse | ships on shuffled labels | default's Spearman |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| matrix (trials) | screen | rows | gate | panel | ships | mean gain on the new data [95%] | mean gain on "
+             "the whole matrix [95%] (best column) | significantly worse | ships on shuffled labels | default's "
+             "Spearman |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for path in paths:
         result = json.loads(path.read_text())
         base = {b["rows_n"]: b for b in result["baselines"]}
+        screen = result.get("screen")  # files replayed before the screen's share and keep were recorded: 1 on
+        screen = (f"{screen['share']:.0%} of rows, best {screen['keep']:.0%} on" if screen else "search-sized, best 1 on")
         for r in result["rows"]:
             low, high = (f"{v:+.3f}" if v is not None else "n/a" for v in (r["gain_low"], r["gain_high"]))
             link = f"[{path.stem.removeprefix('replay-')}](../benchmarks/results/{path.name})"
@@ -225,7 +227,7 @@ def table(paths: list[Path]) -> str:
                 oracle = base[r["rows_n"]]["population_oracle_gain"]
                 population = (f"{r['population_gain']:+.3f} [{r['population_gain_low']:+.3f}, "
                               f"{r['population_gain_high']:+.3f}] ({oracle:+.3f})")
-            lines.append(f"| {link} ({result['trials']}) | {r['rows_n']} | "
+            lines.append(f"| {link} ({result['trials']}) | {screen} | {r['rows_n']} | "
                          f"{r['gate']} | {'yes' if r['panel'] else 'no'} | {r['ship_rate']:.0%} | "
                          f"{r['mean_gain']:+.3f} [{low}, {high}] | {population} | {r['worse_rate']:.1%} | "
                          f"{r['null_ship_rate']:.1%} | "
