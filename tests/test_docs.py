@@ -169,3 +169,9 @@ def test_documented_block(block: Block, workspace: dict) -> None:
         assert code == 0, f"{block.name}: `{command}` exited {code}:\n{output}"
         outputs.append(output)
     printed[block.name] = "".join(outputs)
+
+
+def test_an_unclosed_fence_is_named_by_its_page_and_line(tmp_path):
+    (tmp_path / "page.md").write_text("Text.\n\n```bash\necho never closed\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"page\.md:3: a fenced block is opened here and never closed"):
+        read_blocks(tmp_path / "page.md", tmp_path)

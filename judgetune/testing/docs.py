@@ -73,7 +73,9 @@ def read_blocks(path: Path, root: Path) -> list[Block]:
         if not lines[i].startswith("```"):
             i += 1
             continue
-        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), None)
+        if end is None:
+            raise ValueError(f"{path}:{i + 1}: a fenced block is opened here and never closed")
         marker = MARKER.fullmatch(lines[i - 1].strip()) if i else None
         blocks.append(Block(str(path.relative_to(root)), i + 1, section, lines[i][3:].strip(),
                             marker and marker.group(1), (marker and marker.group(2)) or "",
