@@ -182,7 +182,8 @@ def test_a_prefix_met_again_is_copied_back_from_its_saved_state_with_the_same_lo
     """The gate judges candidates in turn, each with its own instruction and demos: a prefix scored before is
     restored from its saved KV state, not evaluated again, and scores as it did."""
     model = uncached_lm.model
-    first = likelihood_items(model, polytope, "Sum up the main points of the text below in a few sentences.")
+    # instructions no other test scores: the first call evaluates both articles' prefixes
+    first = likelihood_items(model, polytope, "Restate what the article below reports, briefly and faithfully.")
     other = likelihood_items(model, polytope, "Write a short, faithful summary of the following news article.")
     before = model.evaluated_tokens
     scored = model.target_logprobs(first)

@@ -130,8 +130,10 @@ class _ScoringContext:
         keep = common_prefix(self.prefix, prefix)
         if keep == len(prefix) and keep == len(self.prefix):
             return
-        if len(prefix) - keep >= PREFIX_STATE_TOKENS and self._restore(prefix):
-            return
+        if len(prefix) - keep >= PREFIX_STATE_TOKENS:
+            if self._restore(prefix):
+                return
+            keep = common_prefix(self.prefix, prefix)  # a failed copy leaves sequence 0 empty
         if len(prefix) - keep == 1:
             keep = max(0, keep - 1)
         llama_cpp.llama_memory_seq_rm(self._memory, 0, keep, -1)
