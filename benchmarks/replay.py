@@ -36,7 +36,6 @@ import logging
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,7 @@ from judgetune.judges import Verdict
 from judgetune.tuning import RESCORE, RESCORE_ITEMS, RunSpec
 from judgetune.tuning._objective import objectives
 from judgetune.tuning._racing import SCREEN_KEEP, SCREEN_SHARE
-from judgetune.tuning._selection import Candidate, SelectionItems, candidate_trials, choose
+from judgetune.tuning._selection import Candidate, SelectionItems, candidate_trials, choose, with_rescore
 from judgetune.tuning._space import FAMILY, PANEL
 from judgetune.tuning._splits import prepare_splits
 
@@ -94,7 +93,7 @@ def run_rule(spec: RunSpec, splits, study: optuna.Study, raws: np.ndarray, gold:
     items): ``{COLUMN: j}``, or a panel's (its members' columns, centres and scales); and the choice's record.
     ``choose`` runs as the product does, uncalibrated (the decision reads raw scores under the Spearman rule) and
     with one figures ``cache`` for the rules of a draw."""
-    spec = replace(spec, rescore=spec.rescore_for(len(splits.confirming_pool) + len(splits.dev)))
+    spec = with_rescore(spec, splits)
     chosen = candidate_trials(study, spec, exclude=[{COLUMN: 0}])
     candidates = [Candidate(None, {COLUMN: 0}), *(Candidate(t.number, dict(t.params), tuple(t.values)) for t in chosen),
                   *families]

@@ -8,11 +8,12 @@ from __future__ import annotations
 import csv
 
 import numpy as np
+import optuna
 import pytest
 
 from judgetune.stats import figures
 from judgetune.tuning import RunSpec
-from judgetune.tuning._selection import Candidate, SelectionItems, choose
+from judgetune.tuning._selection import Candidate, SelectionItems, candidate_trials, choose, with_rescore
 from judgetune.tuning._space import PANEL
 from judgetune.tuning._splits import prepare_splits
 
@@ -143,3 +144,21 @@ def test_more_confirming_rows_buy_more_challengers_and_the_screen_lets_a_third_o
     chosen, record = choose(spec, candidates, raws, SelectionItems(gold, None, N_SEARCH, (-4.0, 4.0)), calibrate=False)
     assert record["racing"]["screened_items"] >= 200 and len(record["racing"]["live"]) == 4
     assert chosen in record["racing"]["live"] and record["gate_result"]["passed"]
+
+
+def test_the_rescore_is_resolved_for_the_rows_that_confirm_and_an_unresolved_one_is_refused(tmp_path):
+    """``with_rescore``: the gate's confirming rows (pool and dev) decide the challengers, dev alone with
+    ``--gate off``; ``candidate_trials`` refuses a spec whose rescore was never resolved."""
+    path = tmp_path / "rows.csv"
+    with path.open("w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["id", "answer", "reference", "label"])
+        for i in range(1000):
+            out.writerow([f"r{i}", f"answer {i}", f"reference {i}", i % 6])
+    spec = RunSpec(name="rows", judge="embedding", data=str(path))
+    splits = prepare_splits(spec)
+    confirming = len(splits.confirming_pool) + len(splits.dev)
+    assert with_rescore(spec, splits).rescore == spec.rescore_for(confirming) == 11
+    assert with_rescore(spec, splits, dev_only=True).rescore == spec.rescore_for(len(splits.dev)) == 4
+    with pytest.raises(ValueError, match="rescore resolved"):
+        candidate_trials(optuna.create_study(directions=["minimize", "maximize"]), spec)

@@ -69,6 +69,7 @@ class _ScoringContext:
         self.held: list[list[int]] = [[] for _ in range(SCORE_SEQUENCES)]  # what each item sequence holds
         self.fed = 0  # tokens run through the model
         self._states: OrderedDict[tuple[int, ...], ctypes.Array] = OrderedDict()  # prefix -> sequence 0's state
+        self._state_bytes = 0  # the saved states' total size
         self.restored = 0  # prefixes copied back from a saved state
 
     def close(self) -> None:
@@ -155,9 +156,11 @@ class _ScoringContext:
         state = (ctypes.c_uint8 * size)()
         if llama_cpp.llama_state_seq_get_data(ctx, state, size, 0) != size:
             return
+        old = self._states.pop(tuple(prefix), None)
+        self._state_bytes += size - (0 if old is None else len(old))
         self._states[tuple(prefix)] = state
-        while sum(len(s) for s in self._states.values()) > PREFIX_STATES_BYTES:
-            self._states.popitem(last=False)
+        while self._state_bytes > PREFIX_STATES_BYTES:
+            self._state_bytes -= len(self._states.popitem(last=False)[1])
 
     def _restore(self, prefix: list[int]) -> bool:
         """Sequence 0 holds ``prefix`` copied back from its saved state; False when none is saved (or it fails)."""
@@ -170,7 +173,7 @@ class _ScoringContext:
         self.prefix = []
         if llama_cpp.llama_state_seq_set_data(self._context.ctx, state, len(state), 0) != len(state):
             llama_cpp.llama_memory_seq_rm(self._memory, 0, -1, -1)
-            del self._states[tuple(prefix)]
+            self._state_bytes -= len(self._states.pop(tuple(prefix)))
             return False
         self._states.move_to_end(tuple(prefix))
         self.prefix = list(prefix)

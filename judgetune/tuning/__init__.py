@@ -22,7 +22,7 @@ from judgetune.tuning._run import (
     tune,
     write_predictions,
 )
-from judgetune.tuning._selection import Reject, candidate_trials, gate, rejection, select, select_on_dev
+from judgetune.tuning._selection import Reject, candidate_trials, gate, rejection, select, select_on_dev, with_rescore
 from judgetune.tuning._sentences import gain_line, gate_line, lm_line, seconds_line
 from judgetune.tuning._space import PANEL, default_params, judge_for, pool_seeds, settled_params, suggest
 from judgetune.tuning._spec import GATE_ITEMS_CAP, GATES, PICK_RULES, RESCORE, RESCORE_ITEMS, RUN_NAME, SAMPLERS, RunSpec
@@ -53,4 +53,5 @@ __all__ = ["GATE_ITEMS_CAP", "GATES", "MAX_FAILURE_RATE", "PICK_RULES", "RESCORE
            "lm_line", "load_proposer", "load_run_lm", "load_study", "make_sampler", "objectives", "open_study", "pool_seeds",
            "prepare_splits", "proposal_prompt", "proposal_round", "proposals_summary", "propose_round", "ranked",
            "refusal", "rejection", "run_trials", "search_key", "seed_instructions", "select", "study_summary",
-           "select_on_dev", "settled_params", "storage_for", "suggest", "total_calls", "tune", "write_predictions"]
+           "select_on_dev", "settled_params", "storage_for", "suggest", "total_calls", "tune", "with_rescore",
+           "write_predictions"]

@@ -34,7 +34,10 @@ def candidate_trials(study: optuna.Study, spec: RunSpec, *, exclude: Sequence[di
     """The strongest ``spec.rescore`` complete trials (of the Pareto front with ``front_only``) of distinct
     settings by their search figures (none with the settings in ``exclude``, e.g. the default's), then
     the best trial of each proposed instruction not among them (at most ``spec.rescore`` more), so
-    every proposal gets figures."""
+    every proposal gets figures. ``spec.rescore`` is resolved first (``with_rescore``)."""
+    if spec.rescore is None:
+        raise ValueError("candidate_trials needs spec.rescore resolved for the confirming items "
+                         "(tuning.with_rescore or RunSpec.rescore_for)")
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     seen_params, chosen = [dict(p) for p in exclude], []
     for trial in ranked(study.best_trials if front_only else complete, spec.pick):

@@ -45,7 +45,7 @@ from judgetune.tuning._audit import audit_reject
 from judgetune.tuning._objective import ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._proposals import load_proposer
-from judgetune.tuning._selection import Reject, select, select_on_dev
+from judgetune.tuning._selection import Reject, select, select_on_dev, with_rescore
 from judgetune.tuning._space import default_params, judge_for, settled_params
 from judgetune.tuning._spec import RunSpec
 from judgetune.tuning._splits import Splits, prepare_splits
@@ -126,7 +126,7 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions, demo_pool=splits.demo_pool,
                              label_range=splits.label_range)
     rows, confirming = len(splits.selection), len(splits.confirming_pool) + len(splits.dev)
-    rescore = spec.rescore_for(confirming)
+    rescore = with_rescore(spec, splits, dev_only=spec.gate == "off").rescore
     with stage(f"{spec.name}: choosing among the default and up to {rescore} trials on {rows} items "
                f"({len(splits.search)} search, {len(splits.confirming_pool)} pool, {len(splits.dev)} dev): at most "
                f"{(rescore + 1) * confirming} judgments, fewer as losers stop early (--gate-items bounds the "

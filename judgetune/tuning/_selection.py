@@ -62,7 +62,8 @@ from judgetune.tuning._spec import MIN_GATE_GROUPS, RunSpec
 from judgetune.tuning._splits import Splits
 
 __all__ = ["ALPHA", "Candidate", "CandidateFigures", "Reject", "SelectionItems", "candidate_trials", "choose",
-           "confirming_test", "gate", "nested_test", "rejection", "select", "select_on_dev", "spearman_figure"]
+           "confirming_test", "gate", "nested_test", "rejection", "select", "select_on_dev", "spearman_figure",
+           "with_rescore"]
 
 Reject = Callable[[dict[str, Any]], "str | None"]  # a candidate's row -> why it may not ship, or None
 log = logging.getLogger(__name__)
@@ -275,6 +276,13 @@ def _describe(rows: list[dict[str, Any]], scored: list[CandidateFigures], items:
         log.warning("%s: the default judge ships but was itself flagged: %s", spec.name, rows[0]["flagged"])
 
 
+def with_rescore(spec: RunSpec, splits: Splits, *, dev_only: bool = False) -> RunSpec:
+    """``spec`` with ``rescore`` resolved for the items that confirm the choice: the pool and dev items (the
+    gate's), or dev alone (``--gate off``)."""
+    confirming = len(splits.dev) + (0 if dev_only else len(splits.confirming_pool))
+    return replace(spec, rescore=spec.rescore_for(confirming))
+
+
 def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Reject | None = None,
            default: dict[str, Any] | None = None,
            settled: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -283,7 +291,7 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
     The default is always candidate 0; a challenger with the same parameters is not scored twice. ``default``
     and ``settled`` (``default_params`` and ``settled_params`` of the run) are computed when not given."""
     instructions = InstructionPool(study).texts()
-    spec = replace(spec, rescore=spec.rescore_for(len(splits.confirming_pool) + len(splits.dev)))
+    spec = with_rescore(spec, splits)
     if default is None:
         default = default_params(spec, splits.data_fixed, lm=lm, instructions=instructions,
                                  demo_pool=splits.demo_pool, label_range=splits.label_range)
@@ -342,7 +350,7 @@ def select_on_dev(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *,
         raise ValueError(f"study {study.study_name} has no completed trial to choose from")
     if settled is None:
         settled = settled_params(spec, lm)
-    spec = replace(spec, rescore=spec.rescore_for(len(splits.dev)))
+    spec = with_rescore(spec, splits, dev_only=True)
     instructions = InstructionPool(study).texts()
     front = {t.number for t in study.best_trials}
     calls0, rows = lm_calls(lm), []
