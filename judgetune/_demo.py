@@ -99,8 +99,9 @@ def from_python(path: Path) -> dict[str, Any]:
 def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0,
              families: tuple[Family, ...] = FAMILIES) -> dict[str, Any]:
     """Tune every family, choose the one with the best dev Spearman, and return the held-out table:
-    ``{"chosen": NAME, "best_lm_only": NAME, "rows": [...], "versus": {family: chosen minus it},
-    "runs": {family: folder}}``."""
+    ``{"chosen": NAME, "best_lm_only": NAME (None when no LM-only run kept its own kind), "moved": {family:
+    the other kind its run froze}, "rows": [...], "versus": {family: chosen minus it}, "runs": {family: folder}}``. A
+    row is named ``FAMILY: KIND`` when its run's gate shipped another family's default (``--also``)."""
     runs_dir = Path(runs_dir)
     results: dict[str, tuple[JudgeConfig, Path]] = {}
     start = time.monotonic()
@@ -116,19 +117,22 @@ def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0
         return (dev.get("spearman") if dev.get("spearman") is not None else -1.0, -(dev.get("mae") or 0.0))
 
     chosen = max(results, key=dev_rank)
-    lm_only = [f.name for f in families if f.lm_only]
+    moved = {f.name: results[f.name][0].judge for f in families if results[f.name][0].judge != f.judge}  # --also
+    lm_only = [f.name for f in families if f.lm_only and f.name not in moved]
     best_lm = max(lm_only, key=dev_rank) if lm_only else None
     config, run_dir = results[chosen]
     out_dir = make_folder(runs_dir / name)
     for file in ("judge.json", "test_predictions.jsonl", "test.jsonl", "report.html"):
         shutil.copyfile(run_dir / file, out_dir / file)
-    rows = [_row(family, {**results[family][0].metrics["test"], **results[family][0].metrics["cost"]["test"]})
+    label = {f.name: f"{f.name}: {moved[f.name]}" if f.name in moved else f.name for f in families}
+    rows = [_row(label[family], {**results[family][0].metrics["test"], **results[family][0].metrics["cost"]["test"]})
             for family in [chosen, *(f.name for f in families if f.name != chosen)]]
     for baseline, metrics in config.metrics["baselines"].items():
         rows.append(_row(baseline, {**metrics, "tokens_per_item": 0, "seconds_per_item": 0.0}))
-    comparisons = {other: versus(run_dir, results[other][1], seed=seed) for other in results if other != chosen}
+    comparisons = {label[other]: versus(run_dir, results[other][1], seed=seed) for other in results if other != chosen}
     gains = {f: results[f][0].metrics.get("gain") for f in results}  # every family: tuned minus its default
-    summary = {"chosen": chosen, "best_lm_only": best_lm, "data": DATA, "rows": rows, "versus": comparisons,
+    summary = {"chosen": chosen, "best_lm_only": best_lm, "moved": moved, "data": DATA, "rows": rows,
+               "versus": comparisons,
                "gain": gains, "gain_lines": {f: tuning.gain_line(results[f][0].metrics) for f in results},
                "seconds_lines": {f: tuning.seconds_line(results[f][0].metrics) for f in results},
                "dev": {f: _row(f, results[f][0].metrics["dev"]) for f in results},

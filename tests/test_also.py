@@ -67,7 +67,8 @@ def test_a_much_better_family_ships_in_place_of_the_default_and_reloads(tmp_path
                            "--run", "also", "--trials", "3", "--also", "embedding"], capture_output=True, text=True,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "chosen: the embedding judge at its defaults (--also), in place of the rouge1 judge's default" in done.stdout
+    assert ("chosen: the embedding judge at its defaults (another family, --also), in place of the rouge1 judge's "
+            "default") in done.stdout
     config = json.loads((tmp_path / "runs" / "also" / "judge.json").read_text())
     assert config["judge"] == "embedding" and config["lm"] is None
     chosen = [row for row in config["metrics"]["selection"]["rows"] if row["chosen"]]
@@ -78,3 +79,24 @@ def test_a_much_better_family_ships_in_place_of_the_default_and_reloads(tmp_path
     with judgetune.load(tmp_path / "runs" / "also" / "judge.json") as judge:
         again = [s.score for s in judge.score_many(rows[:5])]
     assert all(s is not None for s in again)
+
+
+def test_left_out_the_other_families_are_the_cheap_ones_beside_a_judge_that_needs_an_lm():
+    """``also`` left out: hybrid and embedding beside an LM judge under the nested gate; none beside a judge without
+    an LM or under another gate; ``--also none`` and a named list are the user's."""
+    assert RunSpec(name="r", judge="likelihood", data="x.csv").also_families() == ["hybrid", "embedding"]
+    assert RunSpec(name="r", judge="rubric", data="x.csv", panel=True).also_families() == ["hybrid", "embedding"]
+    assert RunSpec(name="r", judge="embedding", data="x.csv").also_families() == []
+    assert RunSpec(name="r", judge="hybrid", data="x.csv").also_families() == []
+    assert RunSpec(name="r", judge="likelihood", data="x.csv", gate="on").also_families() == []
+    assert RunSpec(name="r", judge="likelihood", data="x.csv", also=[]).also_families() == []
+    assert RunSpec(name="r", judge="likelihood", data="x.csv", also=["embedding"]).also_families() == ["embedding"]
+    assert RunSpec(name="r", judge="hybrid", data="x.csv", fixed={"use_rubric": True}).also_families() == ["embedding"]
+
+
+def test_also_none_on_the_command_line_leaves_every_other_family_out():
+    from judgetune.cli._parser import build_parser
+
+    args = build_parser().parse_args(["tune", "--judge", "likelihood", "--data", "x.csv", "--also", "none"])
+    assert args.also == []
+    assert build_parser().parse_args(["tune", "--judge", "likelihood", "--data", "x.csv"]).also is None

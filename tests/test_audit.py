@@ -229,7 +229,7 @@ def test_tune_audits_the_shipped_judge_and_audit_max_turns_biased_candidates_awa
     data = tmp_path / "biased.jsonl"
     write_examples(data, biased_examples(150))
     spec = RunSpec(name="biased", judge="rubric", data=str(data), n_trials=4, search_items=40, sampler="random",
-                   audit_max={"verbosity": 0.2})
+                   audit_max={"verbosity": 0.2}, also=[])  # the trials of the rubric judge only
     config, run_dir, _ = tune(spec, runs_dir=tmp_path, storage=optuna.storages.InMemoryStorage(), lm=BiasedLM(PLANTED),
                               progress=False, n_resamples=200)
     rows = config.metrics["selection"]["rows"]

@@ -76,5 +76,5 @@ def test_the_choosing_stage_states_its_judgments_before_it_starts(tmp_path, monk
                    fixed={"target": "reference"})
     judgetune.tuning.tune(spec, runs_dir=tmp_path, progress=False, n_resamples=20)
     line = next(d for d in said if "choosing" in d)
-    assert line == ("cost: choosing among the default and up to 4 trials on 48 items (8 search, 28 pool, 12 dev): "
+    assert line == ("cost: choosing among the default, up to 4 trials on 48 items (8 search, 28 pool, 12 dev): "
                     "at most 200 judgments, fewer as losers stop early (--gate-items bounds the items)")

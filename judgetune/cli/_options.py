@@ -151,11 +151,13 @@ def _load_data(args: argparse.Namespace) -> tuple[list, tuple[float, float]]:
 
 
 def _families(text: str) -> list[str]:
-    """``--also hybrid,embedding``: judge families, each one of JUDGE_KINDS."""
+    """``--also hybrid,embedding``: judge families, each one of JUDGE_KINDS; ``none``: no other family."""
+    if text.strip() == "none":
+        return []
     kinds = [k.strip() for k in text.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in JUDGE_KINDS]
     if not kinds or unknown:
-        raise argparse.ArgumentTypeError(f"expected judge families separated by commas, each one of "
+        raise argparse.ArgumentTypeError(f"expected 'none' or judge families separated by commas, each one of "
                                          f"{', '.join(JUDGE_KINDS)}; got {text!r}")
     return kinds
 

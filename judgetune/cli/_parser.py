@@ -165,10 +165,11 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--stack", action="store_true", help="hybrid: let the search add --lm's likelihood features "
                         "beside the signals; a stacked judge ships only if the gate finds it beats the signal-only "
                         "hybrid (the default)")
-    gate.add_argument("--also", type=_families, metavar="KIND[,KIND]", default=[],
+    gate.add_argument("--also", type=_families, metavar="KIND[,KIND]", default=None,
                       help="other judge families whose default judges join the gate's challengers, e.g. hybrid,"
-                           "embedding: one ships in the default's place only if the nested gate finds it better "
-                           "(default: none)")
+                           "embedding: one ships in the default's place only if the nested gate finds it better; "
+                           "none: no other family (default: hybrid,embedding beside a judge that needs an LM, under "
+                           "the nested gate, each where the data can build it)")
     gate.add_argument("--panel", action="store_true", help="add one candidate to the selection: the mean of every "
                       "scored candidate's standardized scores (a panel, frozen with its members); it ships only if "
                       "the gate finds it beats the default; a shipped panel asks the LM once per member, so it "

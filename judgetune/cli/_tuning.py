@@ -155,8 +155,10 @@ def _demo(args: argparse.Namespace) -> None:
         print(json.dumps({key: summary[key] for key in ("chosen", "rows", "versus", "gain", "python", "seconds")},
                          indent=2))
         return
+    notes = [f"best LM-only judge: {summary['best_lm_only']}"] if summary["best_lm_only"] else []
+    notes += [f"the {family} run's gate shipped the {kind} judge's default" for family, kind in summary["moved"].items()]
     print(f"\nHeld-out MSRpar test ({summary['rows'][0]['n']} pairs), calibrated on dev; chosen on dev: "
-          f"{summary['chosen']} (best LM-only judge: {summary['best_lm_only']}). Random: mean and 2.5-97.5% spread "
+          f"{summary['chosen']} ({'; '.join(notes) or 'no LM-only judge'}). Random: mean and 2.5-97.5% spread "
           f"over 200 seeds; others: 95% bootstrap intervals.")
     print(evaluation.format_rows([_cost_free(r) for r in summary["rows"]]))
     signed = lambda x: "-" if x is None else f"{x:+.3f}"  # noqa: E731

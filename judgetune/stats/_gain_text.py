@@ -24,5 +24,5 @@ def candidate_name(row: dict[str, Any]) -> str:
     if row.get("panel"):
         return f"the panel of {len(row['params']['panel']['members'])} candidates"
     if row.get("family"):
-        return f"the {row['family']} judge at its defaults (--also)"
+        return f"the {row['family']} judge at its defaults (another family, --also)"
     return f"trial {row['number']}"

@@ -3,12 +3,14 @@ figures, before any of them is scored for the gate."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
 
+from judgetune.errors import JudgetuneError
 from judgetune.tuning._objective import ranked
 from judgetune.tuning._pool import InstructionPool
 from judgetune.tuning._space import FAMILY, default_params, settled_params
@@ -16,6 +18,7 @@ from judgetune.tuning._spec import RunSpec
 from judgetune.tuning._splits import Splits, fit_space
 
 __all__ = ["Candidate", "candidate_trials", "candidates_of", "family_candidates"]
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -68,15 +71,22 @@ def _trial_number(study: optuna.Study, params: dict[str, Any]) -> int | None:
 
 
 def family_candidates(spec: RunSpec, splits: Splits, lm) -> list[Candidate]:
-    """The default judge of each family in ``spec.also``, as ``evaluate`` would build it untuned on this data (its
-    data-decided settings from the training items, its data defaults from the demo pool), for the gate to test
-    beside the run's own candidates (``FAMILY`` parameters: its kind and whole settings)."""
+    """The default judge of each family in ``spec.also_families()``, as ``evaluate`` would build it untuned on this
+    data (its data-decided settings from the training items, its data defaults from the demo pool), for the gate to
+    test beside the run's own candidates (``FAMILY`` parameters: its kind and whole settings). A family chosen
+    automatically that this data cannot build (``also`` left out) is left out, with the reason logged."""
     out = []
-    for kind in spec.also:
+    for kind in spec.also_families():
         other = replace(spec, judge=kind, also=[], stack=False, panel=False, fixed={}, instructions=[],
                         criterion=None)
-        fixed = fit_space(other, splits.train)
-        params = {**default_params(other, fixed, lm=lm, demo_pool=splits.demo_pool, label_range=splits.label_range),
-                  **fixed, **settled_params(other, lm)}
+        try:
+            fixed = fit_space(other, splits.train)
+            params = {**default_params(other, fixed, lm=lm, demo_pool=splits.demo_pool,
+                                       label_range=splits.label_range), **fixed, **settled_params(other, lm)}
+        except (ValueError, JudgetuneError) as error:
+            if not spec.also_auto:
+                raise
+            log.info("%s: the %s judge is not among the challengers: %s", spec.name, kind, error)
+            continue
         out.append(Candidate(None, {FAMILY: {"judge": kind, "params": params}}))
     return out

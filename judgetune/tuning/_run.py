@@ -127,10 +127,12 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
                              label_range=splits.label_range)
     rows, confirming = len(splits.selection), len(splits.confirming_pool) + len(splits.dev)
     rescore = with_rescore(spec, splits, dev_only=spec.gate == "off").rescore
-    with stage(f"{spec.name}: choosing among the default and up to {rescore} trials on {rows} items "
+    families = spec.also_families()
+    others = f" and the defaults of {', '.join(families)} (--also)" if families else ""
+    with stage(f"{spec.name}: choosing among the default, up to {rescore} trials{others} on {rows} items "
                f"({len(splits.search)} search, {len(splits.confirming_pool)} pool, {len(splits.dev)} dev): at most "
-               f"{(rescore + 1) * confirming} judgments, fewer as losers stop early (--gate-items bounds the "
-               "items)", enabled=progress, seconds=times, key="choosing"):
+               f"{(rescore + 1 + len(families)) * confirming} judgments, fewer as losers stop early (--gate-items "
+               "bounds the items)", enabled=progress, seconds=times, key="choosing"):
         if spec.gate in ("on", "nested"):
             reject = audit_reject(spec, splits, lm, instructions, reject, settled=settled)  # --audit-max
             params, selection = select(study, spec, splits, lm, reject=reject, default=default, settled=settled)

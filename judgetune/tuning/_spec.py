@@ -14,6 +14,7 @@ SAMPLERS = ("tpe", "nsga2", "random")
 PICK_RULES = ("spearman", "mae")
 GATES = ("on", "nested", "off")
 GATE_ITEMS_CAP = 2000  # gate_items=None: every labeled non-test item, up to this many (see ``gate_bound``)
+ALSO_AUTO = ("hybrid", "embedding")  # also=None: these families' defaults join an LM judge's challengers
 RESCORE, RESCORE_ITEMS = 4, 60  # rescore=None: one challenger per 60 confirming items, at least 4 (``rescore_for``)
 MIN_GATE_GROUPS = 3  # dev questions: fewer, and the gate refuses (a t interval over 2 differences says little)
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a run is the folder runs/NAME
@@ -63,8 +64,9 @@ class RunSpec:
     # settings); the signal-only hybrid stays the default the gate tests a stacked judge against
     panel: bool = False  # selection adds one more candidate: the panel of every candidate scored (each standardized
     # by its search-item scores, averaged), gated like any other and frozen with its members
-    also: list[str] = field(default_factory=list)  # other judge families whose default judges join the gate's
-    # challengers (scored on the same selection items; only the nested gate may ship one, in the default's place)
+    also: list[str] | None = None  # other judge families whose default judges join the gate's challengers (scored
+    # on the same selection items; only the nested gate may ship one, in the default's place); None: ``ALSO_AUTO``
+    # beside a judge that needs an LM under the nested gate, those the data supports (``also_families``)
     pooled: bool = False  # the search's and the gate's Spearman over all items together, not within each question
     # (nor resampled by question): for groups that are clusters (a document's claims) rather than questions whose
     # answers are ranked; the groups still keep items together in the splits and the calibrator's folds
@@ -85,7 +87,7 @@ class RunSpec:
         if self.panel and self.protocol is not None:
             raise ValueError(f"panel: a panel's members score each item alone; it cannot be tuned under the "
                              f"{self.protocol} protocol")
-        if self.also:
+        if self.also is not None and self.also:
             for kind in self.also:
                 judge_class(kind)  # an unknown family: the registry's error names the known ones
             if self.judge in self.also or len(set(self.also)) < len(self.also):
@@ -116,6 +118,23 @@ class RunSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def also_auto(self) -> bool:
+        """Whether the other families are the automatic ones (``also`` left out), not the user's."""
+        return self.also is None
+
+    def also_families(self) -> list[str]:
+        """The other families whose default judges join the challengers: ``also``, or when it is left out
+        ``ALSO_AUTO`` (the cheap ones: no LM, fitted in seconds) beside a judge that needs an LM, under the nested
+        gate. On paraphrase data the family matters more than the prompt: at 300 rows the
+        embedding judge beside a likelihood judge ships in 97-100% of replayed draws for +0.25 to +0.29 Spearman
+        (docs/tuning.md, the ``--also`` replays)."""
+        if self.also is not None:
+            return list(self.also)
+        if self.gate != "nested" or not judge_class(self.judge).needs_lm_with(self.fixed):
+            return []
+        return [kind for kind in ALSO_AUTO if kind != self.judge]
 
     def rescore_for(self, confirming: int) -> int:
         """The challengers selection scores beside the default: ``rescore``, or by default one per ``RESCORE_ITEMS``

@@ -296,7 +296,7 @@ def load_run_lm(spec: RunSpec, *, timeout: float = 60.0, trusted: bool = True,
     False when the spec was read from a shared storage (a worker's), whose endpoint gets the key only when
     the user trusts it. ``label_position``: where a served model's labels are read (None: probed)."""
     if not (spec.stack or judge_class(spec.judge).needs_lm_with(spec.fixed)
-            or any(judge_class(kind).needs_lm for kind in spec.also)):
+            or any(judge_class(kind).needs_lm for kind in spec.also_families())):
         return None
     return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout, trust_endpoint=trusted,
                    endpoint_source=f"study {spec.name}", label_position=label_position)
