@@ -141,10 +141,15 @@ def one_draw(m: dict[str, Any], rows_n: int, draw: int, args, tmp: Path) -> list
             every = (len(record["rows"]) - bool(record["rows"][-1].get("panel"))) * (record["items"]
                                                                                    - record["search_items"])
             racing = record["racing"] or {"confirming_judgments": every}  # no early stopping: every row judged
+            per = racing.get("confirming_by_candidate")  # the families' (--also: no LM) counted apart
+            lm_made = (every - sum(bool(r.get("family")) for r in record["rows"]) * (record["items"]
+                                                                                   - record["search_items"])
+                       if per is None else sum(n for n, row in zip(per, record["rows"]) if not row.get("family")))
             out.append({"gate": gate, "panel": panel, "null": null, "shipped": shipped,
                         "shipped_panel": PANEL in params, "selection_items": len(sel),
                         "search_items": len(splits.search), "search_judgments": len(columns) * len(splits.search),
                         "choosing_judgments": racing.get("confirming_judgments"), "every_confirming_judgment": every,
+                        "choosing_lm_judgments": lm_made,
                         **({} if null else gain_on(m, params, outside))})
     return out
 
@@ -190,7 +195,8 @@ def summary(records: list[dict[str, Any]], rows_n: int) -> list[dict[str, Any]]:
                     "selection_items": float(np.mean([r["selection_items"] for r in real])),
                     "search_items": float(np.mean([r["search_items"] for r in real])),
                     **{key: float(np.mean([r[key] for r in mine])) for key in
-                       ("search_judgments", "choosing_judgments", "every_confirming_judgment")}})
+                       ("search_judgments", "choosing_judgments", "choosing_lm_judgments",
+                        "every_confirming_judgment")}})
     return out
 
 

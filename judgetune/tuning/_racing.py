@@ -77,6 +77,7 @@ class Race:
         made = int(self.judged.sum())
         confirming = int(self.judged[:, n_search:].sum())
         return {"judgments": made, "confirming_judgments": confirming, "every_judgment": full,
+                "confirming_by_candidate": [int(k) for k in self.judged[:, n_search:].sum(axis=1)],
                 "saved": full - made, "screened_items": int(self.screened.sum()), "live": self.live,
                 "stopped": self.stopped, "looks": self.looks}
 
