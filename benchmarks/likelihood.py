@@ -83,7 +83,7 @@ def row(dataset: str, method: str, metrics: dict, lm_calls: int, seconds: float,
 
 def msrpar(args: argparse.Namespace) -> list[dict[str, Any]]:
     dataset = "sts2012-msrpar"
-    spec = RunSpec(name=f"likelihood-msrpar-{args.seed}-{args.trials}-{args.search_items}", judge="likelihood",
+    spec = RunSpec(also=[], name=f"likelihood-msrpar-{args.seed}-{args.trials}-{args.search_items}", judge="likelihood",
                    data=dataset, seed=args.seed, n_trials=args.trials, search_items=args.search_items,
                    dev_items=args.dev_items, test_items=args.test_items)
     splits = prepare_splits(spec)
@@ -125,7 +125,7 @@ def recipes(args: argparse.Namespace) -> list[dict[str, Any]]:
     scores over instructions (``respond``, ``paraphrase``, ``faithful``; both directions, chat, k=0)."""
     from judgetune.stats import bootstrap_interval, correlation
 
-    spec = RunSpec(name="recipes", judge="likelihood", data="sts2012-msrpar", seed=args.seed,
+    spec = RunSpec(also=[], name="recipes", judge="likelihood", data="sts2012-msrpar", seed=args.seed,
                    dev_items=args.dev_items)
     splits = prepare_splits(spec)
     dev, gold = splits.dev, [e.label for e in splits.dev]
@@ -209,7 +209,7 @@ def linkage(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def cost(args: argparse.Namespace) -> list[dict[str, Any]]:
-    spec = RunSpec(name="cost", judge="likelihood", data="sts2012-msrpar", seed=args.seed)
+    spec = RunSpec(also=[], name="cost", judge="likelihood", data="sts2012-msrpar", seed=args.seed)
     splits = prepare_splits(spec)
     items = splits.test[:args.cost_items]
     lm = load_lm("local:smollm2", use_cache=False)

@@ -156,8 +156,9 @@ def tuned(kind: str, lm, labeled: list[Example], test: list[Example], label_rang
         data = Path(folder) / "labeled.jsonl"
         write_examples(data, [replace(e, meta={}) for e in labeled])  # no catalog split in meta: tune splits them
         train = int(0.6 * len(labeled))
-        spec = RunSpec(name="run", judge=kind, data=str(data), lm=str(lm.spec) if lm is not None else "local:smollm2",
-                       seed=seed, n_trials=trials, search_items=max(4, train // 2), scale=list(label_range),
+        spec = RunSpec(also=[], name="run", judge=kind, data=str(data),
+                       lm=str(lm.spec) if lm is not None else "local:smollm2", seed=seed, n_trials=trials,
+                       search_items=max(4, train // 2), scale=list(label_range),
                        fixed=params_for(kind), proposer=proposer, proposals=2 if proposer else 0)
         config, _, _ = tune(spec, runs_dir=folder, lm=lm, progress=False, n_resamples=200)
     judge = config.build_judge(lm)

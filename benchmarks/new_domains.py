@@ -57,7 +57,7 @@ def row(dataset: str, method: str, metrics: dict[str, Any], seconds: float, **ex
 
 
 def spec_for(dataset: str, judge: str, args: argparse.Namespace) -> RunSpec:
-    return RunSpec(name=f"new-domains-{dataset}-{judge}", judge=judge, data=dataset, seed=args.seed,
+    return RunSpec(also=[], name=f"new-domains-{dataset}-{judge}", judge=judge, data=dataset, seed=args.seed,
                    n_trials=args.trials, search_items=args.search_items, dev_items=args.dev_items,
                    test_items=args.test_items, fit_items=args.fit_items)
 

@@ -84,7 +84,7 @@ def planted_rows(tmp: Path, seeds: list[int]) -> list[dict]:
     for seed in seeds:
         def run(name: str, *, sampler: str, n_trials: int, max_calls: int | None = None, chunk: int = 6,
                 enqueue=(), proposals: int = 0, seed: int = seed):
-            spec = RunSpec(name=f"{name}{seed}", judge="rubric", data=str(path), seed=seed, n_trials=n_trials,
+            spec = RunSpec(also=[], name=f"{name}{seed}", judge="rubric", data=str(path), seed=seed, n_trials=n_trials,
                            sampler=sampler, search_items=30, chunk=chunk, dev_items=30, test_items=40,
                            max_calls=max_calls, fixed={"reasoning": False, "scoring": "expected", "scale": "0-5", "k": 3},
                            instructions=[*DECOYS, PLANTED_INSTRUCTION], demo_draws=4, proposals=proposals)
@@ -268,7 +268,7 @@ def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods:
                   per_question=(4 if quick else 8) if listwise else None, criterion=CRITERIA[dataset], rescore=3)
     wanted = methods or {"untuned", "likelihood", "judgetune", "random", "dspy"}
     rows = []
-    spec = RunSpec(name=f"opt-{kind}", judge=kind, fixed=fixed, n_trials=trials, proposals=2, rounds=2, **common)
+    spec = RunSpec(also=[], name=f"opt-{kind}", judge=kind, fixed=fixed, n_trials=trials, proposals=2, rounds=2, **common)
     splits = prepare_splits(spec)
     print(f"{dataset}: search {len(splits.search)}, dev {len(splits.dev)}, test {len(splits.test)}", file=sys.stderr)
     gold = [e.judgment for e in splits.test]
@@ -278,7 +278,7 @@ def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods:
         metrics, calls, seconds = untuned(spec, splits, tmp / f"{kind}-untuned")
         rows.append(row(dataset, f"untuned {kind} (first instruction, k=0, linear map)", metrics, calls, seconds))
     if "likelihood" in wanted and kind == "rubric":
-        lik = RunSpec(name="opt-likelihood", judge="likelihood", n_trials=trials, **common)
+        lik = RunSpec(also=[], name="opt-likelihood", judge="likelihood", n_trials=trials, **common)
         metrics, calls, seconds = untuned(lik, splits, tmp / "likelihood-untuned")
         rows.append(row(dataset, "untuned likelihood (defaults, k=0, linear map)", metrics, calls, seconds))
         rows.append(tuned_row(dataset, "judgetune (likelihood judge)", lik, tmp)[0])
@@ -291,7 +291,7 @@ def real_rows(dataset: str, tmp: Path, quick: bool, cap_seconds: float, methods:
         budget = result["lm_calls"] or budget
         search_budget = m["study"]["lm_calls"] if m else budget
     if "random" in wanted:
-        random_spec = RunSpec(name=f"opt-{kind}-random", judge=kind, fixed=fixed, n_trials=200, sampler="random",
+        random_spec = RunSpec(also=[], name=f"opt-{kind}-random", judge=kind, fixed=fixed, n_trials=200, sampler="random",
                               max_calls=search_budget, proposals=2, rounds=2, **common)
         rows.append(tuned_row(dataset, f"random ({kind} judge, same pipeline, RandomSampler)", random_spec, tmp)[0])
     if "dspy" in wanted:

@@ -132,7 +132,7 @@ def main() -> None:
             listwise = kind == "linkage"  # many questions, a few answers each: per-question Spearman needs them
             # LINKAGE with 8 references or 3 draws costs minutes per trial on 2 cores: one reference per grade
             fixed = {"reasoning": False, **({"samples": 1, "per_grade": 1} if listwise else {})}
-            spec = RunSpec(name=f"bench-{kind}", judge=kind, data=dataset, n_trials=trials, search_items=search,
+            spec = RunSpec(also=[], name=f"bench-{kind}", judge=kind, data=dataset, n_trials=trials, search_items=search,
                            chunk=8, dev_items=dev, test_items=test, fixed=fixed,
                            per_question=(4 if args.quick else 8) if listwise else None)
             splits = prepare_splits(spec)

@@ -129,7 +129,7 @@ def set_rows(dataset: str, judge: str, trials: int, args: argparse.Namespace, ru
     gated = "panel-gate" if args.panel else GATE_RULES[args.gate]  # the rule's name in benchmarks/rules.py
     for rule, gate in ((gated, args.gate), ("old", "off")):
         lm = {"lm": args.lm, "api_base": args.api_base} if args.lm else {}
-        spec = RunSpec(name=f"gain-{dataset}-{judge}-{trials}-{gate}", judge=judge, data=dataset, seed=args.seed,
+        spec = RunSpec(also=[], name=f"gain-{dataset}-{judge}-{trials}-{gate}", judge=judge, data=dataset, seed=args.seed,
                        n_trials=trials, search_items=args.search_items, dev_items=args.dev_items,
                        test_items=args.test_items, fit_items=args.fit_items, gate=gate,
                        per_question=args.per_question, fixed=dict(args.fix or {}), proposals=args.proposals,

@@ -99,9 +99,10 @@ def from_python(path: Path) -> dict[str, Any]:
 def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0,
              families: tuple[Family, ...] = FAMILIES) -> dict[str, Any]:
     """Tune every family, choose the one with the best dev Spearman, and return the held-out table:
-    ``{"chosen": NAME, "best_lm_only": NAME (None when no LM-only run kept its own kind), "moved": {family:
-    the other kind its run froze}, "rows": [...], "versus": {family: chosen minus it}, "runs": {family: folder}}``. A
-    row is named ``FAMILY: KIND`` when its run's gate shipped another family's default (``--also``)."""
+    ``{"chosen": NAME, "chosen_label": its row's name, "best_lm_only": NAME (None when no LM-only run kept its own
+    kind), "moved": {family: the other kind its run froze}, "rows": [...], "versus": {row name: chosen minus it},
+    "runs": {family: folder}}``. A row is named ``FAMILY: KIND`` when its run's gate shipped another family's
+    default (``--also``)."""
     runs_dir = Path(runs_dir)
     results: dict[str, tuple[JudgeConfig, Path]] = {}
     start = time.monotonic()
@@ -131,7 +132,8 @@ def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0
         rows.append(_row(baseline, {**metrics, "tokens_per_item": 0, "seconds_per_item": 0.0}))
     comparisons = {label[other]: versus(run_dir, results[other][1], seed=seed) for other in results if other != chosen}
     gains = {f: results[f][0].metrics.get("gain") for f in results}  # every family: tuned minus its default
-    summary = {"chosen": chosen, "best_lm_only": best_lm, "moved": moved, "data": DATA, "rows": rows,
+    summary = {"chosen": chosen, "chosen_label": label[chosen], "best_lm_only": best_lm, "moved": moved,
+               "data": DATA, "rows": rows,
                "versus": comparisons,
                "gain": gains, "gain_lines": {f: tuning.gain_line(results[f][0].metrics) for f in results},
                "seconds_lines": {f: tuning.seconds_line(results[f][0].metrics) for f in results},

@@ -100,3 +100,43 @@ def test_also_none_on_the_command_line_leaves_every_other_family_out():
     args = build_parser().parse_args(["tune", "--judge", "likelihood", "--data", "x.csv", "--also", "none"])
     assert args.also == []
     assert build_parser().parse_args(["tune", "--judge", "likelihood", "--data", "x.csv"]).also is None
+
+
+def _rows_csv(path, with_reference: bool) -> str:
+    with path.open("w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["id", "answer", *(["reference"] if with_reference else []), "label"])
+        for i in range(120):
+            words = ["alpha", "beta", "gamma", "delta", "epsilon"][: 1 + i % 5]
+            out.writerow([f"r{i}", " ".join(words), *([" ".join(reversed(words))] if with_reference else []), i % 5])
+    return str(path)
+
+
+def test_automatic_families_the_data_cannot_judge_are_left_out_and_said(tmp_path, caplog):
+    """Answer-only rows: the embedding judge has nothing to compare the answer with and the hybrid only the
+    answer's length, so neither joins a likelihood run's challengers; with references both do."""
+    from judgetune.tuning._candidates import family_candidates
+    from judgetune.tuning._splits import prepare_splits
+
+    spec = RunSpec(name="auto", judge="likelihood", data=_rows_csv(tmp_path / "bare.csv", False))
+    candidates, left_out = family_candidates(spec, prepare_splits(spec), None)
+    assert candidates == [] and set(left_out) == {"hybrid", "embedding"}
+    assert "length" in left_out["hybrid"] and "failed on" in left_out["embedding"]
+    assert "not among the challengers" in caplog.text
+    spec = RunSpec(name="auto", judge="likelihood", data=_rows_csv(tmp_path / "ref.csv", True))
+    candidates, left_out = family_candidates(spec, prepare_splits(spec), None)
+    assert [c.params[FAMILY]["judge"] for c in candidates] == ["hybrid", "embedding"] and left_out == {}
+
+
+def test_a_study_resumes_under_another_also(tmp_path):
+    """``--also`` decides only which other families the gate adds, never a trial: a study stored with ``also: []``
+    (or any list) resumes with it left out, and the stored spec follows."""
+    import optuna
+
+    from judgetune.tuning import open_study
+
+    storage = optuna.storages.InMemoryStorage()
+    spec = RunSpec(name="resume", judge="likelihood", data=_rows_csv(tmp_path / "ref.csv", True), also=[])
+    open_study(spec, storage)
+    resumed = open_study(RunSpec(**{**spec.to_dict(), "also": None}), storage)
+    assert resumed.user_attrs["spec"]["also"] is None

@@ -71,6 +71,7 @@ def planted_run(data: str, tmp_path, *, name: str, seed: int, sampler: str = "tp
                 storage: str | None = None):
     """A planted tune, in memory unless ``storage`` (a URL) is given."""
     spec = RunSpec(name=name, judge="rubric", data=data, seed=seed, n_trials=n_trials, sampler=sampler, search_items=30,
+                   also=[],
                    chunk=chunk, dev_items=30, test_items=20, max_calls=max_calls, fixed={**FIXED, **(fixed or {})},
                    proposals=proposals, rounds=2, demo_draws=demo_draws, instructions=list(instructions))
     splits = prepare_splits(spec)

@@ -38,7 +38,7 @@ def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(postgre
     monkeypatch.setenv("JUDGETUNE_DATA_DIR", str(data_root))
     monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
     name = f"workers-{uuid.uuid4().hex[:8]}"
-    spec = RunSpec(name=name, judge="rubric", data="sts2012-msrpar", lm="test:slow", n_trials=6,
+    spec = RunSpec(name=name, judge="rubric", data="sts2012-msrpar", lm="test:slow", n_trials=6, also=[],
                    search_items=8, chunk=8,
                    dev_items=8, test_items=4, gate_items=16, fixed={"reasoning": False})
     open_study(spec, postgres)

@@ -165,7 +165,7 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--stack", action="store_true", help="hybrid: let the search add --lm's likelihood features "
                         "beside the signals; a stacked judge ships only if the gate finds it beats the signal-only "
                         "hybrid (the default)")
-    gate.add_argument("--also", type=_families, metavar="KIND[,KIND]", default=None,
+    gate.add_argument("--also", type=_families, metavar="KIND[,KIND]|none", default=None,
                       help="other judge families whose default judges join the gate's challengers, e.g. hybrid,"
                            "embedding: one ships in the default's place only if the nested gate finds it better; "
                            "none: no other family (default: hybrid,embedding beside a judge that needs an LM, under "

@@ -124,9 +124,10 @@ def _tune_criteria(args: argparse.Namespace) -> None:
         config, run_dir = _tune_one(spec, args)
         test, baselines = config.metrics["test"], config.metrics["baselines"]
         criteria.append({"label": label, "run": str(run_dir), "config": str(run_dir / "judge.json"),
-                         "params": config.params, "test": test, "baselines": baselines,
+                         "judge": config.judge, "params": config.params, "test": test, "baselines": baselines,
                          "gain": config.metrics.get("gain"), "vs_constant": config.metrics.get("vs_constant")})
-        rows += [{"name": f"{label}: tuned (test)", **_cost_free(test)},
+        shipped = "tuned" if config.judge == args.judge else f"{config.judge} (another family)"
+        rows += [{"name": f"{label}: {shipped} (test)", **_cost_free(test)},
                  *({"name": f"{label}: {b}", **_cost_free(r)} for b, r in baselines.items())]
     summary_dir = make_folder(args.runs_dir / name)
     summary = {"data": args.data, "judge": args.judge, "criteria": criteria}
@@ -152,20 +153,21 @@ def _demo(args: argparse.Namespace) -> None:
         os.environ["JUDGETUNE_DATA_MIRROR"] = str(mirror)  # the checkout's sibling copy of the catalog
     summary = run_demo(name=args.run, runs_dir=args.runs_dir, seed=args.seed)
     if args.json:
-        print(json.dumps({key: summary[key] for key in ("chosen", "rows", "versus", "gain", "python", "seconds")},
+        print(json.dumps({key: summary[key] for key in ("chosen", "moved", "rows", "versus", "gain", "python",
+                                                        "seconds")},
                          indent=2))
         return
     notes = [f"best LM-only judge: {summary['best_lm_only']}"] if summary["best_lm_only"] else []
     notes += [f"the {family} run's gate shipped the {kind} judge's default" for family, kind in summary["moved"].items()]
     print(f"\nHeld-out MSRpar test ({summary['rows'][0]['n']} pairs), calibrated on dev; chosen on dev: "
-          f"{summary['chosen']} ({'; '.join(notes) or 'no LM-only judge'}). Random: mean and 2.5-97.5% spread "
+          f"{summary['chosen_label']} ({'; '.join(notes) or 'no LM-only judge'}). Random: mean and 2.5-97.5% spread "
           f"over 200 seeds; others: 95% bootstrap intervals.")
     print(evaluation.format_rows([_cost_free(r) for r in summary["rows"]]))
     signed = lambda x: "-" if x is None else f"{x:+.3f}"  # noqa: E731
     for other, diff in summary["versus"].items():
         figures = ", ".join(f"{label} {signed(diff[key])} [{', '.join(signed(v) for v in diff[key + '_ci'])}]"
                             for label, key in (("Spearman", "spearman"), ("MAE", "mae")))
-        print(f"{summary['chosen']} minus {other} on the same {diff['n']} pairs (paired bootstrap, 95%): {figures}")
+        print(f"{summary['chosen_label']} minus {other} on the same {diff['n']} pairs (paired bootstrap, 95%): {figures}")
     for family, line in summary["gain_lines"].items():
         print(f"{family} judge, tuned vs its default settings: {line}")
         if summary.get("seconds_lines", {}).get(family):

@@ -140,7 +140,7 @@ GATE_ITEMS = 250  # items per testbed run: 60/20/20 by the default split, so 50 
 # which is the default, the criterion with the rubric's task wording, and GATE_INSTRUCTION)
 GATE_SPEC = {"judge": "rubric", "fixed": {"reasoning": False, "scoring": "expected", "scale": "0-5", "k": 0},
              "criterion": GATE_CRITERION, "instructions": [GATE_INSTRUCTION], "n_trials": 10, "search_items": 30,
-             "chunk": 30, "rescore": 4}
+             "chunk": 30, "rescore": 4, "also": []}  # the planted trials only: no other family's default
 
 # the gate's testbeds (benchmarks/tuning_gain.py measures their rates; tests run a few seeds): the LM kind,
 # the items and the run settings beyond GATE_SPEC. "null" and "planted" at the benchmark's quick dev size (40

@@ -11,9 +11,9 @@ from typing import Any
 import optuna
 
 from judgetune.errors import JudgetuneError
-from judgetune.tuning._objective import ranked
+from judgetune.tuning._objective import MAX_FAILURE_RATE, ranked
 from judgetune.tuning._pool import InstructionPool
-from judgetune.tuning._space import FAMILY, default_params, settled_params
+from judgetune.tuning._space import FAMILY, default_params, judge_for, settled_params
 from judgetune.tuning._spec import RunSpec
 from judgetune.tuning._splits import Splits, fit_space
 
@@ -70,12 +70,14 @@ def _trial_number(study: optuna.Study, params: dict[str, Any]) -> int | None:
     return None
 
 
-def family_candidates(spec: RunSpec, splits: Splits, lm) -> list[Candidate]:
+def family_candidates(spec: RunSpec, splits: Splits, lm) -> tuple[list[Candidate], dict[str, str]]:
     """The default judge of each family in ``spec.also_families()``, as ``evaluate`` would build it untuned on this
     data (its data-decided settings from the training items, its data defaults from the demo pool), for the gate to
-    test beside the run's own candidates (``FAMILY`` parameters: its kind and whole settings). A family chosen
-    automatically that this data cannot build (``also`` left out) is left out, with the reason logged."""
-    out = []
+    test beside the run's own candidates (``FAMILY`` parameters: its kind and whole settings); and the families left
+    out, with why. A family chosen automatically (``also`` left out) is left out, with a warning, when this data
+    cannot build it, when it fails on more than half of the search items (no text to compare the answer with), or
+    when it is a hybrid whose one signal is the answer's length (answer-only data: no judge of what is asked)."""
+    out, skipped = [], {}
     for kind in spec.also_families():
         other = replace(spec, judge=kind, also=[], stack=False, panel=False, fixed={}, instructions=[],
                         criterion=None)
@@ -83,10 +85,25 @@ def family_candidates(spec: RunSpec, splits: Splits, lm) -> list[Candidate]:
             fixed = fit_space(other, splits.train)
             params = {**default_params(other, fixed, lm=lm, demo_pool=splits.demo_pool,
                                        label_range=splits.label_range), **fixed, **settled_params(other, lm)}
+            if spec.also_auto:
+                _check_family(kind, params, splits, lm, seed=spec.seed)
         except (ValueError, JudgetuneError) as error:
             if not spec.also_auto:
                 raise
-            log.info("%s: the %s judge is not among the challengers: %s", spec.name, kind, error)
+            log.warning("%s: the %s judge's default is not among the challengers: %s", spec.name, kind, error)
+            skipped[kind] = str(error)
             continue
         out.append(Candidate(None, {FAMILY: {"judge": kind, "params": params}}))
-    return out
+    return out, skipped
+
+
+def _check_family(kind: str, params: dict[str, Any], splits: Splits, lm, *, seed: int) -> None:
+    """Raise ValueError when an automatic family's default would be no judge of this data (``family_candidates``)."""
+    signals = [k for k, v in params.items() if k.startswith("use_") and v is True]
+    if kind == "hybrid" and signals == ["use_length"]:
+        raise ValueError("its only signal on this data is the answer's length")
+    judge = judge_for(dict(params), kind, lm, seed=seed, demo_pool=splits.demo_pool, label_range=splits.label_range)
+    verdicts = judge.judge_all(splits.search)
+    failed = [v for v in verdicts if not v.parsed]
+    if len(failed) > MAX_FAILURE_RATE * len(verdicts):
+        raise ValueError(f"it failed on {len(failed)} of the {len(verdicts)} search items ({failed[0].raw})")

@@ -109,7 +109,8 @@ def freeze(params: dict[str, Any], spec: RunSpec, splits: Splits, lm, instructio
     calibrator, cv = fit_calibrator([p for p, _, _ in pairs], [g for _, g, _ in pairs],
                                     groups=[q for _, _, q in pairs], label_range=splits.label_range, seed=spec.seed)
     config = JudgeConfig.from_judge(judge, lm=lm_dict, calibrator=calibrator, label_range=splits.label_range,
-                                    seed=spec.seed, criterion=spec.criterion, **protocol)
+                                    seed=spec.seed, criterion=spec.criterion if judge.kind == spec.judge else None,
+                                    **protocol)  # another family's default (--also) judges no criterion
     return config, cv
 
 
@@ -128,10 +129,10 @@ def finish(spec: RunSpec, study: optuna.Study, splits: Splits, lm, run_dir: Path
     rows, confirming = len(splits.selection), len(splits.confirming_pool) + len(splits.dev)
     rescore = with_rescore(spec, splits, dev_only=spec.gate == "off").rescore
     families = spec.also_families()
-    others = f" and the defaults of {', '.join(families)} (--also)" if families else ""
+    others = f" and the defaults of {', '.join(families)} (other families)" if families else ""
     with stage(f"{spec.name}: choosing among the default, up to {rescore} trials{others} on {rows} items "
                f"({len(splits.search)} search, {len(splits.confirming_pool)} pool, {len(splits.dev)} dev): at most "
-               f"{(rescore + 1 + len(families)) * confirming} judgments, fewer as losers stop early (--gate-items "
+               f"{(rescore + 1) * confirming + len(families) * rows} judgments, fewer as losers stop early (--gate-items "
                "bounds the items)", enabled=progress, seconds=times, key="choosing"):
         if spec.gate in ("on", "nested"):
             reject = audit_reject(spec, splits, lm, instructions, reject, settled=settled)  # --audit-max

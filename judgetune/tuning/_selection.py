@@ -297,7 +297,8 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
                                  demo_pool=splits.demo_pool, label_range=splits.label_range)
     if settled is None:
         settled = settled_params(spec, lm)
-    candidates = candidates_of(study, spec, default) + family_candidates(spec, splits, lm)
+    families, skipped = family_candidates(spec, splits, lm)
+    candidates = candidates_of(study, spec, default) + families
     items = SelectionItems.of(splits, spec.pooled)
     log.info("%s: scoring %d candidates on %d items (%d search, %d pool, %d dev): at most %d judgments", spec.name,
              len(candidates), len(items.gold), len(splits.search), len(splits.confirming_pool), len(splits.dev),
@@ -307,7 +308,9 @@ def select(study: optuna.Study, spec: RunSpec, splits: Splits, lm, *, reject: Re
     chosen, record = choose(spec, candidates, scorer, items, reject=reject)
     if record["gate_result"].get("refused"):
         log.warning("%s: the gate made no test: %s", spec.name, record["gate_result"]["refused"])
-    record.update(pool_items=len(splits.confirming_pool), dev_items=len(splits.dev), lm_calls=lm_calls(lm) - calls0)
+    record.update(pool_items=len(splits.confirming_pool), dev_items=len(splits.dev), lm_calls=lm_calls(lm) - calls0,
+                  families={"asked": spec.also, "scored": [c.params[FAMILY]["judge"] for c in families],
+                            "left_out": skipped})
     return record["rows"][chosen]["params"], record
 
 
