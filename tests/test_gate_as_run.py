@@ -162,3 +162,29 @@ def test_the_rescore_is_resolved_for_the_rows_that_confirm_and_an_unresolved_one
     assert with_rescore(spec, splits, dev_only=True).rescore == spec.rescore_for(len(splits.dev)) == 4
     with pytest.raises(ValueError, match="rescore resolved"):
         candidate_trials(optuna.create_study(directions=["minimize", "maximize"]), spec)
+
+
+def test_a_challenger_without_an_lm_that_leads_the_screen_stops_the_lm_challengers_behind_it():
+    """Four LM trials a little ahead of the default and another family's default (no LM) far ahead: after the screen
+    only the free one goes on, so the LM candidates cost the default's rows and the screen's, and it ships; with the
+    family left out, one trial goes on as before."""
+    from judgetune.tuning._space import FAMILY
+
+    rng = np.random.default_rng(5)
+    n = N_SEARCH + 200
+    gold = rng.normal(size=n)
+    default = 0.3 * gold + rng.normal(size=n)
+    trials = [0.4 * gold + rng.normal(size=n) for _ in range(4)]
+    family = 2.0 * gold + rng.normal(size=n)
+    candidates = [Candidate(None, {"c": -1}), *(Candidate(j, {"c": j}, (1.0, 0.5)) for j in range(4)),
+                  Candidate(None, {FAMILY: {"judge": "embedding", "params": {"model": "minilm"}}})]
+    spec = RunSpec(name="free", judge="likelihood", data="x.csv")
+    items = SelectionItems(gold, None, N_SEARCH, (-4.0, 4.0))
+    chosen, record = choose(spec, candidates, [default, *trials, family], items, calibrate=False)
+    racing = record["racing"]
+    assert racing["live"] == [5] and chosen == 5 and record["gate_result"]["passed"]
+    screened = racing["screened_items"]
+    assert racing["confirming_by_candidate"][1:5] == [screened] * 4  # the LM trials: the screen's rows only
+    assert racing["confirming_by_candidate"][0] == 200 == racing["confirming_by_candidate"][5]
+    chosen, record = choose(spec, candidates[:5], [default, *trials], items, calibrate=False)
+    assert len(record["racing"]["live"]) == 1 or record["racing"]["stopped"]

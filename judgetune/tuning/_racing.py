@@ -8,7 +8,9 @@ a seeded order of whole questions:
   test needs once the screen is taken): every challenger not turned away and the default are judged on the first
   confirming items, as many as the search items or ``SCREEN_SHARE`` of the confirming items when that is more. The
   best ``SCREEN_KEEP`` of the challengers (rounded, at least one) on the search and screened items go on when
-  strictly ahead of the default there; the others stop. The screened items then choose in every fold and are never
+  strictly ahead of the default there; the others stop. A challenger that costs no LM call (another family's
+  default, ``free``) goes on when ahead of the default without taking a place, and the others only when ahead of
+  it too. The screened items then choose in every fold and are never
   held out, as the search items: the choice of who goes on reads no item the test holds out.
 - Futility: the rest is judged in ``LOOKS`` blocks; after each block but the last, when every challenger still
   judged is behind the default beyond noise on the tested items so far (its one-sided ``1 - FUTILITY`` upper
@@ -115,11 +117,12 @@ def _futile(state: Race, items: SelectionItems, rows: np.ndarray) -> dict[str, A
 
 
 def race(state: Race, score: Scorer, items: SelectionItems, live: Sequence[int], *, gate: str, panel: bool,
-         seed: int, least: tuple[int, str], screen: bool = True) -> Race:
+         seed: int, least: tuple[int, str], screen: bool = True, free: frozenset[int] = frozenset()) -> Race:
     """Judge the candidates on the confirming items as the early-stopping gate decides (the module's docstring),
     from ``state`` (``Race.begin``); ``live``: the challengers not turned away (for ``gate == "on"``, the one tested,
     or none); ``least``: the confirming units the gate needs for a test, and their name; ``screen``: screen the
-    challengers first (else futility looks only)."""
+    challengers first (else futility looks only); ``free``: the challengers whose judgments cost no LM call (other
+    families' defaults without an LM)."""
     state.live = list(live)
     units = _order(items, seed)
     if _count(items, units) < least[0]:
@@ -134,7 +137,7 @@ def race(state: Race, score: Scorer, items: SelectionItems, live: Sequence[int],
                          else "no challenger left to judge beside the default")
         return state
     if gate == "nested" and not panel and screen:
-        units = _screen(state, score, items, units)
+        units = _screen(state, score, items, units, free)
         if state.stopped:
             return state
     parts = [p for p in np.array_split(np.arange(len(units)), min(LOOKS, len(units))) if len(p)]
@@ -155,11 +158,14 @@ def race(state: Race, score: Scorer, items: SelectionItems, live: Sequence[int],
     return state
 
 
-def _screen(state: Race, score: Scorer, items: SelectionItems, units: list[np.ndarray]) -> list[np.ndarray]:
+def _screen(state: Race, score: Scorer, items: SelectionItems, units: list[np.ndarray],
+            free: frozenset[int] = frozenset()) -> list[np.ndarray]:
     """Judge every live challenger on the first confirming units (as many items as the search items, or
     ``SCREEN_SHARE`` of the confirming items when more) when the rest still holds twice what the nested test needs;
-    keep the best ``SCREEN_KEEP`` of them (at least one) that are ahead of the default on search and screen. Returns
-    the units left to judge."""
+    keep the best ``SCREEN_KEEP`` of them (at least one) that are ahead of the default on search and screen. A
+    ``free`` challenger (no LM call) ahead of the default goes on without taking a place, and the others go on only
+    when ahead of it too: judging one that trails a free one costs LM calls for a challenger that would rarely be
+    the choice. Returns the units left to judge."""
     target = max(items.n_search, SCREEN_SHARE * int(items.confirming.sum()))
     taken, size = 0, 0
     while taken < len(units) and size < target:
@@ -173,8 +179,11 @@ def _screen(state: Race, score: Scorer, items: SelectionItems, units: list[np.nd
     state.screened[screen] = True
     choosing = np.concatenate([np.arange(items.n_search), screen])
     groups = None if items.groups_ranked is None else [items.groups_ranked[i] for i in choosing]
-    ahead = ahead_of_default(state.raws[:, choosing], items.gold[choosing], groups, state.live)
-    state.live = ahead[:max(1, round(SCREEN_KEEP * len(state.live)))]
+    ahead = ahead_of_default(state.raws[:, choosing], items.gold[choosing], groups, state.live)  # best first
+    leading = next((k for k, j in enumerate(ahead) if j in free), len(ahead))  # the best free one's place
+    paid = [j for j in ahead[:leading] if j not in free]
+    paid = paid[:max(1, round(SCREEN_KEEP * sum(j not in free for j in state.live)))]
+    state.live = [j for j in ahead if j in free or j in paid]
     if not state.live:
         state.stopped = (f"no challenger was ahead of the default on the {len(choosing)} search and screened items")
     return units[taken:]

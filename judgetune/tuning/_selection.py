@@ -41,6 +41,7 @@ import numpy as np
 import optuna
 
 from judgetune import stats
+from judgetune.judges import judge_class
 from judgetune.stats import FOLDS, nested_gate, panel_gate, units_of, units_to_pass
 from judgetune.tuning._candidates import Candidate, candidate_trials, candidates_of, family_candidates
 from judgetune.tuning._figures import (
@@ -185,8 +186,10 @@ def choose(spec: RunSpec, candidates: list[Candidate], raws: Sequence[np.ndarray
         best = max(challengers, key=lambda i: (figure[i], -i), default=None)
         live = [best] if best is not None and figure[best] > figure[0] else []
     if early_stop:
+        free = frozenset(i for i, c in enumerate(candidates) if FAMILY in c.params
+                         and not judge_class(c.params[FAMILY]["judge"]).needs_lm_with(c.params[FAMILY]["params"]))
         race(state, score, items, live, gate=spec.gate, panel=spec.panel, seed=spec.seed, least=_least(spec, items),
-             screen=screen)
+             screen=screen, free=free)
     else:
         state.live = list(live)
         for j in range(len(candidates)):
