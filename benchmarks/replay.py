@@ -20,7 +20,8 @@ and what judging every candidate on every confirming item would cost.
     python benchmarks/replay.py benchmarks/results/matrix-smollm2-likelihood-sts2012-msrpar.json \\
         [--rows 100 300 1000] [--draws 200] [--trials 12] [--seed 0] [--json] [--out PATH]
 
-    python benchmarks/replay.py --table benchmarks/results/replay-*.json   # the Markdown table of docs/tuning.md
+    python benchmarks/replay.py --table benchmarks/results/replay-*.json   # a Markdown table of these files
+    python benchmarks/replay.py --docs docs/tuning.md   # its tables under <!-- replay-table: FILE ... --> redone
 
 Writes ``benchmarks/results/replay-<lm>-<judge>-<set>.json``: ``{"meta": {...}, "rows": [{"rows_n", "gate",
 "panel", "mean_gain", "gain_low", "gain_high", "population_gain", "population_gain_low", "population_gain_high",
@@ -33,6 +34,7 @@ import argparse
 import csv
 import json
 import logging
+import re
 import sys
 import tempfile
 import time
@@ -218,7 +220,7 @@ def table(paths: list[Path]) -> str:
     """The result files as the Markdown table docs/tuning.md shows: per matrix, N and rule, the figures."""
     lines = ["| matrix (trials) | screen | rows | gate | panel | ships | mean gain on the new data [95%] | mean gain on "
              "the whole matrix [95%] (best column) | significantly worse | ships on shuffled labels | default's "
-             "Spearman |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Spearman | LM judgments: choosing / search |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for path in paths:
         result = json.loads(path.read_text())
         base = {b["rows_n"]: b for b in result["baselines"]}
@@ -236,13 +238,35 @@ def table(paths: list[Path]) -> str:
                          f"{r['gate']} | {'yes' if r['panel'] else 'no'} | {r['ship_rate']:.0%} | "
                          f"{r['mean_gain']:+.3f} [{low}, {high}] | {population} | {r['worse_rate']:.1%} | "
                          f"{r['null_ship_rate']:.1%} | "
-                         f"{base[r['rows_n']]['default_spearman']:.3f} |")
+                         f"{base[r['rows_n']]['default_spearman']:.3f} | "
+                         f"{r.get('choosing_lm_judgments', r['choosing_judgments']):.0f} / {r['search_judgments']:.0f} |")
     return "\n".join(lines)
+
+
+MARKER = re.compile(r"<!-- replay-table: (?P<files>[^>]*?) -->\n")
+
+
+def render_page(text: str, results: Path) -> str:
+    """``text`` with the table after each ``<!-- replay-table: FILE ... -->`` (result files under ``results``)
+    rendered again from those files."""
+    out, at = [], 0
+    for marker in MARKER.finditer(text):
+        end = marker.end()
+        while end < len(text) and text.startswith("|", end):  # the table's lines, up to the first that is not one
+            end = text.index("\n", end) + 1
+        out += [text[at:marker.end()], table([results / name for name in marker["files"].split()]) + "\n"]
+        at = end
+    return "".join(out) + text[at:]
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--table"]:
         print(table([Path(p) for p in sys.argv[2:]]))
+        return
+    if sys.argv[1:2] == ["--docs"]:  # --docs PAGE: its marked replay tables rendered again from the results
+        page = Path(sys.argv[2])
+        page.write_text(render_page(page.read_text(encoding="utf-8"), Path(__file__).parent / "results"),
+                        encoding="utf-8")
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("matrix", type=Path)

@@ -175,3 +175,19 @@ def test_an_unclosed_fence_is_named_by_its_page_and_line(tmp_path):
     (tmp_path / "page.md").write_text("Text.\n\n```bash\necho never closed\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"page\.md:3: a fenced block is opened here and never closed"):
         read_blocks(tmp_path / "page.md", tmp_path)
+
+
+def test_the_replay_tables_in_the_tuning_page_are_the_result_files() -> None:
+    """Each table under ``<!-- replay-table: FILE ... -->`` in docs/tuning.md is what ``benchmarks/replay.py --docs``
+    renders from the committed result files."""
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        import replay
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    page = (root / "docs" / "tuning.md").read_text(encoding="utf-8")
+    assert replay.MARKER.search(page)
+    assert replay.render_page(page, root / "benchmarks" / "results") == page
