@@ -72,13 +72,18 @@ def test_a_truly_better_candidate_ships_and_the_panel_is_made_of_candidates_not_
     assert record["confirming_items"] == N_CONFIRMING
 
 
-def test_every_kept_non_test_row_of_a_300_row_file_reaches_the_gate(tmp_path):
-    path = tmp_path / "rows.csv"
+def _numbered_rows(path, n: int):
+    """A CSV of ``n`` rows (id, answer, reference, label 0-5): the splits are what is tested, not the texts."""
     with path.open("w", newline="") as handle:
         out = csv.writer(handle)
         out.writerow(["id", "answer", "reference", "label"])
-        for i in range(300):
+        for i in range(n):
             out.writerow([f"r{i}", f"answer {i}", f"reference {i}", i % 6])
+    return path
+
+
+def test_every_kept_non_test_row_of_a_300_row_file_reaches_the_gate(tmp_path):
+    path = _numbered_rows(tmp_path / "rows.csv", 300)
     splits = prepare_splits(RunSpec(name="rows", judge="embedding", data=str(path)))
     non_test = len(splits.train) + len(splits.dev)
     assert len(splits.selection) == non_test == 240
@@ -149,12 +154,7 @@ def test_more_confirming_rows_buy_more_challengers_and_the_screen_lets_a_third_o
 def test_the_rescore_is_resolved_for_the_rows_that_confirm_and_an_unresolved_one_is_refused(tmp_path):
     """``with_rescore``: the gate's confirming rows (pool and dev) decide the challengers, dev alone with
     ``--gate off``; ``candidate_trials`` refuses a spec whose rescore was never resolved."""
-    path = tmp_path / "rows.csv"
-    with path.open("w", newline="") as handle:
-        out = csv.writer(handle)
-        out.writerow(["id", "answer", "reference", "label"])
-        for i in range(1000):
-            out.writerow([f"r{i}", f"answer {i}", f"reference {i}", i % 6])
+    path = _numbered_rows(tmp_path / "rows.csv", 1000)
     spec = RunSpec(name="rows", judge="embedding", data=str(path))
     splits = prepare_splits(spec)
     confirming = len(splits.confirming_pool) + len(splits.dev)
