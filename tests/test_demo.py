@@ -5,6 +5,7 @@ the trivial baselines, and the chosen judge loads and scores through the public 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,11 @@ def test_the_chosen_judge_loads_and_scores_from_python(small_demo):
     close = judge.score(answer="The cat sat on the mat.", reference="A cat was sitting on the mat.")
     far = judge.score(answer="Stock prices fell sharply today.", reference="A cat was sitting on the mat.")
     assert low <= far < close <= high
+
+
+def test_the_demo_finds_the_data_beside_the_checkout():
+    """A fresh checkout with ``../shared/data`` beside it and no network: the demo reads the catalog there."""
+    from judgetune.cli._tuning import sibling_mirror
+
+    checkout = Path(__file__).resolve().parents[1]
+    assert sibling_mirror() == checkout.parent / "shared" / "data"

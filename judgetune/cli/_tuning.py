@@ -144,11 +144,17 @@ def _tune_criteria(args: argparse.Namespace) -> None:
           + f"\nsummary: {shown(summary_dir / 'summary.json')}")
 
 
+def sibling_mirror() -> Path:
+    """``shared/data`` beside the checkout judgetune runs from (``../shared/data`` of the folder holding the
+    ``judgetune`` package): the demo reads the catalog's data there when nothing else names a copy."""
+    return Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
 def _demo(args: argparse.Namespace) -> None:
 
     from judgetune._demo import run_demo
 
-    mirror = Path(__file__).resolve().parents[2] / "shared" / "data"
+    mirror = sibling_mirror()
     if "JUDGETUNE_DATA_MIRROR" not in os.environ and mirror.is_dir():
         os.environ["JUDGETUNE_DATA_MIRROR"] = str(mirror)  # the checkout's sibling copy of the catalog
     summary = run_demo(name=args.run, runs_dir=args.runs_dir, seed=args.seed)
