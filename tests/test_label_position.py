@@ -149,7 +149,7 @@ def tune(base_url: str, runs: Path, name: str, position: str | None) -> Path:
     code = main(["tune", "--judge", "rubric", "--data", "sts2012-msrpar", "--lm", f"openai/{gguf()}", "--api-base",
                  base_url, *chosen, "--runs-dir", str(runs), "--run", name, "--trials", "1", "--search-items", "4",
                  "--dev-items", "4", "--test-items", "4", "--gate-items", "8", "--fix", "k=0", "--fix",
-                 "reasoning=false", "--fix", "scoring_mode=logprobs", "--json"])
+                 "reasoning=false", "--fix", "scoring_mode=logprobs", "--also", "none", "--json"])
     assert code == 0
     return runs / name
 

@@ -156,7 +156,7 @@ def test_evaluate_and_tune_end_to_end_without_logprobs(llama_server, no_logprobs
     assert code == 0 and out["judge"]["params"]["scoring_mode"] == "sampled"
     code = main(["tune", "--judge", "rubric", "--data", "sts2012-msrpar", *lm, "--runs-dir", str(tmp_path / "runs"),
                  "--run", "nolp", "--trials", "1", "--search-items", "4", "--dev-items", "4", "--test-items", "2",
-                 "--gate-items", "8",
+                 "--gate-items", "8", "--also", "none",  # the LM judge's own run: no other family's default
                  "--fix", "k=2", "--fix", "reasoning=false", "--fix", "n_samples=2", "--fix", "temperature=0.5", "--json"])
     assert code == 0, capsys.readouterr().err
     config = json.loads((tmp_path / "runs" / "nolp" / "judge.json").read_text())
