@@ -130,7 +130,8 @@ def one_draw(m: dict[str, Any], rows_n: int, draw: int, args, tmp: Path) -> list
         write_file(path, m, inside, labels)
         study, cache = None, {}  # the splits, the trials' search figures and the figures are the same for every rule
         for gate, panel in RULES:
-            spec = RunSpec(name="replay", judge="embedding", data=str(path), seed=draw, gate=gate, panel=panel)
+            spec = RunSpec(name="replay", judge="embedding", data=str(path), seed=draw, gate=gate, panel=panel,
+                           pooled=args.pooled)
             splits = prepare_splits(spec)
             index = {m["ids"][i]: i for i in inside}
             sel = np.array([index[e.id] for e in splits.selection])
@@ -166,11 +167,11 @@ def gain_on(m: dict[str, Any], params: dict[str, Any], new: np.ndarray) -> dict[
     add up to the matrix). The population gain has no such bias: it is how good the choice is, for any draw."""
     if params == {COLUMN: 0}:
         return {"gain": 0.0, "worse": False, "population_gain": 0.0}
-    groups = None if m["groups"] is None else [m["groups"][i] for i in new]
+    groups = None if m["ranked"] is None else [m["ranked"][i] for i in new]
     pair = np.stack([m["scores"][0, new], shipped_scores(m, params, new)])
     fig = stats.paired_advantages("spearman", pair, pair, m["gold"][new], groups, 0.95)[1]
     every = np.arange(len(m["gold"]))
-    whole = stats.figures(np.stack([m["scores"][0], shipped_scores(m, params, every)]), m["gold"], m["groups"])
+    whole = stats.figures(np.stack([m["scores"][0], shipped_scores(m, params, every)]), m["gold"], m["ranked"])
     return {"gain": fig["advantage"], "worse": fig["interval"][1] is not None and fig["interval"][1] < 0,
             "population_gain": float(whole[1] - whole[0])}
 
@@ -204,11 +205,11 @@ def summary(records: list[dict[str, Any]], rows_n: int) -> list[dict[str, Any]]:
 
 def baselines(m: dict[str, Any], rows_n: int, draws: int, seed: int) -> dict[str, Any]:
     """The untuned default's Spearman on the new data, and the best column's gain there (an oracle no rule reaches)."""
-    whole = stats.figures(m["scores"], m["gold"], m["groups"])
+    whole = stats.figures(m["scores"], m["gold"], m["ranked"])
     defaults, oracle = [], []
     for draw in range(draws):
         _, new = split_units(m["all_groups"], rows_n, np.random.default_rng([seed, rows_n, draw]))
-        groups = None if m["groups"] is None else [m["groups"][i] for i in new]
+        groups = None if m["ranked"] is None else [m["ranked"][i] for i in new]
         fig = stats.figures(m["scores"][:, new], m["gold"][new], groups)
         defaults.append(fig[0])
         oracle.append(np.nanmax(fig) - fig[0])
@@ -278,6 +279,8 @@ def main() -> None:
                         help="the gate judges every confirming row (no early stopping), for comparison")
     parser.add_argument("--no-screen", action="store_true",
                         help="early stopping by futility looks only (no screening of the challengers)")
+    parser.add_argument("--pooled", action="store_true", help="tune's --pooled: Spearman over all rows, the "
+                        "groups clusters that stay together in the splits (a document's claims), not questions")
     parser.add_argument("--families", type=Path, help="a family_columns.py file: its columns join every draw's "
                         "candidates as tune --also's do")
     parser.add_argument("--json", action="store_true")
@@ -286,6 +289,7 @@ def main() -> None:
     logging.disable(logging.WARNING)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     m = load_matrix(args.matrix)
+    m["ranked"] = None if args.pooled else m["groups"]  # the groups Spearman is taken within (none: pooled)
     suffix = ""
     if args.families:
         extra = json.loads(args.families.read_text())["families"]
@@ -311,7 +315,7 @@ def main() -> None:
             rows += summary(records, rows_n)
             extra.append(baselines(m, rows_n, args.draws, args.seed))
             payload = {"matrix": str(args.matrix), "trials": trials, "candidates": m.get("own_columns", len(m["scores"])),
-                       "families": m.get("families", []),
+                       "families": m.get("families", []), "pooled": args.pooled,
                        "rescore": RunSpec.rescore or f"one per {RESCORE_ITEMS} confirming items, at least {RESCORE}",
                        "screen": {"share": SCREEN_SHARE, "keep": SCREEN_KEEP}, "gate_items": RunSpec.gate_items,
                        "baselines": extra, "rows": rows}
