@@ -133,9 +133,8 @@ def run_demo(*, name: str = "demo", runs_dir: str | Path = "runs", seed: int = 0
     comparisons = {label[other]: versus(run_dir, results[other][1], seed=seed) for other in results if other != chosen}
     gains = {f: results[f][0].metrics.get("gain") for f in results}  # every family: tuned minus its default
     summary = {"chosen": chosen, "chosen_label": label[chosen], "best_lm_only": best_lm, "moved": moved,
-               "data": DATA, "rows": rows,
-               "versus": comparisons,
-               "gain": gains, "gain_lines": {f: tuning.gain_line(results[f][0].metrics) for f in results},
+               "data": DATA, "rows": rows, "versus": comparisons, "gain": gains,
+               "gain_lines": {f: tuning.gain_line(results[f][0].metrics) for f in results},
                "seconds_lines": {f: tuning.seconds_line(results[f][0].metrics) for f in results},
                "dev": {f: _row(f, results[f][0].metrics["dev"]) for f in results},
                "runs": {f: str(results[f][1]) for f in results}, "python": from_python(out_dir / "judge.json"),

@@ -87,7 +87,7 @@ class RunSpec:
         if self.panel and self.protocol is not None:
             raise ValueError(f"panel: a panel's members score each item alone; it cannot be tuned under the "
                              f"{self.protocol} protocol")
-        if self.also is not None and self.also:
+        if self.also:
             for kind in self.also:
                 judge_class(kind)  # an unknown family: the registry's error names the known ones
             if self.judge in self.also or len(set(self.also)) < len(self.also):
@@ -127,9 +127,9 @@ class RunSpec:
     def also_families(self) -> list[str]:
         """The other families whose default judges join the challengers: ``also``, or when it is left out
         ``ALSO_AUTO`` (the cheap ones: no LM, fitted in seconds) beside a judge that needs an LM, under the nested
-        gate. On paraphrase data the family matters more than the prompt: at 300 rows the
-        embedding judge beside a likelihood judge ships in 97-100% of replayed draws for +0.25 to +0.29 Spearman
-        (docs/tuning.md, the ``--also`` replays)."""
+        gate. On paraphrase data the family matters more than the prompt: at 300 rows another family's default ships
+        in the likelihood judge's place in 93-100% of replayed draws for +0.21 to +0.33 Spearman on new data
+        (docs/tuning.md, the replay at the defaults)."""
         if self.also is not None:
             return list(self.also)
         if self.gate != "nested" or not judge_class(self.judge).needs_lm_with(self.fixed):

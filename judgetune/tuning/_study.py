@@ -113,9 +113,11 @@ def open_study(spec: RunSpec, storage: str | optuna.storages.BaseStorage, *, hea
         study.set_user_attr("data_sha256", fingerprint)
     else:
         stored = {**RunSpec(**{"name": spec.name, "judge": spec.judge, "data": spec.data}).to_dict(), **stored}
-        changed = sorted(k for k in current if stored.get(k) != current[k] and k not in ("n_trials", "also"))
-        if changed:  # more (or fewer) --trials on the same study and data: allowed, the study is extended; --also
-            # changes only which other families' defaults the gate adds, never a trial
+        # more (or fewer) --trials on the same study and data: allowed, the study is extended; --also changes only
+        # which other families' defaults the gate adds, never a trial
+        resumable = ("n_trials", "also")
+        changed = sorted(k for k in current if stored.get(k) != current[k] and k not in resumable)
+        if changed:
             raise ValueError(f"study {spec.name} exists with other settings ({', '.join(changed)}); "
                              "use another --run name or the same settings")
         recorded = study.user_attrs.get("data_sha256")
@@ -123,7 +125,7 @@ def open_study(spec: RunSpec, storage: str | optuna.storages.BaseStorage, *, hea
             changed = sorted(k for k in set(recorded) | set(fingerprint) if recorded.get(k) != fingerprint.get(k))
             raise ValueError(f"study {spec.name}: the data changed since its trials were scored ({', '.join(changed)} "
                              "has another SHA-256); use another --run name, or restore the file")
-        if stored.get("n_trials") != current["n_trials"] or stored.get("also") != current["also"]:
+        if any(stored.get(k) != current[k] for k in resumable):
             study.set_user_attr("spec", current)  # workers joining later run to the new count
     fail_dead_trials(study)
     with warnings.catch_warnings():
