@@ -127,7 +127,7 @@ def test_lm_objects_are_accepted():
 @pytest.mark.slow
 def test_tune_with_an_lm_object_keeps_it_open_and_records_its_spec(tmp_path, embedded_lm):
     judge = judgetune.tune(rows(40), judge="likelihood", name="lm", runs_dir=tmp_path, lm=embedded_lm, n_trials=1,
-                           search_items=8, dev_items=8, test_items=8, report=False, fixed={"k": 0})
+                           search_items=8, dev_items=8, test_items=8, report=False, fixed={"k": 0}, also=[])
     assert judge.config.lm["spec"] == "local:smollm2"
     assert embedded_lm.generate is not None and judge.config.metrics["test"]["n"] > 0
     rich = judge.as_dspy_metric(question=None, feedback=True)

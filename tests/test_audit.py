@@ -257,7 +257,8 @@ def test_an_audit_of_the_shipped_judge_that_cannot_run_is_recorded_and_the_run_s
     monkeypatch.setattr(audit, "audit", cannot_run)
     data = tmp_path / "biased.jsonl"
     write_examples(data, biased_examples(150))
-    spec = RunSpec(name="unaudited", judge="rubric", data=str(data), n_trials=2, search_items=40, sampler="random")
+    spec = RunSpec(name="unaudited", judge="rubric", data=str(data), n_trials=2, search_items=40, sampler="random",
+                   also=[])
     with caplog.at_level("WARNING", logger="judgetune"):
         config, run_dir, _ = tune(spec, runs_dir=tmp_path, storage=optuna.storages.InMemoryStorage(),
                                   lm=BiasedLM(PLANTED), progress=False, n_resamples=50)

@@ -19,7 +19,8 @@ from judgetune.config import ConfigError, JudgeConfig
 pytestmark = pytest.mark.model  # every test here runs the embedded model
 
 TINY = ["--judge", "rubric", "--data", "sts2012-msrpar", "--trials", "2", "--search-items", "6", "--chunk", "3",
-        "--dev-items", "6", "--test-items", "6", "--gate-items", "12", "--rescore", "1", "--fix", "reasoning=false"]
+        "--dev-items", "6", "--test-items", "6", "--gate-items", "12", "--rescore", "1", "--fix", "reasoning=false",
+        "--also", "none"]  # the rubric judge's own run: the other families' defaults are tests/test_also.py's
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +106,8 @@ def test_rerunning_the_same_command_resumes_instead_of_starting_over(run, env):
 
 
 def test_changed_settings_under_one_run_name_are_refused(run, env, capsys):
-    assert main(["tune", *TINY[:-2], "--fix", "reasoning=true", "--run", "tiny", "--runs-dir", str(run.parent)]) == 2
+    changed = [*TINY[:-4], "--also", "none", "--fix", "reasoning=true"]  # TINY ends --fix reasoning=false --also none
+    assert main(["tune", *changed, "--run", "tiny", "--runs-dir", str(run.parent)]) == 2
     assert "exists with other settings (fixed)" in capsys.readouterr().err
 
 
