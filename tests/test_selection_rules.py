@@ -9,6 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from judgetune.stats import (
+    REPEATS,
     best_candidate_index,
     corrected_lower,
     figures,
@@ -132,7 +133,7 @@ def test_the_nested_gate_finds_a_clearly_better_candidate(groups):
         scores, gold, keys = _matrix(rng, 300, [0.5, 0.5, 1.2, 0.5], groups=groups)
         out = nested_gate(scores, gold, keys, seed=seed)
         found += out["passed"] and out["shipped"] == 2
-        assert out["folds"] == 5 and len(out["fold_choices"]) == 15
+        assert out["folds"] == 5 and len(out["fold_choices"]) == 5 * REPEATS
     assert found >= 36  # 90%
 
 
@@ -161,7 +162,7 @@ def test_a_fold_of_one_item_questions_ranks_nothing_and_the_gate_still_decides()
     out = nested_gate(scores, gold, keys, folds=10, seed=0)
     differences = np.asarray(out["fold_differences"])
     finite = differences[np.isfinite(differences)]
-    assert len(differences) == 30 and out["units"] == len(finite) < 30  # folds that ranked nothing are dropped ...
+    assert len(differences) == 10 * REPEATS and out["units"] == len(finite) < 10 * REPEATS  # rank nothing: dropped ...
     expected = corrected_lower(finite, out["test_fraction"], df=9)  # ... not counted as no gain; 10 folds: 9 df
     assert out["lower"] == pytest.approx(expected["lower"]) and out["mean"] == pytest.approx(finite.mean())
     # 20 questions of two items rank little: the gate decides, and what it decides is that no gain is shown
