@@ -59,7 +59,11 @@ def best_candidate_index(scores: np.ndarray, gold: np.ndarray, groups: Sequence[
                          allowed: Sequence[int] | None = None) -> int:
     """The candidate with the highest figure (ties and undefined figures go to the lower index; the
     default, 0, unless a challenger is strictly ahead of it)."""
-    fig = np.nan_to_num(figures(scores, gold, groups), nan=-np.inf)
+    return _best(figures(scores, gold, groups), allowed)
+
+
+def _best(figure: np.ndarray, allowed: Sequence[int] | None) -> int:
+    fig = np.nan_to_num(figure, nan=-np.inf)
     allowed = range(len(fig)) if allowed is None else allowed
     best = 0
     for j in allowed:
@@ -236,6 +240,37 @@ def corrected_lower(fold_differences: np.ndarray, test_fraction: float, alpha: f
     return {**out, "lower": float(d.mean() - sps.t.ppf(1 - alpha, df) * se), "p": float(sps.t.sf(t, df)), "se": se}
 
 
+class _FoldFigures:
+    """``figures`` of the candidates on a set of items, as the nested gate asks for them fold after fold. Where
+    the items are whole questions (every question wholly tested or wholly not) and no score failed, a question's
+    Spearman is the same in every fold it lies in: each is computed once and a fold's figure is their mean over
+    its questions (the same values in the same order as ``figures`` takes them, so the same figure)."""
+
+    def __init__(self, scores: np.ndarray, gold: np.ndarray, groups: list[str] | None,
+                 tested: np.ndarray | None) -> None:
+        self.scores, self.gold, self.groups, self.per_question = scores, gold, groups, None
+        if groups is None or np.isnan(scores).any():
+            return
+        units = units_of(groups, len(gold))
+        if tested is not None and any(np.ptp(np.asarray(tested, dtype=int)[u]) for u in units):
+            return
+        self.question = np.empty(len(gold), dtype=int)
+        self.per_question = np.full((len(scores), len(units)), np.nan)
+        for k, u in enumerate(units):
+            self.question[u] = k
+            if len(u) >= 2:
+                self.per_question[:, k] = spearman_rows(scores[:, u], np.broadcast_to(gold[u], (len(scores), len(u))))
+
+    def __call__(self, rows: np.ndarray, candidates: Sequence[int] | None = None) -> np.ndarray:
+        pick = slice(None) if candidates is None else list(candidates)
+        if self.per_question is None:
+            groups = None if self.groups is None else [self.groups[i] for i in rows]
+            return figures(self.scores[pick][:, rows], self.gold[rows], groups)
+        values = self.per_question[pick][:, np.unique(self.question[rows])]  # questions in order of first item
+        with np.errstate(invalid="ignore"):
+            return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in values])
+
+
 def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None = None, *,
                 allowed: Sequence[int] | None = None, folds: int = FOLDS, repeats: int = REPEATS,
                 alpha: float = 0.05, seed: int = 0, df: int | None = None,
@@ -266,19 +301,19 @@ def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | No
     grp = None if groups is None else [str(g) for g in groups]
     differences, choices, shares, made = [], [], [], 0
     testable = n if tested is None else int(np.count_nonzero(tested))
+    figures_on = _FoldFigures(scores, gold, grp, tested)
     for r in range(repeats):
         cut = cut_folds(n, grp, folds, seed * 1009 + r, tested)
         made = len(cut)
         for held in cut:
             rest = np.setdiff1d(np.arange(n), held)  # every other item chooses, the untested ones too
             shares.append(len(held) / max(1, testable - len(held)))  # the share among the items that may be held out
-            pick = best_candidate_index(scores[:, rest], gold[rest],
-                                        None if grp is None else [grp[i] for i in rest], allowed)
+            pick = _best(figures_on(rest), allowed)
             choices.append(pick)
             if pick == 0:
                 differences.append(0.0)
                 continue
-            fig = figures(scores[[0, pick]][:, held], gold[held], None if grp is None else [grp[i] for i in held])
+            fig = figures_on(held, [0, pick])
             differences.append(float(fig[1] - fig[0]) if np.isfinite(fig).all() else np.nan)
     # the folds actually made: fewer questions than folds make fewer, larger folds than ``1 / (folds - 1)``. The
     # untested items train in every fold, so the folds' training sets overlap more than the tested items' alone
