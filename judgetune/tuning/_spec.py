@@ -128,7 +128,7 @@ class RunSpec:
         """The other families whose default judges join the challengers: ``also``, or when it is left out
         ``ALSO_AUTO`` (the cheap ones: no LM, fitted in seconds) beside a judge that needs an LM, under the nested
         gate. On paraphrase data the family matters more than the prompt: at 300 rows another family's default ships
-        in the likelihood judge's place in 93-100% of replayed draws for +0.21 to +0.33 Spearman on new data
+        in the LM judge's place in 88-100% of replayed draws for +0.15 to +0.33 Spearman on new data
         (docs/tuning.md, the replay at the defaults)."""
         if self.also is not None:
             return list(self.also)
