@@ -244,7 +244,7 @@ class _FoldFigures:
     """``figures`` of the candidates on a set of items, as the nested gate asks for them fold after fold. Where
     the items are whole questions (every question wholly tested or wholly not) and no score failed, a question's
     Spearman is the same in every fold it lies in: each is computed once and a fold's figure is their mean over
-    its questions (the same values in the same order as ``figures`` takes them, so the same figure)."""
+    its questions (the values ``figures`` takes, in its order: the same figure, to the last bit or two of rounding)."""
 
     def __init__(self, scores: np.ndarray, gold: np.ndarray, groups: list[str] | None,
                  tested: np.ndarray | None) -> None:
@@ -252,7 +252,8 @@ class _FoldFigures:
         if groups is None or np.isnan(scores).any():
             return
         units = units_of(groups, len(gold))
-        if tested is not None and any(np.ptp(np.asarray(tested, dtype=int)[u]) for u in units):
+        mask = None if tested is None else np.asarray(tested, dtype=bool)
+        if mask is not None and any(mask[u].any() and not mask[u].all() for u in units):
             return
         self.question = np.empty(len(gold), dtype=int)
         self.per_question = np.full((len(scores), len(units)), np.nan)
