@@ -155,7 +155,7 @@ def _demo(args: argparse.Namespace) -> None:
     from judgetune._demo import run_demo
 
     mirror = sibling_mirror()
-    if "JUDGETUNE_DATA_MIRROR" not in os.environ and mirror.is_dir():
+    if not os.environ.get("JUDGETUNE_DATA_MIRROR") and mirror.is_dir():  # unset or empty: nothing names a copy
         os.environ["JUDGETUNE_DATA_MIRROR"] = str(mirror)  # the checkout's sibling copy of the catalog
     summary = run_demo(name=args.run, runs_dir=args.runs_dir, seed=args.seed)
     if args.json:
