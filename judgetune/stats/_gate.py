@@ -50,7 +50,11 @@ def figures(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None =
             for u in units_of(groups, len(gold)) if len(u) >= 2]
     if not rows:  # every question holds one item (a held-out fold of small questions): nothing is ranked
         return np.full(len(full), np.nan)
-    values = np.stack(rows, axis=1)
+    return _question_mean(np.stack(rows, axis=1))
+
+
+def _question_mean(values: np.ndarray) -> np.ndarray:
+    """Each candidate's mean over the questions where its figure is defined (C, Q) -> (C,); NaN where none is."""
     with np.errstate(invalid="ignore"):
         return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in values])
 
@@ -267,9 +271,7 @@ class _FoldFigures:
         if self.per_question is None:
             groups = None if self.groups is None else [self.groups[i] for i in rows]
             return figures(self.scores[pick][:, rows], self.gold[rows], groups)
-        values = self.per_question[pick][:, np.unique(self.question[rows])]  # questions in order of first item
-        with np.errstate(invalid="ignore"):
-            return np.array([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in values])
+        return _question_mean(self.per_question[pick][:, np.unique(self.question[rows])])  # in first-item order
 
 
 def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | None = None, *,
