@@ -14,15 +14,21 @@ if [ -x "$binary" ]; then
     echo "$binary"
     exit 0
 fi
-version="${LLAMA_CPP_PYTHON_VERSION:-$(python -c 'from importlib.metadata import version; print(version("llama_cpp_python"))')}"
+# the installed version; before the install (.ci/run starts this first), the newest the project's requirement allows,
+# which is what the install then picks (.ci/run checks they agree: the version is kept in $dest/VERSION)
+requirement="$(python -c 'from importlib.metadata import version; print("llama-cpp-python==" + version("llama_cpp_python"))' \
+    2>/dev/null || python -c 'import tomllib; print(next(d for d in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"] if d.startswith("llama-cpp-python")))')"
 mkdir -p "$dest"
 if [ ! -f "$dest/src/CMakeLists.txt" ]; then
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
-    python -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$work" >&2
-    tar -xzf "$work/llama_cpp_python-$version.tar.gz" -C "$work"
+    python -m pip download --quiet --no-deps --no-binary :all: "$requirement" -d "$work" >&2
+    sdist="$(ls "$work"/llama_cpp_python-*.tar.gz)"
+    version="${sdist##*/llama_cpp_python-}" version="${version%.tar.gz}"
+    tar -xzf "$sdist" -C "$work"
     rm -rf "$dest/src"
     mv "$work/llama_cpp_python-$version/vendor/llama.cpp" "$dest/src"
+    echo "$version" > "$dest/VERSION"
 fi
 # as install.sh builds llama-cpp-python: no AMX kernels (they die with an illegal instruction on Intel CPUs with
 # AMX); no web UI (it would be fetched from a bucket), no HTTPS, no tests or examples; one static binary
