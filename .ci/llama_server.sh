@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # llama.cpp's C++ server (llama-server) for the tests of a served judge (tests/test_label_position.py), built from
-# the llama.cpp source that llama-cpp-python vendors: its sdist, of the installed version, fetched by pip from the
-# package registry (or pip's cache). Never a binary from elsewhere. Built once into .ci/llama.cpp/ (git-ignored);
+# the llama.cpp source that llama-cpp-python vendors: its sdist, of the installed version (before the install, of the
+# version the requirement resolves to), fetched by pip from the package registry (or pip's cache). Never a binary
+# from elsewhere. Built once into .ci/llama.cpp/ (git-ignored);
 # prints the binary's path. At the lowest priority, llama-server alone, on every core (LLAMA_SERVER_JOBS=1 on a machine
 # whose cores are busy).
 #   bash .ci/llama_server.sh                  build (or find) it
