@@ -177,7 +177,7 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--pooled", action="store_true", help="grouped data: take the search's and the gate's "
                         "Spearman over all items together, not within each question (for groups that are clusters, "
                         "such as a document's claims, rather than questions whose answers are ranked; groups still "
-                        "keep items together in the splits)")
+                        "keep items together in the splits, the gate's folds and its paired tests)")
     model.add_argument("--instructions", type=Path, metavar="FILE",
                        help="your own instruction variants (JSON list or one per "
                             "paragraph; default: the judge's built-in variants)")

@@ -61,6 +61,11 @@ class SelectionItems:
         return None if self.pooled else self.groups
 
     @property
+    def clusters(self) -> list[str] | None:
+        """The questions when pooled (the paired tests resample them whole), else None."""
+        return self.groups if self.pooled else None
+
+    @property
     def confirming(self) -> np.ndarray:
         """The items that confirm: every item but the search items (which chose the candidates) and the screened."""
         mask = np.ones(len(self.gold), dtype=bool)

@@ -110,7 +110,8 @@ def _futile(state: Race, items: SelectionItems, rows: np.ndarray) -> dict[str, A
     if units < (MIN_LOOK_GROUPS if groups else MIN_LOOK_ITEMS):
         return None
     raw = state.raws[[0, *state.live]][:, rows]
-    figures = paired_advantages("spearman", raw, raw, items.gold[rows], groups, 1 - 2 * FUTILITY)
+    clusters = None if items.clusters is None else [items.clusters[i] for i in rows]
+    figures = paired_advantages("spearman", raw, raw, items.gold[rows], groups, 1 - 2 * FUTILITY, clusters)
     upper = {j: figures[k + 1]["interval"][1] for k, j in enumerate(state.live)}
     futile = all(u is not None and u < 0 for u in upper.values())
     return {"items": int(len(rows)), "upper": upper, "futile": futile}

@@ -84,19 +84,19 @@ def rejection(row: dict[str, Any], reject: Reject | None = None) -> str | None:
 
 
 def gate(rule: str, scored: Sequence[CandidateFigures], gold: np.ndarray, groups: Sequence[str] | None,
-         challengers: list[int], winner: int | None) -> dict[str, Any]:
+         challengers: list[int], winner: int | None, clusters: Sequence[str] | None = None) -> dict[str, Any]:
     """The paired test of ``winner`` (an index into ``scored``, chosen on other items; 0 is the default) on
     these items: it passes when the lower end of its advantage's 90% interval (a one-sided 95% bound) is
     above 0 and its other objective's interval is not wholly below 0. Returns the figures, ``passed``,
     ``refused`` (why no test could be made, or None) and each challenger's paired advantage and interval
-    (descriptive)."""
+    (descriptive). ``clusters``: pooled data's questions, resampled whole by the paired test."""
     units = len(units_of(groups, len(gold)))
     out: dict[str, Any] = {"items": len(gold), "groups": units if groups else None, "challengers": len(challengers),
                            "confidence": CONFIDENCE, "alpha": ALPHA, "level": LEVEL, "winner": winner,
-                           "advantage": {}, "interval": {},
-                           "method": "t over questions" if groups else "jackknife t over items", "refused": None}
+                           "advantage": {}, "interval": {}, "refused": None}
     figures = stats.paired_advantages(rule, np.stack([c.raw for c in scored]), np.stack([c.pred for c in scored]),
-                                      gold, groups, CONFIDENCE)
+                                      gold, groups, CONFIDENCE, clusters)
+    out["method"] = figures[0]["method"]
     for j in challengers:
         out["advantage"][j], out["interval"][j] = figures[j]["advantage"], figures[j]["interval"]
     least, unit_name = (MIN_GATE_GROUPS, "questions") if groups else (MIN_GATE_ITEMS, "items")
@@ -117,7 +117,7 @@ def gate(rule: str, scored: Sequence[CandidateFigures], gold: np.ndarray, groups
     other = "spearman" if rule == "mae" else "mae"
     pair = [scored[0], scored[winner]]
     guard = stats.paired_advantages(other, np.stack([c.raw for c in pair]), np.stack([c.pred for c in pair]), gold,
-                                    groups, CONFIDENCE)[1]
+                                    groups, CONFIDENCE, clusters)[1]
     worse = guard["interval"][1] is not None and guard["interval"][1] < 0
     guard = {"objective": other, "advantage": guard["advantage"], "interval": guard["interval"], "worse": worse}
     lower = win["interval"][0]
@@ -255,7 +255,8 @@ def confirming_test(spec: RunSpec, scored: list[CandidateFigures], rows: list[di
                                                                          seed=spec.seed),
                                 s.calibrator, s.failure_rate) for s in scored]
     groups = None if items.groups_ranked is None else [g for g, k in zip(items.groups, held) if k]
-    result = gate(spec.pick, on_held, items.gold[held], groups, challengers, winner)
+    clusters = None if items.clusters is None else [g for g, k in zip(items.clusters, held) if k]
+    result = gate(spec.pick, on_held, items.gold[held], groups, challengers, winner, clusters)
     return winner, {k: v for k, v in result.items() if k not in ("advantage", "interval")}
 
 
@@ -266,10 +267,11 @@ def _describe(rows: list[dict[str, Any]], scored: list[CandidateFigures], items:
     run's choice earns."""
     held = items.confirming
     groups = None if items.groups_ranked is None else [g for g, k in zip(items.groups, held) if k]
+    clusters = None if items.clusters is None else [g for g, k in zip(items.clusters, held) if k]
     full = [i for i, s in enumerate(scored) if s.judged is None or s.judged[held].all()]
     figures = {} if 0 not in full or not held.any() else dict(zip(full, stats.paired_advantages(
         spec.pick, np.stack([scored[i].raw[held] for i in full]), np.stack([scored[i].pred[held] for i in full]),
-        items.gold[held], groups, CONFIDENCE)))
+        items.gold[held], groups, CONFIDENCE, clusters)))
     for i, row in enumerate(rows):
         figure = figures.get(i) if i > 0 else None
         row["advantage_confirming"] = None if figure is None else figure["advantage"]
@@ -329,9 +331,11 @@ def nested_test(scored: Sequence[CandidateFigures], items: SelectionItems, chall
     units = len(units_of(None if groups is None else [g for g, k in zip(groups, held) if k], int(held.sum())))
     least = FOLDS if groups else MIN_FOLD_ITEMS * FOLDS  # a question, or 10 items, in every held-out fold
     if panel is None:
-        result = nested_gate(raw, gold, groups, allowed=allowed, seed=seed, alpha=ALPHA, tested=held)
+        result = nested_gate(raw, gold, groups, allowed=allowed, seed=seed, alpha=ALPHA, tested=held,
+                             clusters=items.clusters)
     else:
-        result = panel_gate(raw, gold, groups, panel=panel, allowed=allowed, seed=seed, alpha=ALPHA, tested=held)
+        result = panel_gate(raw, gold, groups, panel=panel, allowed=allowed, seed=seed, alpha=ALPHA, tested=held,
+                            clusters=items.clusters)
     winner = result["chosen"] or None
     refused = None
     if units < least:
