@@ -350,6 +350,8 @@ def test_pooled_items_of_one_question_are_resampled_together():
     assert passed["questions"] / 400 <= 0.075 < passed["items"] / 400
     test = gate("spearman", [a, b], gold, None, [1], 1, clusters)
     assert test["method"] == "delete-one-question jackknife t over questions"
+    two = gate("spearman", [a, b], gold, None, [1], 1, ["x"] * 60 + ["y"] * 60)
+    assert not two["passed"] and "come from 2 questions" in two["refused"]
 
 
 def test_a_blocked_advantage_says_how_many_dev_items_would_pass_it_in_80_percent_of_runs():

@@ -151,6 +151,29 @@ def test_more_confirming_rows_buy_more_challengers_and_the_screen_lets_a_third_o
     assert chosen in record["racing"]["live"] and record["gate_result"]["passed"]
 
 
+def test_no_screen_judges_every_challenger_on_every_confirming_row():
+    """``tune --no-screen`` (``RunSpec.screen``): the nested gate screens no row and no challenger stops at a
+    screen; the same draw under the default rule screens a quarter of the rows and lets four of eleven on."""
+    from judgetune.cli import build_parser
+    from judgetune.cli._tuning import _run_spec
+
+    args = build_parser().parse_args(["tune", "--judge", "embedding", "--data", "x.csv", "--no-screen"])
+    spec = _run_spec(args)
+    assert spec.screen is False and _run_spec(build_parser().parse_args(["tune", "--judge", "embedding", "--data",
+                                                                         "x.csv"])).screen is True
+    rng = np.random.default_rng(2)
+    n = N_SEARCH + 800
+    gold = rng.normal(size=n)
+    raws = [gold + rng.normal(size=n), *(gold + rng.normal(size=(11, n)))]  # as good as the default: none stops
+    candidates = [Candidate(None, {"c": -1}), *(Candidate(j, {"c": j}, (1.0, 0.5)) for j in range(11))]
+    items = SelectionItems(gold, None, N_SEARCH, (-4.0, 4.0))
+    _, screened = choose(RunSpec(name="p", judge="embedding", data="x.csv"), candidates, raws, items, calibrate=False)
+    _, every = choose(spec, candidates, raws, items, calibrate=False)
+    assert screened["racing"]["screened_items"] >= 200 and len(screened["racing"]["live"]) <= 4
+    assert every["racing"]["screened_items"] == 0 and every["racing"]["judgments"] > screened["racing"]["judgments"]
+    assert every["racing"]["confirming_by_candidate"] == [800] * 12 and every["racing"]["live"] == list(range(1, 12))
+
+
 def test_the_rescore_is_resolved_for_the_rows_that_confirm_and_an_unresolved_one_is_refused(tmp_path):
     """``with_rescore``: the gate's confirming rows (pool and dev) decide the challengers, dev alone with
     ``--gate off``; ``candidate_trials`` refuses a spec whose rescore was never resolved."""

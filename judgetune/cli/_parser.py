@@ -174,6 +174,10 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
                       "scored candidate's standardized scores (a panel, frozen with its members); it ships only if "
                       "the gate finds it beats the default; a shipped panel asks the LM once per member, so it "
                       "scores k times slower (judge.json's metrics.cost)")
+    gate.add_argument("--no-screen", action="store_true", help="the nested gate judges every challenger on every "
+                      "confirming row instead of screening them on the first rows (a quarter, at least as many as "
+                      "the search rows) and going on with the best third: more power on a large file, about twice "
+                      "the judgments (docs/tuning.md, Early stopping)")
     search.add_argument("--pooled", action="store_true", help="grouped data: take the search's and the gate's "
                         "Spearman over all items together, not within each question (for groups that are clusters, "
                         "such as a document's claims, rather than questions whose answers are ranked; groups still "

@@ -42,7 +42,7 @@ def _run_spec(args: argparse.Namespace, label: str | None = None) -> tuning.RunS
                               rounds=args.rounds, demo_draws=args.demo_draws, rescore=args.rescore,
                               gate_items=args.gate_items,
                               gate=args.gate, audit_max=_audit_bounds(args.audit_max), stack=args.stack,
-                              panel=args.panel, pooled=args.pooled, also=args.also,
+                              panel=args.panel, pooled=args.pooled, also=args.also, screen=not args.no_screen,
                               **_mapping(args, label), **_protocol_field(args))
     except ValueError as err:
         raise JudgetuneError(str(err)) from None

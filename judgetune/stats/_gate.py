@@ -187,8 +187,8 @@ def paired_advantages(rule: str, raw: np.ndarray, pred: np.ndarray, gold: np.nda
     Without: the difference on all items, the t interval over the items' jackknife pseudo-values of the difference
     (for MAE, the items' error differences: a paired t). Without groups but with ``clusters`` (the questions of
     pooled data: ``--pooled`` ranks all items together while a question's items are alike), the jackknife leaves
-    out one cluster at a time and the t is over the clusters' pseudo-values: items taken as independent made the
-    interval too narrow (``--gate on`` shipped on shuffled labels in 6.75% of pooled SummaC draws)."""
+    out one cluster at a time and the t is over the clusters' pseudo-values: items taken as independent make the
+    interval too narrow where a cluster's items are alike (tests/test_gate.py)."""
     raw, pred, gold = np.asarray(raw, dtype=float), np.asarray(pred, dtype=float), np.asarray(gold, dtype=float)
     out = []
     if groups is not None:

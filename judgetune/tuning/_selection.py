@@ -107,7 +107,11 @@ def gate(rule: str, scored: Sequence[CandidateFigures], gold: np.ndarray, groups
                           f"least {least}: "
                           f"the default ships (raise {more})")
     empty = {"winner_advantage": None, "lower_bound": None, "guard": None, "passed": False}
-    if winner is not None and out["refused"] is None and figures[winner]["units"] < least:
+    if winner is not None and out["refused"] is None and clusters is not None and not groups:
+        if figures[winner]["units"] < MIN_GATE_GROUPS:  # pooled: the t is over the questions the items come from
+            out["refused"] = (f"the confirming items come from {figures[winner]['units']} questions; a paired test "
+                              f"resampling them needs at least {MIN_GATE_GROUPS}: the default ships")
+    elif winner is not None and out["refused"] is None and figures[winner]["units"] < least:
         defined = figures[winner]["units"]  # a question undefined for either judge leaves the test
         out["refused"] = (f"the confirming items hold {units} {unit_name}, {defined} of them defined for both judges; "
                           f"a paired test needs at least {least}: the default ships")
@@ -165,13 +169,13 @@ def candidate_row(row: dict[str, Any], scored: CandidateFigures, items: Selectio
 
 def choose(spec: RunSpec, candidates: list[Candidate], raws: Sequence[np.ndarray] | Scorer, items: SelectionItems, *,
            reject: Reject | None = None, calibrate: bool = True, figures: FiguresCache | None = None,
-           early_stop: bool = True, screen: bool = True) -> tuple[int, dict[str, Any]]:
+           early_stop: bool = True, screen: bool | None = None) -> tuple[int, dict[str, Any]]:
     """The index of the candidate that ships (0, the default, unless the gate passes) and the selection record.
 
     ``raws``: every candidate's raw scores on the selection items, or a scorer ``(j, rows) -> scores`` the gate
     asks for the items it needs (``early_stop``: losers stop being judged, ``_racing``; the record's ``racing``
-    counts the judgments made and saved; ``screen``: with the nested gate, screen the challengers on the first
-    confirming items before the futility looks). ``calibrate=False`` leaves the record's MAE figures uncalibrated (the
+    counts the judgments made and saved; ``screen`` (None: ``spec.screen``): with the nested gate, screen the
+    challengers on the first confirming items before the futility looks). ``calibrate=False`` leaves the record's MAE figures uncalibrated (the
     decision under the Spearman rule reads raw scores only); ``figures`` caches figures across calls on the same
     items. No LM call here beyond the scorer's (the benchmarks replay it on saved scores)."""
     candidates = list(candidates)
@@ -189,7 +193,7 @@ def choose(spec: RunSpec, candidates: list[Candidate], raws: Sequence[np.ndarray
         free = frozenset(i for i, c in enumerate(candidates) if FAMILY in c.params
                          and not judge_class(c.params[FAMILY]["judge"]).needs_lm_with(c.params[FAMILY]["params"]))
         race(state, score, items, live, gate=spec.gate, panel=spec.panel, seed=spec.seed, least=_least(spec, items),
-             screen=screen, free=free)
+             screen=spec.screen if screen is None else screen, free=free)
     else:
         state.live = list(live)
         for j in range(len(candidates)):

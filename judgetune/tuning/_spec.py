@@ -67,6 +67,8 @@ class RunSpec:
     also: list[str] | None = None  # other judge families whose default judges join the gate's challengers (scored
     # on the same selection items; only the nested gate may ship one, in the default's place); None: ``ALSO_AUTO``
     # beside a judge that needs an LM under the nested gate, those the data supports (``also_families``)
+    screen: bool = True  # the nested gate screens the challengers on the first confirming items (``_racing``);
+    # False: every challenger is judged on every confirming item (futility looks only): more power, more judgments
     pooled: bool = False  # the search's and the gate's Spearman over all items together, not within each question:
     # for groups that are clusters (a document's claims) rather than questions whose answers are ranked; the groups
     # still keep items together in the splits, the calibrator's and the gate's folds, and the paired tests' units
