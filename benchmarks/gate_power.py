@@ -5,10 +5,11 @@ and ``--trials`` - 1 trials that see the labels through the same noise, and one 
 ``--lift`` Spearman (0: every trial as good as the default, the null). The strongest ``--rescore`` trials on the
 search rows (``default``: as many as ``RunSpec.rescore_for`` gives for N) become the candidates, as
 ``candidate_trials`` takes them, and ``choose`` decides under the default rule (nested gate; ``--screen off``: no
-screen). A row says how often the better trial shipped, how often anything did, and the judgments the choice made.
+screen, tune's ``--no-screen``; ``every``: no early stopping at all). A row says how often the better trial
+shipped, how often anything did, and the judgments the choice made (the search's included).
 
-    python benchmarks/gate_power.py [--rows 300 1000] [--rescore default 4] [--screen on off] [--draws 60]
-        [--lift 0.10] [--json] [--out benchmarks/results/gate_power.json]
+    python benchmarks/gate_power.py [--rows 300 1000] [--rescore default 4] [--screen on off every] [--draws 60]
+        [--lift 0.10 ...] [--json] [--out benchmarks/results/gate_power.json]
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def weight_for(lift: float) -> float:
 
 
 def one_draw(rng: np.random.Generator, spec: RunSpec, weight: float, search: int, confirming: int, trials: int,
-             screen: bool) -> tuple[bool, bool, int]:
+             screen: bool, early_stop: bool = True) -> tuple[bool, bool, int]:
     n = search + confirming
     gold = rng.normal(size=n)
     default = BASE * gold + rng.normal(size=n)
@@ -51,8 +52,9 @@ def one_draw(rng: np.random.Generator, spec: RunSpec, weight: float, search: int
     candidates = [Candidate(0, {"c": -1}, (1.0, float(figures(default[None, :search], gold[:search])[0]))),
                   *(Candidate(int(j) + 1, {"c": int(j)}, (1.0, float(on_search[j]))) for j in top)]
     chosen, record = choose(spec, candidates, [default, *columns[top]], SelectionItems(gold, None, search, (-4.0, 4.0)),
-                            calibrate=False, screen=screen)
-    return candidates[chosen].params["c"] == 0, chosen != 0, int(record["racing"]["judgments"])
+                            calibrate=False, screen=screen, early_stop=early_stop)
+    judged = record["racing"]["judgments"] if record["racing"] else len(candidates) * n  # every row: no racing record
+    return candidates[chosen].params["c"] == 0, chosen != 0, int(judged)
 
 
 def main() -> None:
@@ -60,10 +62,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[300, 1000], help="confirming rows (N)")
     parser.add_argument("--rescore", nargs="+", default=["default", "4"],
                         help="candidates beside the default: a number, or 'default' (RunSpec.rescore_for the rows)")
-    parser.add_argument("--screen", nargs="+", choices=("on", "off"), default=["on"],
-                        help="the gate's screen (on: the default rule)")
+    parser.add_argument("--screen", nargs="+", choices=("on", "off", "every"), default=["on"],
+                        help="the gate's screen (on: the default rule; off: futility looks only; every: every "
+                             "candidate judged on every row, no early stopping)")
     parser.add_argument("--draws", type=int, default=60)
-    parser.add_argument("--lift", type=float, default=0.10, help="the better trial's Spearman over the default's")
+    parser.add_argument("--lift", type=float, nargs="+", default=[0.10],
+                        help="the better trial's Spearman over the default's (each, then the null)")
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--search", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
@@ -73,21 +77,22 @@ def main() -> None:
     rows = []
     for confirming in args.rows:
         for rescore in args.rescore:
-            for screen in (s == "on" for s in args.screen):
+            for mode in args.screen:
+                screen, early = mode == "on", mode != "every"
                 spec = RunSpec(name="power", judge="embedding", data="planted.csv", n_trials=args.trials,
                                rescore=None if rescore == "default" else int(rescore))
-                for lift in (args.lift, 0.0):
+                for lift in (*args.lift, 0.0):
                     rng, start = np.random.default_rng([args.seed, confirming]), time.time()
-                    out = [one_draw(rng, spec, weight_for(lift), args.search, confirming, args.trials, screen)
+                    out = [one_draw(rng, spec, weight_for(lift), args.search, confirming, args.trials, screen, early)
                            for _ in range(args.draws)]
                     rows.append({"confirming": confirming, "rescore": spec.rescore_for(confirming),
-                                 "rescore_rule": rescore, "screen": screen, "lift": lift,
+                                 "rescore_rule": rescore, "screen": screen, "early_stop": early, "lift": lift,
                                  "draws": args.draws, "ships_better": float(np.mean([o[0] for o in out])),
                                  "ships_any": float(np.mean([o[1] for o in out])),
                                  "judgments": float(np.mean([o[2] for o in out])),
                                  "search_judgments": args.trials * args.search})
                     print(f"{confirming:>5} rows, rescore {spec.rescore_for(confirming):>2}, "
-                          f"screen {'on ' if screen else 'off'}, lift "
+                          f"screen {mode:<5}, lift "
                           f"{lift:+.2f}: better {rows[-1]['ships_better']:.2f}, any {rows[-1]['ships_any']:.2f}, "
                           f"{rows[-1]['judgments']:.0f} judgments ({time.time() - start:.0f} s)", file=sys.stderr,
                           flush=True)
