@@ -175,9 +175,10 @@ def choose(spec: RunSpec, candidates: list[Candidate], raws: Sequence[np.ndarray
     ``raws``: every candidate's raw scores on the selection items, or a scorer ``(j, rows) -> scores`` the gate
     asks for the items it needs (``early_stop``: losers stop being judged, ``_racing``; the record's ``racing``
     counts the judgments made and saved; ``screen`` (None: ``spec.screen``): with the nested gate, screen the
-    challengers on the first confirming items before the futility looks). ``calibrate=False`` leaves the record's MAE figures uncalibrated (the
-    decision under the Spearman rule reads raw scores only); ``figures`` caches figures across calls on the same
-    items. No LM call here beyond the scorer's (the benchmarks replay it on saved scores)."""
+    challengers on the first confirming items before the futility looks). ``calibrate=False`` leaves the record's
+    MAE figures uncalibrated (the decision under the Spearman rule reads raw scores only); ``figures`` caches
+    figures across calls on the same items. No LM call here beyond the scorer's (the benchmarks replay it on saved
+    scores)."""
     candidates = list(candidates)
     score = raws if callable(raws) else (lambda j, rows: np.asarray(raws[j], dtype=float)[rows])
     state = Race.begin(len(candidates), score, items)
