@@ -65,6 +65,10 @@ class SelectionItems:
         """The questions when pooled (the paired tests resample them whole), else None."""
         return self.groups if self.pooled else None
 
+    def clusters_on(self, mask: np.ndarray) -> list[str] | None:
+        """``clusters`` of the items ``mask`` marks (None when not pooled)."""
+        return None if self.clusters is None else [g for g, k in zip(self.clusters, mask) if k]
+
     @property
     def confirming(self) -> np.ndarray:
         """The items that confirm: every item but the search items (which chose the candidates) and the screened."""

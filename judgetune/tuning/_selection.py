@@ -260,8 +260,7 @@ def confirming_test(spec: RunSpec, scored: list[CandidateFigures], rows: list[di
                                                                          seed=spec.seed),
                                 s.calibrator, s.failure_rate) for s in scored]
     groups = None if items.groups_ranked is None else [g for g, k in zip(items.groups, held) if k]
-    clusters = None if items.clusters is None else [g for g, k in zip(items.clusters, held) if k]
-    result = gate(spec.pick, on_held, items.gold[held], groups, challengers, winner, clusters)
+    result = gate(spec.pick, on_held, items.gold[held], groups, challengers, winner, items.clusters_on(held))
     return winner, {k: v for k, v in result.items() if k not in ("advantage", "interval")}
 
 
@@ -272,11 +271,10 @@ def _describe(rows: list[dict[str, Any]], scored: list[CandidateFigures], items:
     run's choice earns."""
     held = items.confirming
     groups = None if items.groups_ranked is None else [g for g, k in zip(items.groups, held) if k]
-    clusters = None if items.clusters is None else [g for g, k in zip(items.clusters, held) if k]
     full = [i for i, s in enumerate(scored) if s.judged is None or s.judged[held].all()]
     figures = {} if 0 not in full or not held.any() else dict(zip(full, stats.paired_advantages(
         spec.pick, np.stack([scored[i].raw[held] for i in full]), np.stack([scored[i].pred[held] for i in full]),
-        items.gold[held], groups, CONFIDENCE, clusters)))
+        items.gold[held], groups, CONFIDENCE, items.clusters_on(held))))
     for i, row in enumerate(rows):
         figure = figures.get(i) if i > 0 else None
         row["advantage_confirming"] = None if figure is None else figure["advantage"]
