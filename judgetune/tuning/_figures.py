@@ -65,9 +65,13 @@ class SelectionItems:
         """The questions when pooled (the paired tests resample them whole), else None."""
         return self.groups if self.pooled else None
 
-    def clusters_on(self, mask: np.ndarray) -> list[str] | None:
-        """``clusters`` of the items ``mask`` marks (None when not pooled)."""
-        return None if self.clusters is None else [g for g, k in zip(self.clusters, mask) if k]
+    def ranked_on(self, which: np.ndarray) -> list[str] | None:
+        """``groups_ranked`` of the items ``which`` picks (a boolean mask or indices; None when pooled)."""
+        return _picked(self.groups_ranked, which)
+
+    def clusters_on(self, which: np.ndarray) -> list[str] | None:
+        """``clusters`` of the items ``which`` picks (a boolean mask or indices; None when not pooled)."""
+        return _picked(self.clusters, which)
 
     @property
     def confirming(self) -> np.ndarray:
@@ -75,6 +79,13 @@ class SelectionItems:
         mask = np.ones(len(self.gold), dtype=bool)
         mask[:self.n_search] = False
         return mask if self.screened is None else mask & ~self.screened
+
+
+def _picked(values: list[str] | None, which: np.ndarray) -> list[str] | None:
+    if values is None:
+        return None
+    which = np.asarray(which)
+    return [values[i] for i in (np.flatnonzero(which) if which.dtype == bool else which)]
 
 
 def figures_of(params: dict[str, Any], raw: np.ndarray, items: SelectionItems, seed: int, *,

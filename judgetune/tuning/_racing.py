@@ -105,12 +105,12 @@ def _least(items: SelectionItems) -> int:
 def _futile(state: Race, items: SelectionItems, rows: np.ndarray) -> dict[str, Any] | None:
     """The futility look on the tested items judged so far: each live challenger's advantage and its one-sided
     ``1 - FUTILITY`` upper bound; None when too few units to look."""
-    groups = None if items.groups_ranked is None else [items.groups_ranked[i] for i in rows]
+    groups = items.ranked_on(rows)
     units = len(units_of(groups, len(rows)))
     if units < (MIN_LOOK_GROUPS if groups else MIN_LOOK_ITEMS):
         return None
     raw = state.raws[[0, *state.live]][:, rows]
-    clusters = None if items.clusters is None else [items.clusters[i] for i in rows]
+    clusters = items.clusters_on(rows)
     figures = paired_advantages("spearman", raw, raw, items.gold[rows], groups, 1 - 2 * FUTILITY, clusters)
     upper = {j: figures[k + 1]["interval"][1] for k, j in enumerate(state.live)}
     futile = all(u is not None and u < 0 for u in upper.values())
@@ -179,7 +179,7 @@ def _screen(state: Race, score: Scorer, items: SelectionItems, units: list[np.nd
         state.judge(score, j, screen)
     state.screened[screen] = True
     choosing = np.concatenate([np.arange(items.n_search), screen])
-    groups = None if items.groups_ranked is None else [items.groups_ranked[i] for i in choosing]
+    groups = items.ranked_on(choosing)
     ahead = ahead_of_default(state.raws[:, choosing], items.gold[choosing], groups, state.live)  # best first
     leading = next((k for k, j in enumerate(ahead) if j in free), len(ahead))  # the best free one's place
     paid = [j for j in ahead[:leading] if j not in free]

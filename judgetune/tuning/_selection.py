@@ -160,7 +160,7 @@ def search_row(index: int, candidate: Candidate, raw: np.ndarray, items: Selecti
 def candidate_row(row: dict[str, Any], scored: CandidateFigures, items: SelectionItems) -> dict[str, Any]:
     """A candidate's selection row: its search row and its figures on the selection items it was judged on."""
     seen = np.ones(len(items.gold), dtype=bool) if scored.judged is None else scored.judged
-    groups = None if items.groups_ranked is None else [g for g, k in zip(items.groups_ranked, seen) if k]
+    groups = items.ranked_on(seen)
     return {**row, "items_judged": int(seen.sum()),
             "mae": float(np.mean(np.abs(scored.pred[seen] - items.gold[seen]))),
             "spearman": spearman_figure(scored.raw[seen], items.gold[seen], groups),
@@ -259,7 +259,7 @@ def confirming_test(spec: RunSpec, scored: list[CandidateFigures], rows: list[di
                                                                          label_range=items.label_range,
                                                                          seed=spec.seed),
                                 s.calibrator, s.failure_rate) for s in scored]
-    groups = None if items.groups_ranked is None else [g for g, k in zip(items.groups, held) if k]
+    groups = items.ranked_on(held)
     result = gate(spec.pick, on_held, items.gold[held], groups, challengers, winner, items.clusters_on(held))
     return winner, {k: v for k, v in result.items() if k not in ("advantage", "interval")}
 
@@ -270,7 +270,7 @@ def _describe(rows: list[dict[str, Any]], scored: list[CandidateFigures], items:
     the gate's test is its own; None for a candidate not judged on them all), and which row ships; the warnings a
     run's choice earns."""
     held = items.confirming
-    groups = None if items.groups_ranked is None else [g for g, k in zip(items.groups, held) if k]
+    groups = items.ranked_on(held)
     full = [i for i, s in enumerate(scored) if s.judged is None or s.judged[held].all()]
     figures = {} if 0 not in full or not held.any() else dict(zip(full, stats.paired_advantages(
         spec.pick, np.stack([scored[i].raw[held] for i in full]), np.stack([scored[i].pred[held] for i in full]),
