@@ -191,3 +191,18 @@ def test_the_replay_tables_in_the_tuning_page_are_the_result_files() -> None:
     page = (root / "docs" / "tuning.md").read_text(encoding="utf-8")
     assert replay.MARKER.search(page)
     assert replay.render_page(page, root / "benchmarks" / "results") == page
+
+
+def test_the_nested_gates_cuts_and_folds_read_the_same_everywhere() -> None:
+    """Every "R x F folds" in the docs and in the commands' help is the gate's own ``REPEATS`` x ``FOLDS``."""
+    import re
+
+    from judgetune.cli._reference import reference
+    from judgetune.stats import FOLDS, REPEATS
+
+    root = Path(__file__).resolve().parents[1]
+    texts = {p.name: p.read_text(encoding="utf-8") for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))]}
+    texts["--help"] = reference()
+    said = {(name, m.group(0)) for name, text in texts.items() for m in re.finditer(r"\b\d+ x \d+ folds", text)}
+    assert said and {name for name, _ in said} >= {"tuning.md", "--help"}
+    assert {phrase for _, phrase in said} == {f"{REPEATS} x {FOLDS} folds"}, sorted(said)

@@ -49,6 +49,7 @@ from judgetune.cli._other import (
 )
 from judgetune.cli._scoring import _export, _score
 from judgetune.cli._tuning import _demo, _tune, _worker
+from judgetune.stats import FOLDS, REPEATS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -202,9 +203,10 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
                            "--gate-items) beside the default judge before choosing (default: one per "
                            f"{RESCORE_ITEMS} confirming items, at least {RESCORE}, at most every trial but one)")
     gate.add_argument("--gate", default="nested", choices=GATES, help="nested (default): every labeled non-test "
-                      "item chooses, every one but the search items also confirms (the choice cross-validated, 3 x 5 "
-                      "folds, Spearman; see docs/tuning.md); on: the challenger best on the search items replaces the "
-                      "default only on a gain on the other items above zero by a one-sided 5%% test")
+                      "item chooses, every one but the search items also confirms (the choice cross-validated, "
+                      f"{REPEATS} x {FOLDS} folds, Spearman; see docs/tuning.md); on: the challenger best on the "
+                      "search items replaces the default only on a gain on the other items above zero by a "
+                      "one-sided 5%% test")
     gate.add_argument("--gate-items", type=_count, metavar="N",
                       help="the most labeled non-test items each candidate is scored on for the gate (search, demo "
                            f"pool, dev; default: every one, up to {GATE_ITEMS_CAP}): the gate costs at most "
