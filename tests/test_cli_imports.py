@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from judgetune import audit, cli, judges, reproduce, tuning
+from judgetune import audit, cli, judges, reproduce, stats, tuning
 
 HEAVY = ("dspy", "scipy.stats", "sklearn", "torch", "optuna", "judgetune.judges", "judgetune.evaluation")
 
@@ -29,6 +29,7 @@ def test_the_parsers_written_out_choices_are_the_registries():
     assert cli.GATES == tuple(g for g in tuning.GATES if g != "off")  # the old rule stays a benchmark baseline
     assert cli.GATE_ITEMS_CAP == tuning.GATE_ITEMS_CAP
     assert (cli.RESCORE, cli.RESCORE_ITEMS) == (tuning.RESCORE, tuning.RESCORE_ITEMS)
+    assert (cli.REPEATS, cli.FOLDS) == (stats.REPEATS, stats.FOLDS)
     assert set(cli.TABLES) == set(reproduce.TABLES)
     assert set(cli.PROBES) == set(audit.PROBES)
 

@@ -9,12 +9,14 @@ from judgetune.cli._options import (
     EXIT_INTERRUPTED,
     EXIT_NOTHING_JUDGED,
     EXIT_USER_ERROR,
+    FOLDS,
     GATE_ITEMS_CAP,
     GATES,
     JUDGE_KINDS,
     PICK_RULES,
     PROBES,
     PROTOCOLS,
+    REPEATS,
     RESCORE,
     RESCORE_ITEMS,
     SAMPLERS,
@@ -22,5 +24,6 @@ from judgetune.cli._options import (
 )
 from judgetune.cli._parser import build_parser
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_NOTHING_JUDGED", "EXIT_USER_ERROR", "GATE_ITEMS_CAP", "GATES", "JUDGE_KINDS",
-           "PICK_RULES", "PROBES", "PROTOCOLS", "RESCORE", "RESCORE_ITEMS", "SAMPLERS", "TABLES", "build_parser", "main"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_NOTHING_JUDGED", "EXIT_USER_ERROR", "FOLDS", "GATE_ITEMS_CAP", "GATES",
+           "JUDGE_KINDS", "PICK_RULES", "PROBES", "PROTOCOLS", "REPEATS", "RESCORE", "RESCORE_ITEMS", "SAMPLERS", "TABLES",
+           "build_parser", "main"]

@@ -33,6 +33,7 @@ SAMPLERS = ("tpe", "nsga2", "random")
 GATES = ("on", "nested")  # the old rule (RunSpec(gate="off")) is a benchmark baseline, not a user's choice
 GATE_ITEMS_CAP = 2000  # --gate-items left out: every labeled non-test row up to this many (tuning.GATE_ITEMS_CAP)
 RESCORE, RESCORE_ITEMS = 4, 60  # --rescore left out: one challenger per 60 confirming rows, at least 4 (tuning's)
+REPEATS, FOLDS = 10, 5  # the nested gate's cuts and folds, for the help (stats.REPEATS, stats.FOLDS)
 PICK_RULES = ("spearman", "mae")
 TABLES = ("nrp-paper", "ragchecker")
 PROBES = ("position", "verbosity", "distraction", "stability", "self_consistency", "rewrite")

@@ -9,11 +9,13 @@ from judgetune import datasets
 from judgetune.cli._estimate import _confidence, _estimate, _pick_either
 from judgetune.cli._judging import _audit, _compare, _evaluate
 from judgetune.cli._options import (
+    FOLDS,
     GATE_ITEMS_CAP,
     GATES,
     JUDGE_KINDS,
     PICK_RULES,
     PROBES,
+    REPEATS,
     RESCORE,
     RESCORE_ITEMS,
     SAMPLERS,
@@ -49,7 +51,6 @@ from judgetune.cli._other import (
 )
 from judgetune.cli._scoring import _export, _score
 from judgetune.cli._tuning import _demo, _tune, _worker
-from judgetune.stats import FOLDS, REPEATS
 
 
 def build_parser() -> argparse.ArgumentParser:
