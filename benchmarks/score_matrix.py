@@ -13,11 +13,13 @@ the first of today's; a run with more ``--items`` extends every column (the new 
 default (the kind's default has changed since) is refused, unless ``--as-stored``: then its stored candidates are
 scored on the new items as they are, the first still the file's own default. Demos
 (``k > 0``) come from a seeded pool of training items that is kept out of the matrix. Selection rules are then
-evaluated from the file in seconds (``benchmarks/rules.py``), with no LM time.
+evaluated from the file in seconds (``benchmarks/rules.py``), with no LM time. ``--reuse FILE`` starts a new
+file's columns from another file's scores where it holds the same candidate on the same first items (a wider
+matrix of fewer items from a narrower one of more), once the first chunk scored again by today's code ranks alike.
 
     python benchmarks/score_matrix.py --lm local:smollm2 --judge likelihood --set sts2012-msrpar \\
         [--items 900] [--per-question N] [--candidates 8] [--chunk 50] [--demo-pool 40] [--seed 0] \\
-        [--fix KEY=VALUE ...] [--candidate JSON ...] [--as-stored] [--out PATH]
+        [--fix KEY=VALUE ...] [--candidate JSON ...] [--as-stored] [--reuse FILE] [--out PATH]
 
 Writes ``benchmarks/results/matrix-<lm>-<judge>-<set>.json``: ``meta`` (``lm``, ``judge``, ``dataset``,
 ``commit``, ``command``, ``complete``, ...), ``candidates`` (each with ``params``; the first is the default),
@@ -131,6 +133,10 @@ def main() -> None:
                         help="a variant of the default (a JSON object of settings); replaces the random draws")
     parser.add_argument("--as-stored", action="store_true",
                         help="extend an existing file with its own stored candidates (its default may be an old one)")
+    parser.add_argument("--reuse", type=Path, metavar="FILE",
+                        help="another matrix of this LM, judge, set, texts, data settings and demos: each new column "
+                             "whose candidate it holds starts from its scores on today's first items (checked again on "
+                             "the first --chunk items), so only the rest is judged")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -169,12 +175,49 @@ def main() -> None:
                  "seconds": [0.0 for _ in candidates]}
     judges = [judge_for({**p, **data_fixed, **settled_params(spec, lm)}, spec.judge, lm, seed=spec.seed, demo_pool=pool,
                         label_range=label_range, instructions=texts) for p in candidates]
-    started = [j for j, row in enumerate(state["scores"]) if 0 < len(row) < len(items)]
+    copied = reuse(state, json.loads(args.reuse.read_text()), args.reuse.name) if args.reuse else []
+    if copied:
+        drift_check([judges[j] for j in copied], items[:args.chunk],
+                    {"scores": [state["scores"][j] for j in copied], "candidates": [state["candidates"][j] for j in copied]})
+        save(state, out, len(items))
+    started = [j for j, row in enumerate(state["scores"]) if 0 < len(row) < len(items) and j not in copied]
     if started:
         drift_check([judges[j] for j in started], items[:min(args.chunk, min(len(state["scores"][j]) for j in started))],
                     {"scores": [state["scores"][j] for j in started],
                      "candidates": [state["candidates"][j] for j in started]})
     score_columns(state, judges, items, out, args.chunk)
+
+
+def reuse(state: dict[str, Any], other: dict[str, Any], name: str) -> list[int]:
+    """Fill each empty column of ``state`` whose candidate ``other`` (another matrix file) holds with that candidate's
+    scores and failures on the longest prefix of ``state``'s items ``other`` scored, and its share of the LM seconds;
+    the columns filled, recorded in ``meta.reused``. Refused unless both files share the LM, judge, set, seed,
+    texts, data settings and demos."""
+    same = ("lm", "judge", "dataset", "seed", "per_question", "texts", "data_fixed", "demo_pool")
+    differ = [k for k in same if state["meta"].get(k) != other["meta"].get(k)]
+    if differ:
+        sys.exit(f"--reuse {name}: made with another {', '.join(differ)}")
+    position = {item: i for i, item in enumerate(other["items"]["ids"])}
+    copied = []
+    for j, candidate in enumerate(state["candidates"]):
+        source = next((k for k, c in enumerate(other["candidates"]) if c["params"] == candidate["params"]), None)
+        if source is None or state["scores"][j]:
+            continue
+        prefix = []
+        for item in state["items"]["ids"]:
+            i = position.get(item)
+            if i is None or i >= len(other["scores"][source]):
+                break
+            prefix.append(i)
+        if not prefix:
+            continue
+        state["scores"][j] = [other["scores"][source][i] for i in prefix]
+        state["failures"][j] = [other["failures"][source][i] for i in prefix]
+        state["seconds"][j] = other["seconds"][source] * len(prefix) / len(other["scores"][source])
+        state["meta"].setdefault("reused", {})[candidate["name"]] = {"file": name, "items": len(prefix)}
+        copied.append(j)
+    print(f"--reuse {name}: {len(copied)} column(s) start from its scores", flush=True)
+    return copied
 
 
 def resumed(state: dict[str, Any], candidates: list[dict[str, Any]], table: dict[str, list], texts: list[str],

@@ -232,3 +232,30 @@ def test_a_score_matrix_resumes_column_by_column_from_its_partial_file(tmp_path)
     done = json.loads(out.read_text())
     assert done["meta"]["complete"] and done["meta"]["columns_done"] == [0, 1, 2] and done["scored"] == 10
     assert done["scores"][1] == [1.0 + i for i in items] and done["scores"][2][-1] == 11.0
+
+
+def test_a_score_matrix_reuses_another_files_columns_on_its_first_items(tmp_path):
+    """benchmarks/score_matrix.py --reuse: a new file's columns whose candidates another file of the same LM, judge,
+    set and demos holds start from its scores on the longest prefix of the new items it scored (a wider matrix
+    of fewer items reuses a narrower one of more); a file made otherwise is refused."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    import score_matrix
+
+    base = {"lm": "local:x", "judge": "rubric", "dataset": "d", "seed": 0, "texts": [], "data_fixed": {},
+            "demo_pool": ["p"]}
+    other = {"meta": dict(base), "items": {"ids": ["a", "b", "c", "d"]},
+             "candidates": [{"name": "default", "params": {"k": 0}}, {"name": "c1", "params": {"k": 2}}],
+             "scores": [[1.0, 2.0, 3.0, 4.0], [5.0, None, 7.0]], "failures": [[None] * 4, [None, "x", None]],
+             "seconds": [8.0, 6.0]}
+    state = {"meta": dict(base), "items": {"ids": ["a", "b", "c"]},
+             "candidates": [{"name": "default", "params": {"k": 0}}, {"name": "c1", "params": {"k": 2}},
+                            {"name": "c2", "params": {"k": 4}}],
+             "scores": [[], [], []], "failures": [[], [], []], "seconds": [0.0, 0.0, 0.0]}
+    assert score_matrix.reuse(state, other, "other.json") == [0, 1]
+    assert state["scores"] == [[1.0, 2.0, 3.0], [5.0, None, 7.0], []]
+    assert state["failures"][1] == [None, "x", None] and state["seconds"][:2] == [6.0, 6.0]
+    assert state["meta"]["reused"]["c1"] == {"file": "other.json", "items": 3}
+    with pytest.raises(SystemExit, match="another lm"):
+        score_matrix.reuse(state, {**other, "meta": {**base, "lm": "local:y"}}, "other.json")
