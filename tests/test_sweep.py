@@ -684,3 +684,26 @@ def test_the_old_rule_is_no_longer_a_users_gate(tmp_path, data, run_cli):
     code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(data), "--gate", "off",
                             "--runs-dir", str(tmp_path / "runs")])
     assert code == 2 and "invalid choice: 'off'" in err and "'nested'" in err
+
+
+def test_gate_on_over_items_warns_when_one_label_value_is_rare(tmp_path, caplog):
+    """``--gate on`` on ungrouped binary labels with few positives among the confirming items: one warning naming
+    how few and pointing to the nested gate; the same file under the nested gate, or with positives enough: none."""
+    from judgetune.tuning import prepare_splits
+
+    def rows(every: int) -> list[dict]:
+        return [{"id": str(i), "answer": f"claim {i}", "reference": f"document {i}", "label": float(i % every == 0)}
+                for i in range(300)]
+
+    spec = {"name": "x", "judge": "rubric", "search_items": 40, "dev_items": 60}
+    rare = str(jsonl(tmp_path / "rare.jsonl", rows(25)))
+    for gate, path, warned in (("on", rare, True), ("nested", rare, False),
+                               ("on", str(jsonl(tmp_path / "half.jsonl", rows(2))), False)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="judgetune.tuning"):
+            splits = prepare_splits(RunSpec(**spec, data=path, gate=gate))
+        said = [r.getMessage() for r in caplog.records if "--gate on's paired t" in r.getMessage()]
+        assert len(said) == warned, (gate, path, said)
+        if warned:
+            held = [e for e in [*splits.confirming_pool, *splits.dev] if e.judgment == 1.0]
+            assert 0 < len(held) < 20 and f"only {len(held)} of the" in said[0] and "nested" in said[0], said
