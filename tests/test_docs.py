@@ -193,16 +193,24 @@ def test_the_replay_tables_in_the_tuning_page_are_the_result_files() -> None:
     assert replay.render_page(page, root / "benchmarks" / "results") == page
 
 
-def test_the_nested_gates_cuts_and_folds_read_the_same_everywhere() -> None:
-    """Every "R x F folds" in the docs and in the commands' help is the gate's own ``REPEATS`` x ``FOLDS``."""
+def test_the_gates_constants_read_the_same_everywhere() -> None:
+    """Every "R x F folds", "one per N confirming", "judged in N blocks" and "one-sided P% upper bound" in the docs
+    and in the commands' help is the code's own constant (the nested gate's cuts and folds, the rescored trials' rate,
+    the futility looks and their bound)."""
     import re
 
     from judgetune.cli._reference import reference
     from judgetune.stats import FOLDS, REPEATS
+    from judgetune.tuning import RESCORE_ITEMS
+    from judgetune.tuning._racing import FUTILITY, LOOKS
 
     root = Path(__file__).resolve().parents[1]
     texts = {p.name: p.read_text(encoding="utf-8") for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))]}
     texts["--help"] = reference()
-    said = {(name, m.group(0)) for name, text in texts.items() for m in re.finditer(r"\b\d+ x \d+ folds", text)}
-    assert said and {name for name, _ in said} >= {"tuning.md", "--help"}
-    assert {phrase for _, phrase in said} == {f"{REPEATS} x {FOLDS} folds"}, sorted(said)
+    expected = {r"\b(\d+) x (\d+) folds": (REPEATS, FOLDS), r"one per (\d+) confirming": (RESCORE_ITEMS,),
+                r"judged in (\d+) blocks": (LOOKS,), r"one-sided (\d+)% upper bound": (round(100 * (1 - FUTILITY)),)}
+    for pattern, values in expected.items():
+        said = {(name, tuple(int(v) for v in m.groups())) for name, text in texts.items()
+                for m in re.finditer(pattern, text)}
+        assert said, pattern
+        assert {found for _, found in said} == {values}, (pattern, sorted(said))
