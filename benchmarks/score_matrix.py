@@ -14,8 +14,9 @@ default (the kind's default has changed since) is refused, unless ``--as-stored`
 scored on the new items as they are, the first still the file's own default. Demos
 (``k > 0``) come from a seeded pool of training items that is kept out of the matrix. Selection rules are then
 evaluated from the file in seconds (``benchmarks/rules.py``), with no LM time. ``--reuse FILE`` starts a new
-file's columns from another file's scores where it holds the same candidate on the same first items (a wider
-matrix of fewer items from a narrower one of more), once the first chunk scored again by today's code ranks alike.
+file's columns from another file's scores where it holds the same candidate and scored today's first items (by id;
+a wider matrix of fewer items from a narrower one of more), once the first chunk scored again by today's code ranks
+alike.
 
     python benchmarks/score_matrix.py --lm local:smollm2 --judge likelihood --set sts2012-msrpar \\
         [--items 900] [--per-question N] [--candidates 8] [--chunk 50] [--demo-pool 40] [--seed 0] \\
@@ -177,7 +178,7 @@ def main() -> None:
                         label_range=label_range, instructions=texts) for p in candidates]
     copied = reuse(state, json.loads(args.reuse.read_text()), args.reuse.name) if args.reuse else []
     if copied:
-        drift_check([judges[j] for j in copied], items[:args.chunk],
+        drift_check([judges[j] for j in copied], items[:min(args.chunk, min(len(state["scores"][j]) for j in copied))],
                     {"scores": [state["scores"][j] for j in copied], "candidates": [state["candidates"][j] for j in copied]})
         save(state, out, len(items))
     started = [j for j, row in enumerate(state["scores"]) if 0 < len(row) < len(items) and j not in copied]

@@ -207,8 +207,9 @@ def test_the_gates_constants_read_the_same_everywhere() -> None:
     root = Path(__file__).resolve().parents[1]
     texts = {p.name: p.read_text(encoding="utf-8") for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))]}
     texts["--help"] = reference()
-    expected = {r"\b(\d+) x (\d+) folds": (REPEATS, FOLDS), r"one per (\d+) confirming": (RESCORE_ITEMS,),
-                r"judged in (\d+) blocks": (LOOKS,), r"one-sided (\d+)% upper bound": (round(100 * (1 - FUTILITY)),)}
+    expected = {r"\b(\d+)\s+x\s+(\d+)\s+folds": (REPEATS, FOLDS), r"one\s+per\s+(\d+)\s+confirming": (RESCORE_ITEMS,),
+                r"judged\s+in\s+(\d+)\s+blocks": (LOOKS,),
+                r"one-sided\s+(\d+)%\s+upper\s+bound": (round(100 * (1 - FUTILITY)),)}
     for pattern, values in expected.items():
         said = {(name, tuple(int(v) for v in m.groups())) for name, text in texts.items()
                 for m in re.finditer(pattern, text)}

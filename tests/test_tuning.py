@@ -235,9 +235,9 @@ def test_a_score_matrix_resumes_column_by_column_from_its_partial_file(tmp_path)
 
 
 def test_a_score_matrix_reuses_another_files_columns_on_its_first_items(tmp_path):
-    """benchmarks/score_matrix.py --reuse: a new file's columns whose candidates another file of the same LM, judge,
-    set and demos holds start from its scores on the longest prefix of the new items it scored (a wider matrix
-    of fewer items reuses a narrower one of more); a file made otherwise is refused."""
+    """benchmarks/score_matrix.py --reuse: each empty column whose candidate another file of the same LM, judge, set
+    and demos holds starts from that candidate's scores, found by item id, up to the first of today's items it did not
+    score; a column already started is left alone; a file made otherwise is refused."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
@@ -246,16 +246,18 @@ def test_a_score_matrix_reuses_another_files_columns_on_its_first_items(tmp_path
     base = {"lm": "local:x", "judge": "rubric", "dataset": "d", "seed": 0, "texts": [], "data_fixed": {},
             "demo_pool": ["p"]}
     other = {"meta": dict(base), "items": {"ids": ["a", "b", "c", "d"]},
-             "candidates": [{"name": "default", "params": {"k": 0}}, {"name": "c1", "params": {"k": 2}}],
-             "scores": [[1.0, 2.0, 3.0, 4.0], [5.0, None, 7.0]], "failures": [[None] * 4, [None, "x", None]],
-             "seconds": [8.0, 6.0]}
-    state = {"meta": dict(base), "items": {"ids": ["a", "b", "c"]},
              "candidates": [{"name": "default", "params": {"k": 0}}, {"name": "c1", "params": {"k": 2}},
                             {"name": "c2", "params": {"k": 4}}],
-             "scores": [[], [], []], "failures": [[], [], []], "seconds": [0.0, 0.0, 0.0]}
+             "scores": [[1.0, 2.0, 3.0, 4.0], [5.0, None, 7.0], [1.0, 1.0, 1.0, 1.0]],
+             "failures": [[None] * 4, [None, "x", None], [None] * 4], "seconds": [8.0, 6.0, 4.0]}
+    state = {"meta": dict(base), "items": {"ids": ["a", "d", "c"]},
+             "candidates": [{"name": "default", "params": {"k": 0}}, {"name": "c1", "params": {"k": 2}},
+                            {"name": "c2", "params": {"k": 4}}, {"name": "c3", "params": {"k": 6}}],
+             "scores": [[], [], [9.0], []], "failures": [[], [], [None], []], "seconds": [0.0, 0.0, 1.0, 0.0]}
     assert score_matrix.reuse(state, other, "other.json") == [0, 1]
-    assert state["scores"] == [[1.0, 2.0, 3.0], [5.0, None, 7.0], []]
-    assert state["failures"][1] == [None, "x", None] and state["seconds"][:2] == [6.0, 6.0]
-    assert state["meta"]["reused"]["c1"] == {"file": "other.json", "items": 3}
+    assert state["scores"] == [[1.0, 4.0, 3.0], [5.0], [9.0], []]  # c1 stops at d, which it never scored
+    assert state["failures"][:2] == [[None] * 3, [None]] and state["seconds"] == [6.0, 2.0, 1.0, 0.0]
+    assert state["meta"]["reused"] == {"default": {"file": "other.json", "items": 3},
+                                       "c1": {"file": "other.json", "items": 1}}
     with pytest.raises(SystemExit, match="another lm"):
         score_matrix.reuse(state, {**other, "meta": {**base, "lm": "local:y"}}, "other.json")

@@ -66,11 +66,11 @@ class SelectionItems:
         return self.groups if self.pooled else None
 
     def ranked_on(self, which: np.ndarray) -> list[str] | None:
-        """``groups_ranked`` of the items ``which`` picks (a boolean mask or indices; None when pooled)."""
+        """``groups_ranked`` of the items ``which`` picks (a boolean mask or indices; None when pooled or ungrouped)."""
         return _picked(self.groups_ranked, which)
 
     def clusters_on(self, which: np.ndarray) -> list[str] | None:
-        """``clusters`` of the items ``which`` picks (a boolean mask or indices; None when not pooled)."""
+        """``clusters`` of the items ``which`` picks (a boolean mask or indices; None unless pooled and grouped)."""
         return _picked(self.clusters, which)
 
     @property

@@ -19,7 +19,7 @@ from judgetune.tuning._spec import MIN_GATE_GROUPS, RunSpec
 
 log = logging.getLogger(__name__)
 MIN_SELECTION_GROUPS = 5  # fewer questions than this: grouped folds hold out one or two questions at a time
-RARE_LABEL_ITEMS = 20  # --gate on over items: a label value held by fewer confirming items makes its paired t loose
+RARE_LABEL_ITEMS = 20  # --gate on over items: a binary label's value held by fewer confirming items makes its t loose
 
 
 @dataclass
@@ -96,7 +96,7 @@ def prepare_splits(spec: RunSpec) -> Splits:
         raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)})")
     confirming = _confirming_pool(spec, search, demo_pool, dev)
     _warn_few_questions(spec, [*search, *confirming, *dev], [*confirming, *dev])
-    _warn_rare_label(spec, [*confirming, *dev])
+    _warn_rare_label(spec, [*search, *confirming, *dev], [*confirming, *dev])
     return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]),
                   confirming)
 
@@ -156,16 +156,16 @@ def _warn_few_questions(spec: RunSpec, selection: list[Example], confirming: lis
                 spec.data, len(selection), questions, len(confirming), tested, gate, hint)
 
 
-def _warn_rare_label(spec: RunSpec, confirming: list[Example]) -> None:
-    """One warning when ``--gate on`` tests over items (ungrouped or ``--pooled`` data) and one value of a label of
-    few values is rare among the confirming items: the paired t then rests on those few items and can pass more
-    often than its 5% (SummaC's claims pooled, about 15 inconsistent among 200 confirming rows: shuffled labels
-    passed in 6.75% of 400 draws, the nested gate 2.0%; benchmarks/results/
-    replay-qwen1.5b-rubric-summac-polytope-pooled-families.json)."""
-    if spec.gate != "on" or (datasets.groups_of(confirming) is not None and not spec.pooled):
+def _warn_rare_label(spec: RunSpec, selection: list[Example], confirming: list[Example]) -> None:
+    """One warning when ``--gate on`` tests over items (ungrouped or ``--pooled`` data) and one value of a binary
+    label is rare among the confirming items: the paired t then rests on those few items and can pass more often than
+    its 5% (SummaC's claims pooled, about 15 inconsistent among 200 confirming rows: shuffled labels passed in 6.75%
+    of 400 draws, the nested gate 2.0%; benchmarks/results/replay-qwen1.5b-rubric-summac-polytope-pooled-families.json).
+    The grouping is the selection's, as the gate's."""
+    if spec.gate != "on" or (datasets.groups_of(selection) is not None and not spec.pooled):
         return
     counts = Counter(e.judgment for e in confirming if e.judgment is not None)
-    if not 2 <= len(counts) <= 5:
+    if len(counts) != 2:
         return
     value, held = min(counts.items(), key=lambda kv: (kv[1], kv[0]))
     if held < RARE_LABEL_ITEMS:
