@@ -95,8 +95,9 @@ def prepare_splits(spec: RunSpec) -> Splits:
     if len(search) < 4 or len(dev) < 4 or len(test) < 2:
         raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)})")
     confirming = _confirming_pool(spec, search, demo_pool, dev)
-    _warn_few_questions(spec, [*search, *confirming, *dev], [*confirming, *dev])
-    _warn_rare_label(spec, [*search, *confirming, *dev], [*confirming, *dev])
+    tested = [*confirming, *dev]
+    _warn_few_questions(spec, [*search, *tested], tested)
+    _warn_rare_label(spec, [*search, *tested], tested)
     return Splits(search, demo_pool, splits["train"], dev, test, label_range, fit_space(spec, splits["train"]),
                   confirming)
 
