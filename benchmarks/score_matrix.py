@@ -102,18 +102,22 @@ def variant_candidates(default: dict[str, Any], variants: list[dict[str, Any]]) 
     return [default, *({**default, **v} for v in variants)]
 
 
-def drift_check(judges: list, items: list, state: dict[str, Any]) -> None:
-    """Before scoring more items into a file: its first items scored again by today's code must rank as stored
-    (Spearman >= 0.95 per candidate), or the new items would not be comparable with the old."""
-    for j, judge in enumerate(judges):
-        again = [v.score if v.parsed else None for v in judge.judge_all(items)]
+def drift_check(judges: list, items: list, state: dict[str, Any], columns: list[int], chunk: int) -> None:
+    """Before scoring more items into ``columns`` of a file: their first items (up to ``chunk``, within what every
+    one of them holds) scored again by today's code must rank as stored (Spearman >= 0.95 per candidate, or the
+    same scores), or the new items would not be comparable with the old."""
+    if not columns:
+        return
+    items = items[:min(chunk, min(len(state["scores"][j]) for j in columns))]
+    for j in columns:
+        again = [v.score if v.parsed else None for v in judges[j].judge_all(items)]
         pairs = [(a, b) for a, b in zip(again, state["scores"][j]) if a is not None and b is not None]
         rho = correlation(*zip(*pairs)) if len(pairs) > 2 else None  # None: too few or constant
         gap = max((abs(a - b) for a, b in pairs), default=float("nan"))
         shown = "undefined" if rho is None else f"{rho:.3f}"
         print(f"{state['candidates'][j]['name']}: the first {len(items)} items again: Spearman {shown} with the "
               f"stored scores, at most {gap:.3g} apart", flush=True)
-        if rho is None or rho < 0.95:
+        if not gap <= 1e-6 and (rho is None or rho < 0.95):  # the same scores pass, a constant column's too
             sys.exit("today's code scores the stored items differently; start a new file (--out)")
 
 
@@ -177,15 +181,11 @@ def main() -> None:
     judges = [judge_for({**p, **data_fixed, **settled_params(spec, lm)}, spec.judge, lm, seed=spec.seed, demo_pool=pool,
                         label_range=label_range, instructions=texts) for p in candidates]
     copied = reuse(state, json.loads(args.reuse.read_text()), args.reuse.name) if args.reuse else []
+    drift_check(judges, items, state, copied, args.chunk)
     if copied:
-        drift_check([judges[j] for j in copied], items[:min(args.chunk, min(len(state["scores"][j]) for j in copied))],
-                    {"scores": [state["scores"][j] for j in copied], "candidates": [state["candidates"][j] for j in copied]})
         save(state, out, len(items))
-    started = [j for j, row in enumerate(state["scores"]) if 0 < len(row) < len(items) and j not in copied]
-    if started:
-        drift_check([judges[j] for j in started], items[:min(args.chunk, min(len(state["scores"][j]) for j in started))],
-                    {"scores": [state["scores"][j] for j in started],
-                     "candidates": [state["candidates"][j] for j in started]})
+    drift_check(judges, items, state, [j for j, row in enumerate(state["scores"])
+                                       if 0 < len(row) < len(items) and j not in copied], args.chunk)
     score_columns(state, judges, items, out, args.chunk)
 
 

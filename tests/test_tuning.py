@@ -261,3 +261,29 @@ def test_a_score_matrix_reuses_another_files_columns_on_its_first_items(tmp_path
                                        "c1": {"file": "other.json", "items": 1}}
     with pytest.raises(SystemExit, match="another lm"):
         score_matrix.reuse(state, {**other, "meta": {**base, "lm": "local:y"}}, "other.json")
+
+
+def test_a_score_matrix_rechecks_its_stored_items_before_scoring_more(tmp_path):
+    """benchmarks/score_matrix.py's drift check: the stored first items scored again must rank as stored, or be the
+    same scores (a constant column, whose Spearman is undefined, passes when unchanged); else it stops."""
+    import sys
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    import score_matrix
+
+    class Replays:  # a judge that gives these scores again: fault injection, no judging is proven here
+        def __init__(self, scores):
+            self.scores = scores
+
+        def judge_all(self, items):
+            return [SimpleNamespace(score=s, parsed=True) for s in self.scores[:len(items)]]
+
+    state = {"candidates": [{"name": "default"}, {"name": "c1"}],
+             "scores": [[1.0, 2.0, 3.0, 4.0], [3.0, 3.0, 3.0, 3.0]]}
+    items = ["a", "b", "c", "d"]
+    score_matrix.drift_check([Replays([1.1, 2.1, 3.1, 4.1]), Replays([3.0] * 4)], items, state, [0, 1], 25)
+    with pytest.raises(SystemExit, match="differently"):
+        score_matrix.drift_check([Replays([4.0, 3.0, 2.0, 1.0]), Replays([3.0] * 4)], items, state, [0], 25)
+    with pytest.raises(SystemExit, match="differently"):
+        score_matrix.drift_check([Replays([1.0] * 4), Replays([3.0, 3.0, 3.0, 2.0])], items, state, [1], 25)
