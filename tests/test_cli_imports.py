@@ -30,6 +30,7 @@ def test_the_parsers_written_out_choices_are_the_registries():
     assert cli.GATE_ITEMS_CAP == tuning.GATE_ITEMS_CAP
     assert (cli.RESCORE, cli.RESCORE_ITEMS) == (tuning.RESCORE, tuning.RESCORE_ITEMS)
     assert (cli.REPEATS, cli.FOLDS) == (stats.REPEATS, stats.FOLDS)
+    assert (cli.WIDE_FOLDS, cli.WIDE_FOLD_UNITS) == (stats.WIDE_FOLDS, stats.WIDE_FOLD_UNITS)
     assert set(cli.TABLES) == set(reproduce.TABLES)
     assert set(cli.PROBES) == set(audit.PROBES)
 

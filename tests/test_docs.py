@@ -194,20 +194,22 @@ def test_the_replay_tables_in_the_tuning_page_are_the_result_files() -> None:
 
 
 def test_the_gates_constants_read_the_same_everywhere() -> None:
-    """Every "R x F folds", "one per N confirming", "judged in N blocks" and "one-sided P% upper bound" in the docs
-    and in the commands' help is the code's own constant (the nested gate's cuts and folds, the rescored trials' rate,
-    the futility looks and their bound)."""
+    """Every "R x F folds", "R x F folds from N tested", "one per N confirming", "judged in N blocks" and "one-sided
+    P% upper bound" in the docs and in the commands' help is the code's own constant (the nested gate's cuts and
+    folds, the rescored trials' rate, the futility looks and their bound)."""
     import re
 
     from judgetune.cli._reference import reference
-    from judgetune.stats import FOLDS, REPEATS
+    from judgetune.stats import FOLDS, REPEATS, WIDE_FOLD_UNITS, WIDE_FOLDS
     from judgetune.tuning import RESCORE_ITEMS
     from judgetune.tuning._racing import FUTILITY, LOOKS
 
     root = Path(__file__).resolve().parents[1]
     texts = {p.name: p.read_text(encoding="utf-8") for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))]}
     texts["--help"] = reference()
-    expected = {r"\b(\d+)\s+x\s+(\d+)\s+folds": (REPEATS, FOLDS), r"one\s+per\s+(\d+)\s+confirming": (RESCORE_ITEMS,),
+    expected = {r"\b(\d+)\s+x\s+(\d+)\s+folds(?!\s+from)": (REPEATS, FOLDS),
+                r"\b(\d+)\s+x\s+(\d+)\s+folds\s+from\s+(\d+)\s+tested": (REPEATS, WIDE_FOLDS, WIDE_FOLD_UNITS),
+                r"one\s+per\s+(\d+)\s+confirming": (RESCORE_ITEMS,),
                 r"judged\s+in\s+(\d+)\s+blocks": (LOOKS,),
                 r"one-sided\s+(\d+)%\s+upper\s+bound": (round(100 * (1 - FUTILITY)),)}
     for pattern, values in expected.items():

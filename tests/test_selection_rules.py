@@ -9,10 +9,14 @@ import pytest
 from scipy import stats as sps
 
 from judgetune.stats import (
+    FOLDS,
     REPEATS,
+    WIDE_FOLD_UNITS,
+    WIDE_FOLDS,
     best_candidate_index,
     corrected_lower,
     figures,
+    folds_for,
     nested_gate,
     one_sided_lower,
     paired_unit_differences,
@@ -135,6 +139,35 @@ def test_the_nested_gate_finds_a_clearly_better_candidate(groups):
         found += out["passed"] and out["shipped"] == 2
         assert out["folds"] == 5 and len(out["fold_choices"]) == 5 * REPEATS
     assert found >= 36  # 90%
+
+
+def test_the_nested_gate_takes_ten_folds_from_400_tested_units():
+    """Five folds, and ten once the items that may be held out hold ``WIDE_FOLD_UNITS`` units: items, or questions
+    (the search items, never held out, do not count); the t is read with one cut's degrees of freedom."""
+    rng = np.random.default_rng(4)
+    scores, gold, _ = _matrix(rng, 500, [0.5, 1.0, 0.5])
+    for untested, folds in ((100, WIDE_FOLDS), (101, FOLDS)):
+        tested = np.arange(500) >= untested
+        out = nested_gate(scores, gold, seed=0, tested=tested, repeats=2)
+        assert (out["folds"], len(out["fold_choices"])) == (folds, 2 * folds)
+        assert f"({folds - 1} df)" in out["method"]
+    assert folds_for(WIDE_FOLD_UNITS - 1) == FOLDS and folds_for(WIDE_FOLD_UNITS) == WIDE_FOLDS
+    questions = [f"q{i // 2}" for i in range(500)]  # 250 questions: five folds
+    assert nested_gate(scores, gold, questions, seed=0, repeats=1)["folds"] == FOLDS
+
+
+@pytest.mark.slow
+def test_the_nested_gate_holds_its_level_with_ten_folds():
+    """Five candidates equally good on 450 tested items (ten folds): a tuned judge ships in at most 5% of draws (plus
+    simulation noise)."""
+    passes, draws = 0, 200
+    for seed in range(draws):
+        rng = np.random.default_rng([seed, 10])
+        scores, gold, _ = _matrix(rng, 500, [0.6] * 5)
+        out = nested_gate(scores, gold, seed=seed, tested=np.arange(500) >= 50)
+        assert out["folds"] == WIDE_FOLDS
+        passes += out["passed"]
+    assert passes / draws <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / draws)  # 8.1% at 200 draws
 
 
 def test_the_nested_gate_corrects_by_the_folds_it_made_not_the_folds_asked_for():

@@ -21,9 +21,11 @@ from judgetune.cli._options import (
     RESCORE_ITEMS,
     SAMPLERS,
     TABLES,
+    WIDE_FOLD_UNITS,
+    WIDE_FOLDS,
 )
 from judgetune.cli._parser import build_parser
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_NOTHING_JUDGED", "EXIT_USER_ERROR", "FOLDS", "GATE_ITEMS_CAP", "GATES",
            "JUDGE_KINDS", "PICK_RULES", "PROBES", "PROTOCOLS", "REPEATS", "RESCORE", "RESCORE_ITEMS", "SAMPLERS", "TABLES",
-           "build_parser", "main"]
+           "WIDE_FOLDS", "WIDE_FOLD_UNITS", "build_parser", "main"]

@@ -34,6 +34,7 @@ GATES = ("on", "nested")  # the old rule (RunSpec(gate="off")) is a benchmark ba
 GATE_ITEMS_CAP = 2000  # --gate-items left out: every labeled non-test row up to this many (tuning.GATE_ITEMS_CAP)
 RESCORE, RESCORE_ITEMS = 4, 60  # --rescore left out: one challenger per 60 confirming rows, at least 4 (tuning's)
 REPEATS, FOLDS = 10, 5  # the nested gate's cuts and folds, for the help (stats.REPEATS, stats.FOLDS)
+WIDE_FOLDS, WIDE_FOLD_UNITS = 10, 400  # ... its folds from this many tested rows on (stats.WIDE_FOLDS, ...)
 PICK_RULES = ("spearman", "mae")
 TABLES = ("nrp-paper", "ragchecker")
 PROBES = ("position", "verbosity", "distraction", "stability", "self_consistency", "rewrite")

@@ -20,6 +20,8 @@ from judgetune.cli._options import (
     RESCORE_ITEMS,
     SAMPLERS,
     TABLES,
+    WIDE_FOLD_UNITS,
+    WIDE_FOLDS,
     _column_options,
     _count,
     _endpoint_option,
@@ -205,7 +207,8 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
                            f"{RESCORE_ITEMS} confirming items, at least {RESCORE}, at most every trial but one)")
     gate.add_argument("--gate", default="nested", choices=GATES, help="nested (default): every labeled non-test "
                       "item chooses, every one but the search items also confirms (the choice cross-validated, "
-                      f"{REPEATS} x {FOLDS} folds, Spearman; see docs/tuning.md); on: the challenger best on the "
+                      f"{REPEATS} x {FOLDS} folds, {REPEATS} x {WIDE_FOLDS} folds from {WIDE_FOLD_UNITS} tested rows, "
+                      "Spearman; see docs/tuning.md); on: the challenger best on the "
                       "search items replaces the default only on a gain on the other items above zero by a "
                       "one-sided 5%% test")
     gate.add_argument("--gate-items", type=_count, metavar="N",

@@ -13,11 +13,14 @@ from judgetune.stats._gain_text import candidate_name, gain_parts
 from judgetune.stats._gate import (
     FOLDS,
     REPEATS,
+    WIDE_FOLD_UNITS,
+    WIDE_FOLDS,
     ahead_of_default,
     best_candidate_index,
     corrected_lower,
     cut_folds,
     figures,
+    folds_for,
     jackknife_spearman,
     nested_gate,
     one_sided_lower,
@@ -76,7 +79,8 @@ from judgetune.stats._ppi_compare import (
     win_values,
 )
 
-__all__ = ["candidate_name", "FOLDS", "REPEATS", "ahead_of_default", "best_candidate_index", "corrected_lower", "cut_folds",
+__all__ = ["candidate_name", "FOLDS", "REPEATS", "WIDE_FOLDS", "WIDE_FOLD_UNITS", "folds_for",
+           "ahead_of_default", "best_candidate_index", "corrected_lower", "cut_folds",
            "figures", "jackknife_spearman", "nested_gate", "one_sided_lower", "paired_advantages", "paired_unit_differences",
            "panel_gate", "panel_mean", "standardizers",
            "t_interval", "units_of", "units_to_pass", "best_accuracy", "bootstrap_interval", "bootstrap_mean_interval",
