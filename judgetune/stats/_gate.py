@@ -343,10 +343,10 @@ def nested_gate(scores: np.ndarray, gold: np.ndarray, groups: Sequence[str] | No
     grp = None if groups is None else [str(g) for g in groups]
     whole = grp if grp is not None else None if clusters is None else [str(c) for c in clusters]
     differences, choices, shares, made = [], [], [], 0
-    testable = n if tested is None else int(np.count_nonzero(tested))
+    testing = np.arange(n) if tested is None else np.flatnonzero(tested)
+    testable = len(testing)
     if folds is None:
-        testing = np.arange(n) if tested is None else np.flatnonzero(tested)
-        folds = folds_for(len(testing) if whole is None else len({whole[i] for i in testing}))
+        folds = folds_for(len(units_of(None if whole is None else [whole[i] for i in testing], testable)))
     figures_on = _FoldFigures(scores, gold, grp, tested)
     for r in range(repeats):
         cut = cut_folds(n, whole, folds, seed * 1009 + r, tested)
