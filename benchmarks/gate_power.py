@@ -6,7 +6,9 @@ and ``--trials`` - 1 trials that see the labels through the same noise, and one 
 search rows (``default``: as many as ``RunSpec.rescore_for`` gives for N) become the candidates, as
 ``candidate_trials`` takes them, and ``choose`` decides under the default rule (nested gate; ``--screen off``: no
 screen, tune's ``--no-screen``; ``every``: no early stopping at all). A row says how often the better trial
-shipped, how often anything did, and the judgments the choice made (the search's included).
+shipped, how often anything did, and the judgments the choice made (the search's included). With ``--out`` each
+row is written as it finishes (``"complete": false`` until the last), and a rerun of the same command takes the
+finished rows from that file and runs the rest.
 
     python benchmarks/gate_power.py [--rows 300 1000] [--rescore default 4] [--screen on off every] [--draws 60]
         [--lift 0.10 ...] [--json] [--out benchmarks/results/gate_power.json]
@@ -57,6 +59,20 @@ def one_draw(rng: np.random.Generator, spec: RunSpec, weight: float, search: int
     return candidates[chosen].params["c"] == 0, chosen != 0, int(judged)
 
 
+def row_key(row: dict) -> tuple:
+    return (row["confirming"], row["rescore_rule"], row["screen"], row["early_stop"], row["lift"], row["draws"])
+
+
+def finished_rows(out: Path | None, head: dict, seed: int) -> list[dict]:
+    """The rows of a partial ``--out`` file written by the same settings (none for a complete or other file)."""
+    if out is None or not out.exists():
+        return []
+    stored = json.loads(out.read_text(encoding="utf-8"))
+    same = stored.get("complete") is False and stored.get("seed") == seed and all(
+        stored.get(key) == value for key, value in head.items())
+    return list(stored["rows"]) if same else []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[300, 1000], help="confirming rows (N)")
@@ -74,7 +90,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    rows = []
+    head = {"rule": "nested (the default)", "trials": args.trials, "search_rows": args.search,
+            "screen_share": SCREEN_SHARE, "screen_keep": SCREEN_KEEP}
+    rows = finished_rows(args.out, head, args.seed)
     for confirming in args.rows:
         for rescore in args.rescore:
             for mode in args.screen:
@@ -82,6 +100,11 @@ def main() -> None:
                 spec = RunSpec(name="power", judge="embedding", data="planted.csv", n_trials=args.trials,
                                rescore=None if rescore == "default" else int(rescore))
                 for lift in (*args.lift, 0.0):
+                    key = (confirming, rescore, screen, early, lift, args.draws)
+                    if any(row_key(row) == key for row in rows):
+                        print(f"{confirming} rows, rescore {rescore}, screen {mode}, lift {lift:+.2f}: from {args.out}",
+                              file=sys.stderr)
+                        continue
                     rng, start = np.random.default_rng([args.seed, confirming]), time.time()
                     out = [one_draw(rng, spec, weight_for(lift), args.search, confirming, args.trials, screen, early)
                            for _ in range(args.draws)]
@@ -96,8 +119,10 @@ def main() -> None:
                           f"{lift:+.2f}: better {rows[-1]['ships_better']:.2f}, any {rows[-1]['ships_any']:.2f}, "
                           f"{rows[-1]['judgments']:.0f} judgments ({time.time() - start:.0f} s)", file=sys.stderr,
                           flush=True)
-    payload = {"rule": "nested (the default)", "trials": args.trials, "search_rows": args.search,
-               "screen_share": SCREEN_SHARE, "screen_keep": SCREEN_KEEP, "rows": rows}
+                    if args.out:
+                        _results.write_result(args.out, {**head, "seed": args.seed, "complete": False, "rows": rows},
+                                              sys.argv)
+    payload = {**head, "seed": args.seed, "complete": True, "rows": rows}
     if args.out:
         _results.write_result(args.out, payload, sys.argv)
     if args.json:
