@@ -287,3 +287,28 @@ def test_a_score_matrix_rechecks_its_stored_items_before_scoring_more(tmp_path):
         score_matrix.drift_check([Replays([4.0, 3.0, 2.0, 1.0]), Replays([3.0] * 4)], items, state, [0], 25)
     with pytest.raises(SystemExit, match="differently"):
         score_matrix.drift_check([Replays([1.0] * 4), Replays([3.0, 3.0, 3.0, 2.0])], items, state, [1], 25)
+
+
+def test_gate_power_resumes_a_partial_file_and_not_a_complete_one(tmp_path, monkeypatch):
+    """benchmarks/gate_power.py writes each row as it finishes; a rerun of the same command keeps the rows of a
+    partial file and runs the rest, and a complete file is run again from the start."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    import gate_power
+
+    out = tmp_path / "power.json"
+    argv = ["gate_power.py", "--rows", "60", "--rescore", "2", "--draws", "2", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    gate_power.main()
+    stored = json.loads(out.read_text())
+    assert stored["complete"] is True and [r["lift"] for r in stored["rows"]] == [0.10, 0.0]
+    marked = {**stored, "complete": False, "rows": [{**stored["rows"][0], "ships_better": 0.123}]}
+    out.write_text(json.dumps(marked))
+    gate_power.main()
+    resumed = json.loads(out.read_text())
+    assert resumed["complete"] is True and [r["ships_better"] for r in resumed["rows"]][0] == 0.123
+    assert resumed["rows"][1] == stored["rows"][1]  # the missing row, run again from its own seed
+    out.write_text(json.dumps({**resumed, "complete": True}))
+    gate_power.main()
+    assert json.loads(out.read_text())["rows"][0]["ships_better"] == stored["rows"][0]["ships_better"]
