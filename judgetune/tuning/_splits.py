@@ -161,7 +161,9 @@ def _warn_rare_label(spec: RunSpec, selection: list[Example], confirming: list[E
     """One warning when ``--gate on`` tests over items (ungrouped or ``--pooled`` data) and one value of a binary
     label is rare among the confirming items: the paired t then rests on those few items and can pass more often than
     its 5% (SummaC's claims pooled, about 15 inconsistent among 200 confirming rows: shuffled labels passed in 6.75%
-    of 400 draws, the nested gate 2.0%; benchmarks/results/replay-qwen1.5b-rubric-summac-polytope-pooled-families.json).
+    of 400 draws with the grading model's rubric judge and 3.0% with the embedded model's, the nested gate 2.0% and
+    1.75%; benchmarks/results/replay-qwen1.5b-rubric-summac-polytope-pooled-families.json,
+    replay-smollm2-rubric-summac-polytope-wide-pooled-families.json).
     The grouping is the selection's, as the gate's."""
     if spec.gate != "on" or (datasets.groups_of(selection) is not None and not spec.pooled):
         return
