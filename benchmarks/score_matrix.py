@@ -16,7 +16,7 @@ scored on the new items as they are, the first still the file's own default. Dem
 evaluated from the file in seconds (``benchmarks/rules.py``), with no LM time. ``--reuse FILE`` starts a new
 file's columns from another file's scores where it holds the same candidate and scored today's first items (by id;
 a wider matrix of fewer items from a narrower one of more), once the first chunk scored again by today's code ranks
-alike.
+alike (a column that does not is judged again from its first item).
 
     python benchmarks/score_matrix.py --lm local:smollm2 --judge likelihood --set sts2012-msrpar \\
         [--items 900] [--per-question N] [--candidates 8] [--chunk 50] [--demo-pool 40] [--seed 0] \\
@@ -102,13 +102,13 @@ def variant_candidates(default: dict[str, Any], variants: list[dict[str, Any]]) 
     return [default, *({**default, **v} for v in variants)]
 
 
-def drift_check(judges: list, items: list, state: dict[str, Any], columns: list[int], chunk: int) -> None:
+def drift_check(judges: list, items: list, state: dict[str, Any], columns: list[int], chunk: int) -> list[int]:
     """Before scoring more items into ``columns`` of a file: their first items (up to ``chunk``, within what every
     one of them holds) scored again by today's code must rank as stored (Spearman >= 0.95 per candidate, or the
-    same scores), or the new items would not be comparable with the old."""
+    same scores), or the new items would not be comparable with the old. Returns the columns that do not."""
     if not columns:
-        return
-    items = items[:min(chunk, min(len(state["scores"][j]) for j in columns))]
+        return []
+    items, drifted = items[:min(chunk, min(len(state["scores"][j]) for j in columns))], []
     for j in columns:
         again = [v.score if v.parsed else None for v in judges[j].judge_all(items)]
         pairs = [(a, b) for a, b in zip(again, state["scores"][j]) if a is not None and b is not None]
@@ -118,7 +118,18 @@ def drift_check(judges: list, items: list, state: dict[str, Any], columns: list[
         print(f"{state['candidates'][j]['name']}: the first {len(items)} items again: Spearman {shown} with the "
               f"stored scores, at most {gap:.3g} apart", flush=True)
         if not gap <= 1e-6 and (rho is None or rho < 0.95):  # the same scores pass, a constant column's too
-            sys.exit("today's code scores the stored items differently; start a new file (--out)")
+            drifted.append(j)
+    return drifted
+
+
+def drop_columns(state: dict[str, Any], columns: list[int], source: str) -> None:
+    """Empty reused ``columns`` that today's code scores differently: they are judged again from the first item."""
+    for j in columns:
+        name = state["candidates"][j]["name"]
+        state["scores"][j], state["failures"][j], state["seconds"][j] = [], [], 0.0
+        state["meta"]["reused"].pop(name, None)
+        print(f"{name}: --reuse {source} scored its first items differently from today's code; judged again from "
+              "the first item", flush=True)
 
 
 def main() -> None:
@@ -181,11 +192,14 @@ def main() -> None:
     judges = [judge_for({**p, **data_fixed, **settled_params(spec, lm)}, spec.judge, lm, seed=spec.seed, demo_pool=pool,
                         label_range=label_range, instructions=texts) for p in candidates]
     copied = reuse(state, json.loads(args.reuse.read_text()), args.reuse.name) if args.reuse else []
-    drift_check(judges, items, state, copied, args.chunk)
+    drifted = drift_check(judges, items, state, copied, args.chunk)
+    drop_columns(state, drifted, args.reuse.name if args.reuse else "")
+    copied = [j for j in copied if j not in drifted]
     if copied:
         save(state, out, len(items))
-    drift_check(judges, items, state, [j for j, row in enumerate(state["scores"])
-                                       if 0 < len(row) < len(items) and j not in copied], args.chunk)
+    if drift_check(judges, items, state, [j for j, row in enumerate(state["scores"])
+                                          if 0 < len(row) < len(items) and j not in copied], args.chunk):
+        sys.exit("today's code scores the stored items differently; start a new file (--out)")
     score_columns(state, judges, items, out, args.chunk)
 
 

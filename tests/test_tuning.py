@@ -265,7 +265,8 @@ def test_a_score_matrix_reuses_another_files_columns_on_its_first_items(tmp_path
 
 def test_a_score_matrix_rechecks_its_stored_items_before_scoring_more(tmp_path):
     """benchmarks/score_matrix.py's drift check: the stored first items scored again must rank as stored, or be the
-    same scores (a constant column, whose Spearman is undefined, passes when unchanged); else it stops."""
+    same scores (a constant column, whose Spearman is undefined, passes when unchanged); else the column is named
+    (the run stops for its own columns, and judges a reused column again from its first item)."""
     import sys
     from types import SimpleNamespace
 
@@ -282,11 +283,17 @@ def test_a_score_matrix_rechecks_its_stored_items_before_scoring_more(tmp_path):
     state = {"candidates": [{"name": "default"}, {"name": "c1"}],
              "scores": [[1.0, 2.0, 3.0, 4.0], [3.0, 3.0, 3.0, 3.0]]}
     items = ["a", "b", "c", "d"]
-    score_matrix.drift_check([Replays([1.1, 2.1, 3.1, 4.1]), Replays([3.0] * 4)], items, state, [0, 1], 25)
-    with pytest.raises(SystemExit, match="differently"):
-        score_matrix.drift_check([Replays([4.0, 3.0, 2.0, 1.0]), Replays([3.0] * 4)], items, state, [0], 25)
-    with pytest.raises(SystemExit, match="differently"):
-        score_matrix.drift_check([Replays([1.0] * 4), Replays([3.0, 3.0, 3.0, 2.0])], items, state, [1], 25)
+    assert score_matrix.drift_check([Replays([1.1, 2.1, 3.1, 4.1]), Replays([3.0] * 4)], items, state, [0, 1],
+                                    25) == []
+    assert score_matrix.drift_check([Replays([4.0, 3.0, 2.0, 1.0]), Replays([3.0] * 4)], items, state, [0, 1],
+                                    25) == [0]
+    assert score_matrix.drift_check([Replays([1.0] * 4), Replays([3.0, 3.0, 3.0, 2.0])], items, state, [1],
+                                    25) == [1]
+    state = {**state, "failures": [[None] * 4, [None] * 4], "seconds": [1.0, 2.0],
+             "meta": {"reused": {"default": {"file": "old.json", "items": 4}, "c1": {"file": "old.json", "items": 4}}}}
+    score_matrix.drop_columns(state, [1], "old.json")
+    assert state["scores"] == [[1.0, 2.0, 3.0, 4.0], []] and state["failures"][1] == [] and state["seconds"][1] == 0
+    assert list(state["meta"]["reused"]) == ["default"]
 
 
 def test_gate_power_resumes_a_partial_file_and_not_a_complete_one(tmp_path, monkeypatch):
