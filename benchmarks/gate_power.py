@@ -63,13 +63,12 @@ def row_key(row: dict) -> tuple:
     return (row["confirming"], row["rescore_rule"], row["screen"], row["early_stop"], row["lift"], row["draws"])
 
 
-def finished_rows(out: Path | None, head: dict, seed: int) -> list[dict]:
+def finished_rows(out: Path | None, head: dict) -> list[dict]:
     """The rows of a partial ``--out`` file written by the same settings (none for a complete or other file)."""
     if out is None or not out.exists():
         return []
     stored = json.loads(out.read_text(encoding="utf-8"))
-    same = stored.get("complete") is False and stored.get("seed") == seed and all(
-        stored.get(key) == value for key, value in head.items())
+    same = stored.get("complete") is False and all(stored.get(key) == value for key, value in head.items())
     return list(stored["rows"]) if same else []
 
 
@@ -91,8 +90,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     head = {"rule": "nested (the default)", "trials": args.trials, "search_rows": args.search,
-            "screen_share": SCREEN_SHARE, "screen_keep": SCREEN_KEEP}
-    rows = finished_rows(args.out, head, args.seed)
+            "screen_share": SCREEN_SHARE, "screen_keep": SCREEN_KEEP, "seed": args.seed}
+    rows = finished_rows(args.out, head)
     for confirming in args.rows:
         for rescore in args.rescore:
             for mode in args.screen:
@@ -120,9 +119,9 @@ def main() -> None:
                           f"{rows[-1]['judgments']:.0f} judgments ({time.time() - start:.0f} s)", file=sys.stderr,
                           flush=True)
                     if args.out:
-                        _results.write_result(args.out, {**head, "seed": args.seed, "complete": False, "rows": rows},
+                        _results.write_result(args.out, {**head, "complete": False, "rows": rows},
                                               sys.argv)
-    payload = {**head, "seed": args.seed, "complete": True, "rows": rows}
+    payload = {**head, "complete": True, "rows": rows}
     if args.out:
         _results.write_result(args.out, payload, sys.argv)
     if args.json:
