@@ -65,9 +65,10 @@ def test_thousand_requests_with_20_percent_faults_lose_nothing():
         if outcome.ok:
             assert outcome.value == answer_for(item) and tries[-1] == "ok"
             late += tries.count("ok") > 1
-        else:  # failed only when every one of its 3 attempts was a fault, and says which
-            assert tries == [t for t in tries if t in FAULTS] and len(tries) == 3
+        else:  # failed only when none of its 3 attempts answered in time, and says which
+            assert len(tries) == 3 and all(t in FAULTS or t == "ok" for t in tries)
             assert outcome.error and "gave up after 3 attempts" in outcome.error
+            late += "ok" in tries  # an answer that came after the client had given up (CI saw one) is no answer
     failed = sum(not o.ok for o in outcomes)
     assert 0 < failed < 30  # about 1000 * 0.2**3 = 8 expected
     assert late <= 10  # rare, and only on a busy machine (one in 1000 was seen in CI): never the rule
