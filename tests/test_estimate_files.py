@@ -132,9 +132,7 @@ def test_parquet_data_and_scores_give_the_jsonl_figures(run_cli, length_judge, t
 
     rows = [{"id": r["id"], "answer": r["answer"], "system": r["meta"]["system"]} for r in _labeled_rows(40)]
     for i, row in enumerate(rows):
-        row["label"] = i % 5 if i < 20 else None
-        if row["label"] is None:  # judgetune score refuses a null label; an absent one is no label
-            del row["label"]
+        row["label"] = i % 5 if i < 20 else None  # null: no label, for score as for estimate
     _jsonl(tmp_path / "d.jsonl", rows)
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
     figures = []
@@ -188,3 +186,60 @@ def test_the_python_api_names_rows_in_memory_and_refuses_a_missing_by(length_jud
     assert "judgetune-estimate-" not in str(caught.value)
     with pytest.raises(JudgetuneError, match=r"^by=None: expected a column"):
         judgetune.estimate(str(length_judge), rows, by=None)
+
+
+def _labeled_data(tmp_path: Path) -> Path:
+    """Outputs of two systems, three labeled rows each (so that a labels file that adds nothing would go unseen)."""
+    return _jsonl(tmp_path / "d.jsonl", _labeled_rows(12))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("id,rating\nr6,3\nr7,4\n", r"label: expected a label on at least one row, found none in any row "
+                                  r"\(columns: 'id', 'rating'\); .* --label COLUMN"),
+    ("", r"label: expected a label on at least one row, found none in a row: the file is empty"),
+    ("id;label\nr6;3\nr7;4\n", r"id: expected an id column .*found 'id;label'; the file looks separated by "
+                                 r"semicolons"),
+])
+def test_a_labels_file_that_adds_no_label_is_refused_not_ignored(run_cli, length_judge, tmp_path, text, expected):
+    labeled = tmp_path / "labels.csv"
+    labeled.write_text(text, encoding="utf-8")
+    code, out, err = run_cli(["estimate", "--config", str(length_judge), "--data", str(_labeled_data(tmp_path)),
+                              "--by", "system", "--labeled", str(labeled)])
+    assert code == 2 and out == ""
+    assert re.search(rf"labels.csv: {expected}", err), err
+    assert len(err.strip().splitlines()) <= 2 and "Traceback" not in err  # one line, not one per row
+
+
+def test_a_labels_files_problems_name_its_own_lines(length_judge, tmp_path):
+    from judgetune.estimating import estimate_files
+
+    data = _labeled_data(tmp_path)
+    off = tmp_path / "off.csv"
+    off.write_text("id,label\nr6,2\nr7,7\n", encoding="utf-8")
+    with pytest.raises(JudgetuneError, match=r"off.csv:3: label: expected a label on the judge's scale 0-5"):
+        estimate_files(length_judge, data, "system", labeled=off)
+    twice = tmp_path / "twice.csv"
+    twice.write_text("id,label\nr6,2\nr8,1\nr6,2\n", encoding="utf-8")
+    with pytest.raises(DataValidationError, match=r"twice.csv:4: id: expected each id once, found 'r6' again "
+                                                  r"\(first on line 2\)"):
+        estimate_files(length_judge, data, "system", labeled=twice)
+    unequal = tmp_path / "unequal.csv"
+    unequal.write_text("id,label,sampling_probability\nr6,2,0.5\nr8,1,0.25\n", encoding="utf-8")
+    with pytest.raises(JudgetuneError, match=r"unequal.csv:3 and .*unequal.csv:2: the labeled rows of system 'A' "
+                                             r"were drawn with unequal probabilities"):
+        estimate_files(length_judge, data, "system", labeled=unequal)
+
+
+@pytest.mark.parametrize("chance", [0, -1, 2])
+def test_a_sampling_probability_off_zero_to_one_is_refused_in_every_file(length_judge, tmp_path, chance):
+    from judgetune.estimating import estimate_files
+
+    rows = _labeled_rows(12)
+    rows[2]["sampling_probability"] = chance
+    expected = r"sampling_probability: expected the chance the row was drawn to be labeled, a number in \(0, 1\]"
+    with pytest.raises(DataValidationError, match=rf"d.jsonl:3: {expected}"):  # Arrow's way in and the row reader's
+        estimate_files(length_judge, _jsonl(tmp_path / "d.jsonl", rows), "system")
+    labeled = tmp_path / "labels.csv"
+    labeled.write_text(f"id,label,sampling_probability\nr6,2,0.5\nr7,1,{chance}\n", encoding="utf-8")
+    with pytest.raises(DataValidationError, match=rf"labels.csv:3: {expected}"):
+        estimate_files(length_judge, _labeled_data(tmp_path), "system", labeled=labeled)

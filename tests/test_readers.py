@@ -74,7 +74,8 @@ def test_every_bad_row_reported_at_once_with_file_line_field(tmp_path):
         f"{path}:6: label: expected a number in [0, 5], found 9.0",
         f"{path}:7: row: expected a JSON object, found a JSON array",
         f"{path}:8: lable: expected a known field (id, question, answer, references, reference, context, answer_b, "
-        "preference, label, group, meta); put extra data under 'meta', found 2",
+        "preference, label, group, meta); put extra data under 'meta' (or map the file's columns with --field or "
+        "--label: the others are kept under meta), found 2",
         f"{path}:9: id: expected a unique id, found '1' already used on line 1",
         f"{path}:10: label: expected a number, found true",
         f"{path}:11: label: expected a finite number, found NaN",

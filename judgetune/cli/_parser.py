@@ -383,16 +383,19 @@ def _add_estimate(commands: argparse._SubParsersAction) -> None:
     data, model, output = _groups(est, "data", "model", "output")
     model.add_argument("--config", required=True, type=Path, metavar="FILE", help="the frozen judge (judge.json)")
     data.add_argument("--data", required=True, metavar="NAME|FILE", help="the outputs: a row per output, each "
-                      "system's name in the --by column, human labels on a uniform random sample of the rows")
+                      "system's name in the --by column; the human labels of a uniform random sample of the rows "
+                      "here or in --labeled")
     data.add_argument("--by", required=True, metavar="SYSTEM|A,B", help="the column (or meta key) naming each row's "
                       "system (model, prompt variant, pipeline); A,B for pairwise rows (the systems of answer and "
                       "answer_b): win rates")
     model.add_argument("--scores", type=Path, metavar="FILE", help="the scores judgetune score wrote for --data with "
-                       "--config: nothing is scored again (no LM runs; default: --config scores --data)")
+                       "--config (judgetune score --label label keeps the system column under meta): nothing is "
+                       "scored again (no LM runs; default: --config scores --data)")
     data.add_argument("--labeled", type=Path, metavar="FILE", help="labels collected apart (rows with the ids of "
-                      "--data and the label, e.g. the rows of pick --for estimate, labeled; default: --data's own)")
-    data.add_argument("--scale", type=_scale, metavar="LOW-HIGH", help="the human scale of the labels (must be the "
-                      "judge's; default: the judge's)")
+                      "--data and the label, e.g. the rows of pick --for estimate, labeled; read with the same --field "
+                      "and --label; default: --data's own)")
+    data.add_argument("--scale", type=_scale, metavar="LOW-HIGH", help="a check: the human scale the labels are on, "
+                      "refused unless it is the judge's (default: the judge's, unchecked)")
     _column_options(data)
     model.add_argument("--fit", choices=("score", "signals"), help="fit a judge on these labels and estimate with it "
                        "(cross-fitted over folds of every system's labels, so no label checks a model that saw it): "

@@ -338,6 +338,8 @@ def example_from_record(record: dict[str, Any], *, where: str, default_id: str, 
         return None
     target = "preference" if "answer_b" in record else "label"
     fields = dict(record)
+    if not require_label and fields.get(target, 0) is None:  # a null label is no label, where none is needed
+        del fields[target]
     if "references" in record and "reference" in record:
         problems.append(f"{where}: {shown('reference')}: expected either 'reference' or 'references', not both, "
                         f"found {describe(fields.pop('reference'))}")
@@ -346,7 +348,8 @@ def example_from_record(record: dict[str, Any], *, where: str, default_id: str, 
         row = ExampleRow.model_validate(fields, context={"scale": scale, "target": target})
     except ValidationError as err:
         problems.extend(problems_from(err, where, known=f"a known field ({', '.join(FIELDS)}); put extra data "
-                                                        "under 'meta'", names=names))
+                                                        "under 'meta' (or map the file's columns with --field or "
+                                                        "--label: the others are kept under meta)", names=names))
     if "preference" in record and "answer_b" not in record:
         problems.append(f"{where}: {shown('answer_b')}: expected text (a row with a preference compares answer with "
                         "answer_b), found nothing")

@@ -4,9 +4,9 @@ parsed by Arrow and its columns taken whole, so that 8 systems x 100k rows are r
 Arrow takes only a file that ``judgetune.datasets``' reader would read the same, without a word: a regular file
 (checked before any read, so a FIFO never blocks), no row past the per-row size limit, no repeated key (Arrow
 refuses one), no nesting past the reader's depth limit, no byte-order mark or blank line; every row with a string
-id (all distinct), a string system, a finite number or nothing as label and sampling probability, and one kind of
-row (pointwise or pairwise). Anything else returns None and that reader reads the file, naming each bad row with
-its line.
+id (all distinct), a string system, a finite number or nothing as label, a number in (0, 1] or nothing as sampling
+probability, and one kind of row (pointwise or pairwise). Anything else returns None and that reader reads the
+file, naming each bad row with its line.
 """
 
 from __future__ import annotations
@@ -174,6 +174,8 @@ def fast_observations(path: str | Path, by: Sequence[str]) -> Observations | Non
         return None
     labels = _numbers(_column(table, "preference" if pairwise else "label"), rows)
     probabilities = _numbers(_column(table, PROBABILITY), rows)
+    if probabilities is not None and np.any((probabilities <= 0) | (probabilities > 1)):  # nan compares False
+        probabilities = None  # the row reader names each probability off (0, 1]
     inputs = _inputs(table)
     if labels is None or probabilities is None or inputs is None:
         return None

@@ -48,7 +48,7 @@ def check_scale(obs: Observations, judge: tuple[float, float], config: str, *,
     if len(off):
         first = off[0]
         name = "preference" if obs.pairwise else "label"
-        raise JudgetuneError(f"{obs.where}:{obs.lines[first]}: {name}: expected a label on the judge's scale {shown} "
+        raise JudgetuneError(f"{obs.label_line(first)}: {name}: expected a label on the judge's scale {shown} "
                              f"({config}), found {_number(labels[first])} ({len(off)} label(s) lie outside it); "
                              "estimate with a judge tuned on this file's scale")
 
@@ -74,12 +74,14 @@ def _equal_probabilities(obs: Observations) -> None:
     groups = [(None, np.ones(len(obs), dtype=bool))] if obs.pairwise else [
         (name, obs.system == code) for code, name in enumerate(obs.names)]
     for name, group in groups:
-        values = obs.probabilities[group & recorded]
+        rows = np.flatnonzero(group & recorded)
+        values = obs.probabilities[rows]
         if len(values) and not np.allclose(values, values[0], rtol=1e-6):
             who = "the comparisons" if name is None else f"system {name!r}"
-            raise JudgetuneError(f"{obs.where}: the labeled rows of {who} were drawn with unequal probabilities "
-                                 f"({values.min():.3g} to {values.max():.3g}); estimate needs a uniform random "
-                                 "sample per system (judgetune pick --for estimate)")
+            low, high = rows[np.argmin(values)], rows[np.argmax(values)]
+            raise JudgetuneError(f"{obs.label_line(low)} and {obs.label_line(high)}: the labeled rows of {who} were "
+                                 f"drawn with unequal probabilities ({values.min():.3g} to {values.max():.3g}); "
+                                 "estimate needs a uniform random sample per system (judgetune pick --for estimate)")
 
 
 def _probabilities(obs: Observations, all_sides: list[Side]) -> list[str]:

@@ -16,7 +16,7 @@ import numpy as np
 from judgetune.datasets import describe
 from judgetune.errors import DataValidationError, JudgetuneError
 from judgetune.estimating._arrow import fast_scores
-from judgetune.estimating._rows import PROBABILITY, Observations, _number, _take, is_nan, no_gc, records
+from judgetune.estimating._rows import PROBABILITY, Observations, _number, _take, is_nan, no_gc, probability, records
 
 __all__ = ["join_labels", "join_scores", "refuse_other_judge", "scored_by"]
 
@@ -71,23 +71,37 @@ def join_scores(obs: Observations, path: str | Path) -> None:
 def join_labels(obs: Observations, path: str | Path, *, fields: dict[str, str] | None = None,
                 label: str | None = None) -> int:
     """Add the labels of ``path`` (rows with an ``id`` of the data, the label, and the sampling probability
-    when recorded) to ``obs``; returns how many were added. A row whose label is null or empty adds none.
+    when recorded) to ``obs``; returns how many were added. A row whose label is null or empty adds none, but a
+    file with no label at all is refused: it is the wrong file, or its label column has another name.
 
     Raises:
-        DataValidationError: a label of no row, a label that is no number or contradicts the data's own.
+        DataValidationError: a label of no row, a repeated id, a label that is no number or contradicts the data's
+            own, a file without an id column or without a single label.
     """
-    path, problems, added = Path(path), [], 0
-    index = _index(obs)
+    path, problems, rows, added = Path(path), [], 0, 0
+    index, first_line, columns = _index(obs), {}, {}
     name = label or ("preference" if obs.pairwise else "label")
     key = (fields or {}).get("id", "id")
+    no_id: list[str] = []  # a row without the id column: one line for all when no row has one
+    labeled = 0
     for line, record in records(path, problems, fields=fields, label=label):
-        where = f"{path}:{line}"
+        where, rows = f"{path}:{line}", rows + 1
+        columns.update(dict.fromkeys(record))
         row_id = record.get(key)
+        if row_id is None:
+            no_id.append(f"{where}: {key}: expected the id of a row of {obs.where} (the picked file carries each "
+                         "row's), found nothing")
+            continue
         i = index.get(str(row_id)) if isinstance(row_id, (str, int)) and not isinstance(row_id, bool) else None
         if i is None:
             problems.append(f"{where}: {key}: expected the id of a row of {obs.where} (the picked file carries "
                             f"each row's), found {describe(row_id)}")
             continue
+        if i in first_line:
+            problems.append(f"{where}: {key}: expected each id once, found {row_id!r} again (first on line "
+                            f"{first_line[i]})")
+            continue
+        first_line[i] = line
         value = record.get(name)
         if is_nan(value):
             obs.nan_labels += 1
@@ -95,18 +109,37 @@ def join_labels(obs: Observations, path: str | Path, *, fields: dict[str, str] |
         value = _number(value, where, name, problems)
         if math.isnan(value):
             continue
+        labeled += 1
         if not math.isnan(obs.labels[i]) and obs.labels[i] != value:
             problems.append(f"{where}: {name}: expected the label {obs.where} gives row {obs.ids[i]!r} "
                             f"({obs.labels[i]:g}) or none, found {value:g}")
             continue
-        probability = _number(_take(record, PROBABILITY), where, PROBABILITY, problems)
+        chance = probability(_take(record, PROBABILITY), where, problems)
         added += math.isnan(obs.labels[i])
         obs.labels[i] = value
-        if not math.isnan(probability):
-            obs.probabilities[i] = probability
+        obs.label_where[i] = where
+        if not math.isnan(chance):
+            obs.probabilities[i] = chance
+    found = ", ".join(map(repr, columns)) or "no column"
+    if rows and len(no_id) == rows:
+        problems.insert(0, f"{path}: {key}: expected an id column (the picked file carries each row's id), found "
+                           f"{found}{_delimiter_hint(columns)}")
+    else:
+        problems[:0] = no_id
+    if not problems and not labeled:
+        what = "any row" if rows else "a row: the file is empty"
+        problems.append(f"{path}: {name}: expected a label on at least one row, found none in {what} (columns: "
+                        f"{found}); fill in the labels, or name their column with --label COLUMN")
     if problems:
         raise DataValidationError(problems)
     return added
+
+
+def _delimiter_hint(columns: dict[str, None]) -> str:
+    """A hint when the one column read holds a semicolon or a tab: the file is not comma-separated."""
+    if len(columns) == 1 and any(mark in next(iter(columns)) for mark in ";\t"):
+        return "; the file looks separated by semicolons or tabs: save it with commas (CSV) or as a .tsv file"
+    return ""
 
 
 def scored_by(scores: str | Path, config_dict: dict) -> bool | None:

@@ -23,7 +23,7 @@ import numpy as np
 from judgetune.datasets import Example, FieldMap, ascii_number, describe, example_from_record, iter_records
 from judgetune.errors import DataValidationError
 
-__all__ = ["PROBABILITY", "Observations", "from_examples", "is_nan", "no_gc", "read_data", "records"]
+__all__ = ["PROBABILITY", "Observations", "from_examples", "is_nan", "no_gc", "probability", "read_data", "records"]
 
 PROBABILITY = "sampling_probability"
 
@@ -48,6 +48,11 @@ class Observations:
     examples: list[Example] | None = None
     scale: tuple[float, float] | None = None  # the data's own human scale, when known (a catalog source's)
     nan_labels: int = 0  # labels given as NaN, taken for no label
+    label_where: dict[int, str] = field(default_factory=dict)  # row -> "FILE:LINE" of a label joined from another file
+
+    def label_line(self, row: int) -> str:
+        """Where row ``row``'s label was read: the labels file's line when it was joined from one."""
+        return self.label_where.get(row, f"{self.where}:{self.lines[row]}")
 
     @property
     def pairwise(self) -> bool:
@@ -109,6 +114,18 @@ def _number(value: Any, where: Any, what: str, problems: list[str]) -> float:
     if not math.isfinite(number):
         problems.append(f"{where}: {what}: expected a finite number, or nothing for an unlabeled row (null, an "
                         f"empty cell), found {describe(number)}")
+        return math.nan
+    return number
+
+
+def probability(value: Any, where: Any, problems: list[str]) -> float:
+    """A recorded sampling probability: nan when absent, else a number in (0, 1] (a problem otherwise)."""
+    number = _number(value, where, PROBABILITY, problems)
+    if not math.isnan(number) and not 0 < number <= 1:
+        if isinstance(where, tuple):
+            where = f"{where[0]}:{where[1]}"
+        problems.append(f"{where}: {PROBABILITY}: expected the chance the row was drawn to be labeled, a number in "
+                        f"(0, 1], found {number:g}")
         return math.nan
     return number
 
@@ -182,7 +199,7 @@ def _kind_problem(columns: _Columns, pairwise: bool, line: int) -> str | None:
 def _add_row(columns: _Columns, record: dict[str, Any], line: int, problems: list[str]) -> None:
     before = len(problems)
     codes = [columns.system(_take(record, b), line, b, problems) for b in columns.by]
-    probability = _number(_take(record, PROBABILITY), (columns.path, line), PROBABILITY, problems)
+    chance = probability(_take(record, PROBABILITY), (columns.path, line), problems)
     if columns.mapping:
         record, extra = columns.mapping.apply(record)
         problems.extend(f"{columns.path}:{line}: {p}" for p in extra)
@@ -215,7 +232,7 @@ def _add_row(columns: _Columns, record: dict[str, Any], line: int, problems: lis
         column.append(code)
     columns.input_codes.append(columns.input(record))
     columns.labels.append(label)
-    columns.probabilities.append(probability)
+    columns.probabilities.append(chance)
     if columns.keep:
         columns.examples.append(example)
 
@@ -240,10 +257,10 @@ def _quick(columns: _Columns, rows: Iterator[tuple[int, dict[str, Any]]]) -> Ite
         meta = meta if meta.__class__ is dict else {}
         systems = [record.get(b) or meta.get(b) for b in by]
         row_id, label = record.get("id"), record.get(name)
-        probability = record.get(PROBABILITY, meta.get(PROBABILITY))
+        chance = record.get(PROBABILITY, meta.get(PROBABILITY))
         if not isinstance(row_id, str) or row_id in seen or ("answer_b" in record) != pairwise or \
                 not (label is None or label.__class__ in numbers and math.isfinite(label)) or \
-                not (probability is None or probability.__class__ in numbers and math.isfinite(probability)) or \
+                not (chance is None or chance.__class__ in numbers and 0 < chance <= 1) or \
                 not all(v.__class__ is str and v and not v.isspace() for v in systems) or not row_id.strip():
             yield line, record
             continue
@@ -261,7 +278,7 @@ def _quick(columns: _Columns, rows: Iterator[tuple[int, dict[str, Any]]]) -> Ite
             code = inputs[("group", group)] = len(inputs)
         columns.input_codes.append(code)
         columns.labels.append(nan if label is None else label)
-        columns.probabilities.append(nan if probability is None else probability)
+        columns.probabilities.append(nan if chance is None else chance)
 
 
 def read_data(path: str | Path, by: Sequence[str], *, fields: dict[str, str] | None = None,
@@ -304,7 +321,7 @@ def from_examples(examples: Sequence[Example], by: Sequence[str], where: str) ->
             column.append(code)
         columns.input_codes.append(columns.input({"group": example.group, "question": example.question}))
         columns.labels.append(math.nan if example.judgment is None else example.judgment)
-        columns.probabilities.append(_number(example.meta.get(PROBABILITY), row, PROBABILITY, problems))
+        columns.probabilities.append(probability(example.meta.get(PROBABILITY), row, problems))
         columns.examples.append(example)
     if problems:
         raise DataValidationError(problems)
