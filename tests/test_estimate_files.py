@@ -243,3 +243,13 @@ def test_a_sampling_probability_off_zero_to_one_is_refused_in_every_file(length_
     labeled.write_text(f"id,label,sampling_probability\nr6,2,0.5\nr7,1,{chance}\n", encoding="utf-8")
     with pytest.raises(DataValidationError, match=rf"labels.csv:3: {expected}"):
         estimate_files(length_judge, _labeled_data(tmp_path), "system", labeled=labeled)
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv"])
+def test_a_by_column_no_row_has_is_said_once(run_cli, length_judge, tmp_path, suffix):
+    rows = [{"id": r["id"], "answer": r["answer"], "system": r["meta"]["system"]} for r in _labeled_rows(12)]
+    data = _jsonl(tmp_path / "d.jsonl", rows) if suffix == "jsonl" else _write_csv(tmp_path / "d.csv", rows, ids=False)
+    code, out, err = run_cli(["estimate", "--config", str(length_judge), "--data", str(data), "--by", "model"])
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"d.{suffix}: --by model: expected a column (or meta key) 'model' naming each row's system, found none " \
+           f"in any row (columns of the first row: id, answer, system)" in err

@@ -154,6 +154,9 @@ class _Columns:
         self.examples: list[Example] = []
         self.seen: dict[str, int] = {}
         self.nan_labels = 0
+        self.slow_rows = 0  # rows read by _add_row
+        self.without: dict[str, int] = dict.fromkeys(by, 0)  # rows without a --by column
+        self.first_columns: list[str] = []  # the first row's columns and meta keys, to name in an error
 
     def observations(self, where: str) -> Observations:
         second = np.asarray(self.codes[1], dtype=int) if len(self.by) == 2 else None
@@ -163,6 +166,8 @@ class _Columns:
                             np.full(len(self.ids), np.nan), self.examples if self.keep else None)
 
     def system(self, value: Any, line: int, name: str, problems: list[str]) -> int:
+        if value is None:
+            self.without[name] += 1
         if value.__class__ is not str and (value is None or isinstance(value, (dict, list, bool))) or \
                 not str(value).strip():
             problems.append(f"{self.path}:{line}: {name}: expected the system's name (--by {name}), found "
@@ -198,6 +203,11 @@ def _kind_problem(columns: _Columns, pairwise: bool, line: int) -> str | None:
 
 def _add_row(columns: _Columns, record: dict[str, Any], line: int, problems: list[str]) -> None:
     before = len(problems)
+    if not columns.slow_rows:
+        meta = record.get("meta")
+        columns.first_columns = [k for k in record if k != "meta"] + (
+            [f"meta.{k}" for k in meta] if meta.__class__ is dict else [])
+    columns.slow_rows += 1
     codes = [columns.system(_take(record, b), line, b, problems) for b in columns.by]
     chance = probability(_take(record, PROBABILITY), (columns.path, line), problems)
     if columns.mapping:
@@ -299,6 +309,10 @@ def read_data(path: str | Path, by: Sequence[str], *, fields: dict[str, str] | N
             _add_row(columns, record, line, problems)
     if not columns.ids and not problems:
         problems.append(f"{path}: expected at least one row, found none")
+    absent = [b for b, n in columns.without.items() if n and n == columns.slow_rows and not columns.ids]
+    if absent:  # one line, not two a row: the column is not there at all
+        problems = [f"{path}: --by {','.join(by)}: expected a column (or meta key) {absent[0]!r} naming each row's "
+                    f"system, found none in any row (columns of the first row: {', '.join(columns.first_columns)})"]
     if problems:
         raise DataValidationError(problems)
     columns.seen = {}
