@@ -385,7 +385,7 @@ def read_config_json(path: Path) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"{shown(path)}: no such judge config") from None
     except DataValidationError as err:
-        raise ConfigError(str(err)) from None
+        raise ConfigError(str(DataValidationError(err.problems, within="the judge config"))) from None
 
 
 JudgeConfigModel = JudgeConfig  # the one schema, under its former name

@@ -13,10 +13,11 @@ class JudgetuneError(Exception):
 class DataValidationError(JudgetuneError, ValueError):
     """One or more rows of a data file do not fit the Example schema.
 
-    ``problems`` holds every problem found, each as ``file:line: field: expected ..., found ...``.
+    ``problems`` holds every problem found, each as ``file:line: field: expected ..., found ...``; ``within``
+    names what holds them in the heading of several (a judge config's are not "in the data").
     """
 
-    def __init__(self, problems: list[str] | str, *, shown: int = 50):
+    def __init__(self, problems: list[str] | str, *, shown: int = 50, within: str = "the data"):
         # a text is its lines (never its characters); each problem is one line, whatever names it holds
         self.problems = [_CONTROL.sub(_escaped, p) for p in (problems.splitlines() if isinstance(problems, str)
                                                              else problems)]
@@ -25,7 +26,7 @@ class DataValidationError(JudgetuneError, ValueError):
         if len(self.problems) == 1:  # one problem: one line, where and what
             super().__init__(self.problems[0])
             return
-        text = f"{len(self.problems)} problem(s) in the data:\n" + "\n".join(head)
+        text = f"{len(self.problems)} problem(s) in {within}:\n" + "\n".join(head)
         if more:
             text += f"\n... and {more} more"
         super().__init__(text)

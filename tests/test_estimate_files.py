@@ -253,3 +253,18 @@ def test_a_by_column_no_row_has_is_said_once(run_cli, length_judge, tmp_path, su
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"d.{suffix}: --by model: expected a column (or meta key) 'model' naming each row's system, found none " \
            f"in any row (columns of the first row: id, answer, system)" in err
+
+
+def test_an_unvalidated_judge_figure_keeps_the_table_in_line(run_cli, length_judge, tmp_path):
+    rows = _labeled_rows(12)
+    for row in rows[1:6:2]:  # system B keeps one label: its judge-only figure is unvalidated
+        row["label"] = None if row["id"] != "r1" else row["label"]
+    code, out, err = run_cli(["estimate", "--config", str(length_judge), "--data",
+                              str(_jsonl(tmp_path / "d.jsonl", rows)), "--by", "system"])
+    assert code == 0, err
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("system "))
+    column = header.index("labels only")
+    table = lines[lines.index(header) + 1:lines.index(header) + 3]
+    assert len(table) == 2 and any("(unvalidated)" in line for line in table)
+    assert all(line[column - 2:column] == "  " and line[column] != " " for line in table), out

@@ -151,6 +151,18 @@ def test_a_schema_version_of_another_type_is_said_once(tmp_path, run_cli, value,
     assert err.splitlines() == [f"judgetune: error: {path}: schema_version: expected the integer 1, found {found}"]
 
 
+def test_several_problems_of_a_judge_json_are_headed_as_the_judge_configs(tmp_path, run_cli):
+    judge = make_judge("overlap", train=[], label_range=(0.0, 5.0))
+    data = JudgeConfig.from_judge(judge, lm=None, calibrator=None, label_range=(0.0, 5.0)).to_dict()
+    path = tmp_path / "judge.json"
+    path.write_text(json.dumps({**data, "label_range": ["a", "b"]}))
+    code, _, err = run_cli(["score", "--config", str(path), "--data", str(tmp_path / "d.jsonl"),
+                            "--out", str(tmp_path / "o.jsonl")])
+    assert code == 2
+    assert err.splitlines()[0] == "judgetune: error: 2 problem(s) in the judge config:"
+    assert len(err.splitlines()) == 3 and all("label_range[" in line for line in err.splitlines()[1:])
+
+
 def test_a_kind_registered_later_loads_from_judge_json(monkeypatch):
     """``KINDS`` is read from the registry at every use, so a kind added with ``register`` also loads."""
     from judgetune.judges import KINDS, LengthJudge, _registry, register

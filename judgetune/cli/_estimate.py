@@ -92,14 +92,15 @@ def _table(result: Any) -> str:
     pairs = [f"{shown(r['b'])} - {shown(r['a'])}" for r in result.pairs]
     wide = max([20, *map(len, systems)])
     method = "cross (fitted)" if result.method == "cross" else "PPI++"
+    judges = [_figure(r["judge"]) + ("" if r["judge_note"] == "biased" else " (unvalidated)") for r in result.systems]
+    judge_wide = max([14, *map(len, judges)])
     lines = [f"{result.measure} per system on the scale {low:g} to {high:g}, {level} intervals over every row of the "
              "file (as if all were labeled)",
-             f"{'system':<{wide}} {'rows':>7} {'labeled':>7}  {'judge (biased)':>14}  {'labels only':<24} "
+             f"{'system':<{wide}} {'rows':>7} {'labeled':>7}  {'judge (biased)':>{judge_wide}}  {'labels only':<24} "
              f"{method:<24} {'labels worth':>12}"]
-    for name, r in zip(systems, result.systems):
-        judge = _figure(r["judge"]) + ("" if r["judge_note"] == "biased" else " (unvalidated)")
+    for name, r, judge in zip(systems, result.systems, judges):
         worth = "-" if r["labels_worth"] is None else f"{r['labels_worth']:.2f}x"
-        lines.append(f"{name:<{wide}} {r['rows']:>7} {r['labeled']:>7}  {judge:>14}  "
+        lines.append(f"{name:<{wide}} {r['rows']:>7} {r['labeled']:>7}  {judge:>{judge_wide}}  "
                      f"{_interval(r, 'labels', 'labels_low', 'labels_high'):<24} "
                      f"{_interval(r, 'ppi', 'ppi_low', 'ppi_high'):<24} {worth:>12}")
     wide = max([30, *map(len, pairs)])
