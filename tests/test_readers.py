@@ -162,3 +162,25 @@ def test_a_jsonl_row_cut_short_is_reported_on_its_own_line(tmp_path):
         read_examples(path)
     assert f"{path}:3: row: expected a JSON object, found invalid JSON" in str(err.value)
     assert f"{path}:4:" not in str(err.value)
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_a_label_column_no_row_has_is_said_when_a_label_column_is_passed_over(tmp_path, caplog, suffix):
+    rows = [{"id": str(i), "answer": f"a{i}", "label": i % 5} for i in range(4)]
+    path = tmp_path / f"d.{suffix}"
+    if suffix == "csv":
+        path.write_text("id,answer,label\n" + "".join(f"{r['id']},{r['answer']},{r['label']}\n" for r in rows))
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level("WARNING", logger="judgetune"):
+        unlabeled = read_examples(path, require_label=False, label="rating")  # a typo for the file's 'label'
+    assert [e.label for e in unlabeled] == [None] * 4 and [str(e.meta["label"]) for e in unlabeled] == ["0", "1", "2", "3"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"warning: --label rating: no row of {path} has a column 'rating', so every row is unlabeled; its column "
+        "'label' is kept under meta, not read as the label (drop --label, or name that column)"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="judgetune"):
+        assert [e.label for e in read_examples(path, require_label=False, label="label")] == [0, 1, 2, 3]
+        new = jsonl(tmp_path / "new.jsonl", {"id": "n", "answer": "x"})  # new data, read as the tuned data was
+        assert read_examples(new, require_label=False, label="score")[0].label is None
+    assert caplog.records == []

@@ -111,6 +111,15 @@ def test_changed_settings_under_one_run_name_are_refused(run, env, capsys):
     assert "exists with other settings (fixed)" in capsys.readouterr().err
 
 
+def test_a_refused_lm_spec_leaves_no_study_to_block_the_corrected_command(env, tmp_path, capsys):
+    args = ["--data", "sts2012-msrpar", "--trials", "1", "--search-items", "6", "--dev-items", "6", "--test-items",
+            "6", "--run", "fixed", "--runs-dir", str(tmp_path)]
+    assert main(["tune", "--judge", "rubric", "--lm", "nosuch:model", *args]) == 2
+    assert "LM spec 'nosuch:model'" in capsys.readouterr().err and not (tmp_path / "fixed").exists()
+    assert main(["tune", "--judge", "bm25", *args]) == 0  # the same run name, the spec corrected (a judge without LM)
+    assert (tmp_path / "fixed" / "judge.json").is_file()
+
+
 @pytest.mark.parametrize("field, value, message", [
     ("schema_version", 99, "schema_version: expected 1"),
     ("judge", "oracle", "judge: expected one of"),

@@ -117,7 +117,9 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
     seen: dict[str, int] = {}
     names = mapping.names()
     to_meta: dict[str, None] = {}
+    labels_read = 0  # rows holding the --label column
     for line, record in rows:
+        labels_read += mapping.label in record
         if mapping:
             to_meta.update(dict.fromkeys(mapping.extra_columns(list(record))))
             record, meta_problems = mapping.apply(record)
@@ -138,6 +140,11 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
         raise DataValidationError(problems)
     if to_meta:
         log.info("%s: column(s) %s not mapped to an Example field: kept under meta", path, ", ".join(to_meta))
+    passed_over = [c for c in ("label", "preference") if c in to_meta]
+    if mapping.label is not None and not labels_read and passed_over:  # a mistyped --label, most likely
+        log.warning("warning: --label %s: no row of %s has a column %r, so every row is unlabeled; its column %r is "
+                    "kept under meta, not read as the label (drop --label, or name that column)", mapping.label,
+                    path, mapping.label, passed_over[0])
     return examples
 
 

@@ -316,16 +316,27 @@ def tune(spec: RunSpec, *, runs_dir: str | Path = "runs", storage: str | optuna.
         The frozen config, the run folder, and the study.
     """
     splits = prepare_splits(spec)  # bad data is refused before a run folder or a study exists
-    run_dir = make_folder(Path(runs_dir) / spec.name)
-    with exclusive(run_dir / LOCK_NAME, f"run {spec.name} ({run_dir})"):  # one tune per run at a time
-        try:
-            return _tune_locked(spec, splits, run_dir, storage=storage, heartbeat=heartbeat, timeout=timeout, lm=lm,
-                                sampler=sampler, progress=progress, reject=reject, n_resamples=n_resamples)
-        except Exception as err:
-            if not run_dir.is_dir() or (storage is None and not (run_dir / "study.db").is_file()):
-                raise RunRemovedError(f"run {spec.name}: its folder {run_dir} (or its study.db) was removed while "
-                                      "tuning; nothing was saved. Run the command again to start afresh") from err
-            raise
+    own = lm is None
+    if own:  # and so is an LM spec or endpoint: no study is left to block the corrected command
+        lm = load_run_lm(spec, timeout=timeout)
+    proposer = None
+    try:
+        proposer = load_proposer(spec, lm)
+        run_dir = make_folder(Path(runs_dir) / spec.name)
+        with exclusive(run_dir / LOCK_NAME, f"run {spec.name} ({run_dir})"):  # one tune per run at a time
+            try:
+                return _tune_locked(spec, splits, run_dir, storage=storage, heartbeat=heartbeat, lm=lm,
+                                    proposer=proposer, sampler=sampler, progress=progress, reject=reject,
+                                    n_resamples=n_resamples)
+            except Exception as err:
+                if not run_dir.is_dir() or (storage is None and not (run_dir / "study.db").is_file()):
+                    raise RunRemovedError(f"run {spec.name}: its folder {run_dir} (or its study.db) was removed "
+                                          "while tuning; nothing was saved. Run the command again to start afresh"
+                                          ) from err
+                raise
+    finally:
+        for model in {id(m): m for m in (lm, proposer) if m is not None and (own or m is not lm)}.values():
+            model.close()
 
 
 LOCK_NAME = ".lock"  # held by the tune running in a run folder
@@ -335,21 +346,13 @@ class RunRemovedError(JudgetuneError):
     """The run folder (or its study) disappeared while a tune was running in it."""
 
 
-def _tune_locked(spec: RunSpec, splits: Splits, run_dir: Path, *, storage, heartbeat: int, timeout: float,
-                 lm: JudgeLM | None, sampler, progress: bool, reject: Reject | None,
+def _tune_locked(spec: RunSpec, splits: Splits, run_dir: Path, *, storage, heartbeat: int, lm: JudgeLM | None,
+                 proposer: JudgeLM | None, sampler, progress: bool, reject: Reject | None,
                  n_resamples: int) -> tuple[JudgeConfig, Path, optuna.Study]:
     study = open_study(spec, default_storage(run_dir) if storage is None else storage, heartbeat=heartbeat,
                        sampler=sampler)
-    own = lm is None
-    if own:
-        lm = load_run_lm(spec, timeout=timeout)
-    proposer = load_proposer(spec, lm)
-    try:
-        started = time.monotonic()
-        run_trials(study, spec, lm, splits, proposer=proposer, progress=progress)
-        config = finish(spec, study, splits, lm, run_dir, reject=reject, n_resamples=n_resamples, progress=progress,
-                        seconds={"search": round(time.monotonic() - started, 3)})
-    finally:
-        for model in {id(m): m for m in (lm, proposer) if m is not None and (own or m is not lm)}.values():
-            model.close()
+    started = time.monotonic()
+    run_trials(study, spec, lm, splits, proposer=proposer, progress=progress)
+    config = finish(spec, study, splits, lm, run_dir, reject=reject, n_resamples=n_resamples, progress=progress,
+                    seconds={"search": round(time.monotonic() - started, 3)})
     return config, run_dir, study
