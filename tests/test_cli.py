@@ -54,3 +54,38 @@ def test_import_writes_no_environment_and_the_entry_points_keep_litellm_offline(
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "False"
     out = subprocess.run([sys.executable, "-c", entry], env=env, capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "False"
+
+
+def _length_configs(tmp_path, *ranges):
+    from judgetune.config import JudgeConfig
+
+    return [str(JudgeConfig(judge="length", params={}, lm=None, instruction=None, demos=[], calibrator=None,
+                            label_range=list(r)).save(tmp_path / f"judge{i}.json")) for i, r in enumerate(ranges)]
+
+
+def _graded_csv(path, labels):
+    rows = [f"r{i},q{i},{'word ' * (i % 7 + 1)},reference {i},{label}" for i, label in enumerate(labels)]
+    path.write_text("id,question,answer,reference,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_compare_refuses_labels_off_a_judges_scale_and_a_judge_given_twice(tmp_path, run_cli):
+    five, hundred = _length_configs(tmp_path, (0.0, 5.0), (0.0, 100.0))
+    data = _graded_csv(tmp_path / "d.csv", [i * 7 % 95 for i in range(30)])
+    code, out, err = run_cli(["compare", "--data", data, "--configs", hundred, five])
+    assert code == 2 and out == ""
+    assert f"of 30 labels lie outside the scale 0-5 of {five} (labels 0 to 94)" in err
+    code, out, err = run_cli(["compare", "--data", data, "--configs", hundred, hundred])
+    assert code == 2 and "expected two or more different judge configs, found one given twice" in err
+
+
+def test_evaluate_says_why_agreement_figures_are_missing(tmp_path, run_cli):
+    code, out, err = run_cli(["evaluate", "--judge", "length", "--data", _graded_csv(tmp_path / "few.csv", [1, 2, 2, 3, 0])])
+    assert code == 0, err
+    assert out.splitlines()[-1] == "no agreement figures: fewer than 2 labeled items were scored (measure on a larger " \
+                                   "file or split)"
+    code, out, err = run_cli(["evaluate", "--judge", "length", "--data", _graded_csv(tmp_path / "top.csv", [5] * 30),
+                              "--scale", "1-5"])
+    assert code == 0, err
+    assert "mae" in out and out.splitlines()[-1] == ("no rank correlations: the labels (or every judge's scores) are "
+                                                     "all equal on these items")

@@ -167,6 +167,10 @@ def _compare(args: argparse.Namespace) -> None:
     examples, label_range = _load_data(args)
     examples = [e for e in examples if e.judgment is not None]  # as tune and the Python compare: the same split
     configs = {str(path): JudgeConfig.load(path) for path in args.configs}
+    if len({Path(path).resolve() for path in configs}) < len(args.configs):
+        raise JudgetuneError(f"--configs {' '.join(map(shown, args.configs))}: expected two or more different judge "
+                             "configs, found one given twice")
+    _refuse_other_scale(configs, examples, args.data)
     split = args.split if args.split != "all" else "test" if args.data in datasets.CATALOG else None
     seed = evaluation.heldout_seed(list(configs.values()), args.seed, split)  # a judge's own split, never another
     with warnings.catch_warnings():  # said once, by the log line on stderr
@@ -192,6 +196,18 @@ def _compare(args: argparse.Namespace) -> None:
             f"MAE difference {_signed(err['value'])} [{_signed(err['low'])}, {_signed(err['high'])}] (paired, 95%); ")
         print(f"{shown(pair['a'])} minus {shown(pair['b'])} on {pair['items']} items: {figures}"
               f"Wilcoxon p on the errors = {'-' if p is None else f'{p:.3g}'}")
+
+
+def _refuse_other_scale(configs: dict, examples: list, data: str) -> None:
+    """Refuse labels off a judge's scale: its errors would be measured across two scales."""
+    labels = [e.judgment for e in examples]
+    for path, config in configs.items():
+        low, high = config.label_range
+        off = [x for x in labels if not low - 1e-9 <= x <= high + 1e-9]
+        if off:
+            raise JudgetuneError(f"{shown(data)}: {len(off)} of {len(labels)} labels lie outside the scale "
+                                 f"{low:g}-{high:g} of {shown(path)} (labels {min(labels):g} to {max(labels):g}); "
+                                 "compare judges tuned on this data's scale")
 
 
 def _signed(value: float | None) -> str:

@@ -122,4 +122,10 @@ def format_rows(rows: Sequence[dict[str, Any]]) -> str:
         table.append([shown(r["name"]), str(r["n"]), f"{100 * (r['parse_failure_rate'] or 0):.1f}",
                       f"{r['tokens_per_item']:.0f}", f"{r['seconds_per_item']:.3f}", *(cell(r, k) for k in keys)])
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in table)
+    text = "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in table)
+    if not keys:  # said, not left as a table of costs that looks complete
+        text += ("\nno agreement figures: fewer than 2 labeled items were scored (measure on a larger file or "
+                 "split)")
+    elif "mae" in keys and "spearman" not in keys and not any("pair_accuracy" in r for r in rows):
+        text += "\nno rank correlations: the labels (or every judge's scores) are all equal on these items"
+    return text
