@@ -89,3 +89,26 @@ def test_evaluate_says_why_agreement_figures_are_missing(tmp_path, run_cli):
     assert code == 0, err
     assert "mae" in out and out.splitlines()[-1] == ("no rank correlations: the labels (or every judge's scores) are "
                                                      "all equal on these items")
+
+
+def test_tune_says_the_scale_it_inferred_and_the_least_rows_it_needs(tmp_path, run_cli):
+    runs = str(tmp_path / "runs")
+    ceiling = _graded_csv(tmp_path / "top.csv", [4 + (i % 5 == 0) for i in range(40)])  # labels 4 and 5 only
+    code, out, err = run_cli(["tune", "--judge", "bm25", "--data", ceiling, "--run", "top", "--runs-dir", runs,
+                              "--trials", "2"])
+    assert code == 0, err
+    assert f"human scale 4-5, inferred from the labels of {ceiling} (state it with --scale LOW-HIGH)" in out
+    code, out, err = run_cli(["tune", "--judge", "bm25", "--data", _graded_csv(tmp_path / "five.csv", range(5)),
+                              "--run", "five", "--runs-dir", runs])
+    assert code == 2 and "(search 3, dev 1, test 1; tuning needs at least 4, 4 and 2: label more rows" in err
+
+
+def test_score_and_export_refuse_an_out_they_cannot_write_as_named(tmp_path, run_cli):
+    config, = _length_configs(tmp_path, (0.0, 5.0))
+    data = _graded_csv(tmp_path / "d.csv", [1, 2, 3])
+    code, out, err = run_cli(["score", "--config", config, "--data", data, "--out", str(tmp_path / "s.tsv")])
+    assert code == 2 and "--out" in err and "expected a file named .jsonl, .csv or .parquet" in err
+    assert not (tmp_path / "s.tsv").exists()
+    code, out, err = run_cli(["export", "--config", config, "--to", "promptfoo", "--threshold", "3",
+                              "--out", str(tmp_path / "missing" / "a.py")])
+    assert code == 2 and "expected a file to write in an existing folder" in err and "Errno" not in err

@@ -16,9 +16,10 @@ from judgetune.errors import JudgetuneError, printable, shown
 def _score(args: argparse.Namespace) -> None:
     from judgetune import scoring
     from judgetune.config import JudgeConfig
-    from judgetune.scoring import load_config_lm
+    from judgetune.scoring import load_config_lm, out_format
 
     out = args.out.resolve()
+    out_format(out)  # a suffix that names no format is refused before any work
     catalog = args.data in datasets.CATALOG
     if clashes(args.out, [args.config, *([] if catalog else [args.data])]):  # links too
         raise JudgetuneError(f"--out {shown(args.out)}: that is an input of this command; write the scores elsewhere")
@@ -183,6 +184,8 @@ def _export(args: argparse.Namespace) -> None:
 
     if clashes(args.out, [args.config]):
         raise JudgetuneError(f"--out {shown(args.out)}: that is the judge config; write elsewhere")
+    if args.out.resolve().is_dir() or not args.out.resolve().parent.is_dir():
+        raise JudgetuneError(f"--out {shown(args.out)}: expected a file to write in an existing folder")
     if args.out.exists() and not args.force:
         raise JudgetuneError(f"--out {shown(args.out)}: the file exists; pass --force to replace it")
     if args.to == "promptfoo":

@@ -84,6 +84,10 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     shipped = candidate_name(chosen) if chosen else f"trial {search['chosen_trial']}"
     if chosen and chosen.get("family"):
         shipped += f", in place of the {spec.judge} judge's default"
+    if spec.scale is None and spec.data not in datasets.CATALOG:
+        low, high = config.label_range
+        print(f"human scale {low:g}-{high:g}, inferred from the labels of {shown(spec.data)} (state it with --scale "
+              "LOW-HIGH)")
     print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen: {shown(shipped)}")
     print(f"  settings: {json.dumps(config.params)}; calibrator {config.calibrator['kind']}")
     baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]

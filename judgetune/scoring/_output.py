@@ -22,7 +22,7 @@ from typing import Any
 
 from judgetune._files import atomic_write, write_text
 from judgetune.datasets import Example, parquet_module
-from judgetune.errors import JudgetuneError, redact
+from judgetune.errors import JudgetuneError, redact, shown
 from judgetune.judges import Verdict
 
 __all__ = ["COLUMNS", "OUT_FORMATS", "PartFile", "completed", "done_marker", "encode_row", "identity_of", "item_digest",
@@ -34,8 +34,16 @@ PART_VERSION = 1
 
 
 def out_format(path: str | Path) -> str:
-    """``jsonl`` (also for any other suffix, as before), ``csv`` or ``parquet`` from ``--out``'s suffix."""
-    return OUT_FORMATS.get(Path(path).suffix.lower(), "jsonl")
+    """``jsonl``, ``csv`` or ``parquet`` from ``--out``'s suffix.
+
+    Raises:
+        JudgetuneError: another suffix (a .tsv or .txt would be written as something else than it says).
+    """
+    kind = OUT_FORMATS.get(Path(path).suffix.lower())
+    if kind is None:
+        raise JudgetuneError(f"--out {shown(path)}: expected a file named .jsonl, .csv or .parquet (the format is "
+                             f"chosen by the suffix), found {Path(path).suffix or 'no suffix'!r}")
+    return kind
 
 
 def output_row(example: Example, verdict: Verdict, score: float | None) -> dict[str, Any]:

@@ -93,7 +93,9 @@ def prepare_splits(spec: RunSpec) -> Splits:
     dev = limit_by_group(splits["dev"], spec.dev_items, seed=spec.seed)
     test = limit_by_group(splits["test"], spec.test_items, seed=spec.seed)
     if len(search) < 4 or len(dev) < 4 or len(test) < 2:
-        raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)})")
+        raise ValueError(f"{spec.data}: too few labeled items (search {len(search)}, dev {len(dev)}, test {len(test)}; "
+                         "tuning needs at least 4, 4 and 2: label more rows, or, if the file holds more, raise "
+                         "--search-items, --dev-items or --test-items)")
     confirming = _confirming_pool(spec, search, demo_pool, dev)
     tested = [*confirming, *dev]
     _warn_few_questions(spec, [*search, *tested], tested)
