@@ -145,7 +145,7 @@ def test_file_level_errors(tmp_path):
 
 
 def test_error_message_lists_problems_and_truncates(tmp_path):
-    path = jsonl(tmp_path / "many.jsonl", *[{"answer": "x"} for _ in range(60)])
+    path = jsonl(tmp_path / "many.jsonl", *[{"answer": "x", "label": "high"} for _ in range(60)])
     with pytest.raises(DataValidationError) as info:
         read_examples(path)
     assert len(info.value.problems) == 60
@@ -184,3 +184,29 @@ def test_a_label_column_no_row_has_is_said_when_a_label_column_is_passed_over(tm
         new = jsonl(tmp_path / "new.jsonl", {"id": "n", "answer": "x"})  # new data, read as the tuned data was
         assert read_examples(new, require_label=False, label="score")[0].label is None
     assert caplog.records == []
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv"])
+def test_a_file_not_in_utf8_is_one_problem_at_its_line(tmp_path, suffix):
+    rows = ['{"answer": "café", "label": 1}', '{"answer": "thé", "label": 2}'] if suffix == "jsonl" else \
+        ["answer,label", "café,1", "thé,2"]
+    text = "\n".join(rows) + "\n"
+    utf16 = tmp_path / f"utf16.{suffix}"
+    utf16.write_bytes(text.encode("utf-16"))  # with its byte-order mark, as Windows' "Unicode" text
+    windows = tmp_path / f"cp1252.{suffix}"
+    windows.write_bytes(text.replace("thé", "the").encode("cp1252"))
+    for path, expected in ((utf16, f"{utf16}:1: file: expected UTF-8 text, found UTF-16 (its byte-order mark); save "
+                                   "the file as UTF-8"),
+                           (windows, f"{windows}:{1 if suffix == 'jsonl' else 2}: ")):
+        with pytest.raises(DataValidationError) as caught:
+            read_examples(path)
+        assert len(caught.value.problems) == 1 and caught.value.problems[0].startswith(expected), caught.value.problems
+        assert "expected UTF-8 text" in caught.value.problems[0]
+
+
+def test_a_file_without_any_label_is_one_problem_naming_its_columns(tmp_path):
+    pairs = jsonl(tmp_path / "pairs.jsonl", {"answer": "x", "answer_b": "y"}, {"answer": "z", "answer_b": "w"})
+    assert problems(pairs) == [f"{pairs}: preference: expected a column of human labels, found none in any row "
+                               "(columns of the first row: answer, answer_b); name yours with --label COLUMN"]
+    half = jsonl(tmp_path / "half.jsonl", {"answer": "x", "label": 1}, {"answer": "y"})
+    assert problems(half) == [f"{half}:2: label: expected the human label (a number), found nothing"]

@@ -498,7 +498,8 @@ def test_score_refuses_an_out_file_in_a_missing_folder_before_scoring(run_cli, t
 @pytest.mark.parametrize("text, message", [
     ("answer,label\n", "expected at least one row, found none"),
     ("answer,label\nx,1\ny,1\n", "expected at least two distinct human labels to define a scale"),
-    ("answer\nx\n", "label: expected the human label (a number), found nothing"),
+    ("answer\nx\n", "label: expected a column of human labels, found none in any row (columns of the first row: "
+                  "answer)"),
 ])
 def test_files_that_cannot_define_a_scale_are_refused(tmp_path, run_cli, text, message):
     path = write(tmp_path / "f.csv", text)

@@ -19,12 +19,12 @@ def _score(args: argparse.Namespace) -> None:
     from judgetune.scoring import load_config_lm, out_format
 
     out = args.out.resolve()
-    out_format(out)  # a suffix that names no format is refused before any work
     catalog = args.data in datasets.CATALOG
     if clashes(args.out, [args.config, *([] if catalog else [args.data])]):  # links too
         raise JudgetuneError(f"--out {shown(args.out)}: that is an input of this command; write the scores elsewhere")
     if out.is_dir() or not out.parent.is_dir():
         raise JudgetuneError(f"--out {shown(args.out)}: expected a file to write in an existing folder")
+    out_format(out)  # a suffix that names no format is refused before any work
     if args.engine == "ray" and (args.max_tokens is not None or args.prompt_price is not None
                                  or args.completion_price is not None):
         raise JudgetuneError("--engine ray does not meter tokens: --max-tokens and the price options work with the "

@@ -117,9 +117,11 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
     seen: dict[str, int] = {}
     names = mapping.names()
     to_meta: dict[str, None] = {}
-    labels_read = 0  # rows holding the --label column
+    labels_read, rows_read, first_columns = 0, 0, []  # rows holding the --label column; rows; the first's columns
     for line, record in rows:
         labels_read += mapping.label in record
+        rows_read += 1
+        first_columns = first_columns or [c for c in record if c != "meta"]
         if mapping:
             to_meta.update(dict.fromkeys(mapping.extra_columns(list(record))))
             record, meta_problems = mapping.apply(record)
@@ -136,6 +138,12 @@ def _numbered_examples(path: str | Path, *, require_label: bool, scale: Scale | 
         examples.append((line, example))
     if not examples and not problems:
         problems.append(f"{path}: expected at least one row, found none")
+    unlabeled = [p for p in problems if p.endswith(_NO_LABEL)]
+    if unlabeled and len(unlabeled) == rows_read:  # no row has a label: one line, the column, not one per row
+        problems = [p for p in problems if not p.endswith(_NO_LABEL)]
+        column = unlabeled[0][:-len(_NO_LABEL) - 2].rsplit(": ", 1)[-1]  # label, preference, or the mapped column
+        problems.insert(0, f"{path}: {column}: expected a column of human labels, found none in any row (columns "
+                           f"of the first row: {', '.join(first_columns)}); name yours with --label COLUMN")
     if problems:
         raise DataValidationError(problems)
     if to_meta:
@@ -177,6 +185,9 @@ def jsonl_rows(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str,
                 problems.append(f"{path}:{line}: row: expected at most {MAX_ROW_BYTES:,} bytes (the per-item size "
                                 "limit), found a longer row; shorten its texts")
                 continue
+            if line == 1 and raw.startswith(_UTF16_MARKS):  # one line, not one per row of garbled text
+                problems.append(_utf16_problem(path))
+                return
             try:
                 text = raw.decode("utf-8-sig" if line == 1 else "utf-8")  # Excel starts with a BOM
             except UnicodeDecodeError as err:
@@ -308,7 +319,32 @@ def _table_rows(path: Path, kind: str, problems: list[str], mapping: FieldMap | 
                     continue
                 yield line, {h: Cell(c) for h, c in zip(header, cells) if c.strip() != ""}
     except UnicodeDecodeError as err:
-        problems.append(f"{path}: file: expected UTF-8 text, found undecodable bytes ({err.reason})")
+        problems.append(_undecodable(path, err))
+
+
+_NO_LABEL = "expected the human label (a number), found nothing"
+_UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")  # the byte-order marks of UTF-16 (Windows' "Unicode" text)
+
+
+def _utf16_problem(path: Path) -> str:
+    return f"{path}:1: file: expected UTF-8 text, found UTF-16 (its byte-order mark); save the file as UTF-8"
+
+
+def _undecodable(path: Path, err: UnicodeDecodeError) -> str:
+    """The problem of a text file that is not UTF-8, at its first undecodable line (read again as bytes)."""
+    with open_regular(path, "data file") as handle:
+        first = handle.read(2)
+        if first in _UTF16_MARKS:
+            return _utf16_problem(path)
+        handle.seek(0)
+        for line, raw in enumerate(_bounded_lines(handle), 1):
+            try:
+                if raw is not None:
+                    raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return (f"{path}:{line}: file: expected UTF-8 text, found undecodable bytes ({bad.reason}, byte "
+                        f"{bad.start + 1} of the line); save the file as UTF-8")
+    return f"{path}: file: expected UTF-8 text, found undecodable bytes ({err.reason}); save the file as UTF-8"
 
 
 def _delimiter_hint(header: list[str], kind: str) -> str:
@@ -361,7 +397,7 @@ def example_from_record(record: dict[str, Any], *, where: str, default_id: str, 
         problems.append(f"{where}: {shown('answer_b')}: expected text (a row with a preference compares answer with "
                         "answer_b), found nothing")
     if require_label and target not in record:
-        problems.append(f"{where}: {shown(target)}: expected the human label (a number), found nothing")
+        problems.append(f"{where}: {shown(target)}: {_NO_LABEL}")
     if len(problems) > before or row is None:
         return None
     return row.example(default_id)
