@@ -128,9 +128,8 @@ def race(state: Race, score: Scorer, items: SelectionItems, live: Sequence[int],
     units = _order(items, seed)
     if _count(items, units) < least[0]:
         state.live, state.refused = [], (f"the confirming items (pool and dev) hold {_count(items, units)} {least[1]}; "
-                                         f"the gate "
-                                         f"needs at least {least[0]}: the default ships (raise --gate-items or "
-                                         "--dev-items)")
+                                         f"the gate needs at least {least[0]}: the default ships (label more rows, or "
+                                         "raise --gate-items or --dev-items where they leave labeled rows out)")
         state.stopped = state.refused
         return state
     if not state.live:
