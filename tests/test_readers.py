@@ -210,3 +210,14 @@ def test_a_file_without_any_label_is_one_problem_naming_its_columns(tmp_path):
                                "(columns of the first row: answer, answer_b); name yours with --label COLUMN"]
     half = jsonl(tmp_path / "half.jsonl", {"answer": "x", "label": 1}, {"answer": "y"})
     assert problems(half) == [f"{half}:2: label: expected the human label (a number), found nothing"]
+
+
+@pytest.mark.parametrize("header, hint", [
+    ("Answer,Label", "found unknown column(s) 'Answer', 'Label'; names are lower case: 'answer', 'label'"),
+    ("answer,label,", "found unknown column(s) ''; an empty column name: a comma at the end of the header?"),
+    ("answer,rating", "found unknown column(s) 'rating'; map your columns with --field FIELD=COLUMN and --label COLUMN"),
+])
+def test_an_unknown_csv_column_gets_the_hint_that_fits_it(tmp_path, header, hint):
+    path = write(tmp_path / "d.csv", f"{header}\n" + ",".join(["x", "1", ""][:header.count(",") + 1]) + "\n")
+    [problem] = problems(path)
+    assert problem.startswith(f"{path}:1: header: expected columns among") and problem.endswith(hint)

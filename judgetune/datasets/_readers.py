@@ -249,9 +249,12 @@ def _header_problems(path: Path, header: list[str], kind: str, mapping: FieldMap
                         f"{', '.join(header)}{hint}" for t, c in absent)
         return True
     if unknown:
+        cased = [h for h in unknown if h.strip().lower() in FIELDS]
+        hint = hint[2:] or (f"names are lower case: {', '.join(repr(h.strip().lower()) for h in cased)}" if cased else
+                            "an empty column name: a comma at the end of the header?" if "" in unknown else
+                            "map your columns with --field FIELD=COLUMN and --label COLUMN")
         problems.append(f"{path}:1: header: expected columns among {', '.join(f for f in FIELDS if f != 'meta')}"
-                        f", found unknown column(s) {', '.join(map(repr, unknown))}; " + (hint[2:] or
-                        "map your columns with --field FIELD=COLUMN and --label COLUMN"))
+                        f", found unknown column(s) {', '.join(map(repr, unknown))}; {hint}")
         return True
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
