@@ -290,7 +290,7 @@ ERROR_CASES = [
      "expected a column 'nope'"),
     (["ragcheck", "--data", "T/missing.jsonl"], "no such data file"),
     (["ragcheck", "--data", "T/bad.csv"], "expected a .json or .jsonl file"),
-    (["report", "T/nope"], "no study.db here"),
+    (["report", "T/nope"], "no such folder"),
     (["nrp", "--data", "T/nofolder", "--ranker", "bm25"], "expected nrp-clef-ehealth or a folder"),
     (["nrp", "--data", "T/nrp", "--ranker", "bm25"], "missing documents.jsonl"),
     (["reproduce", "nope"], "invalid choice: 'nope'"),

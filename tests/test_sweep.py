@@ -484,7 +484,10 @@ def test_a_runs_dir_that_is_a_file_is_a_one_line_error(run_cli, tmp_path, data):
 
 def test_report_of_a_missing_run_folder_is_an_error_and_creates_nothing(run_cli, tmp_path):
     code, _, err = run_cli(["report", str(tmp_path / "nope")])
-    assert code == 2 and "no study.db here" in err and not (tmp_path / "nope").exists()
+    assert code == 2 and "nope: no such folder" in err and not (tmp_path / "nope").exists()
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_cli(["report", str(tmp_path / "empty")])
+    assert code == 2 and "empty: no study.db here" in err
 
 
 def test_score_refuses_an_out_file_in_a_missing_folder_before_scoring(run_cli, tmp_path, data):

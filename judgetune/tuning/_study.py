@@ -319,6 +319,8 @@ def study_summary(study: optuna.Study) -> dict[str, Any]:
 def load_study(run_dir: str | Path, storage: str | None = None) -> optuna.Study:
     """The study of a finished run folder (named after the folder; in its study.db unless ``storage`` says otherwise)."""
     run_dir = Path(run_dir)
+    if storage is None and not run_dir.is_dir():
+        raise ValueError(f"{run_dir}: no such folder; expected a run folder written by `judgetune tune`")
     if storage is None and not (run_dir / "study.db").is_file():
         raise ValueError(f"{run_dir}: no study.db here; expected a run folder written by `judgetune tune`")
     if storage is not None:
