@@ -112,3 +112,18 @@ def test_score_and_export_refuse_an_out_they_cannot_write_as_named(tmp_path, run
     code, out, err = run_cli(["export", "--config", config, "--to", "promptfoo", "--threshold", "3",
                               "--out", str(tmp_path / "missing" / "a.py")])
     assert code == 2 and "expected a file to write in an existing folder" in err and "Errno" not in err
+
+
+def test_report_reads_a_run_folder_copied_under_another_name(tmp_path, run_cli):
+    import shutil
+
+    runs = tmp_path / "runs"
+    data = _graded_csv(tmp_path / "d.csv", [i % 6 for i in range(40)])
+    code, out, err = run_cli(["tune", "--judge", "bm25", "--data", data, "--run", "first", "--runs-dir", str(runs),
+                              "--trials", "2"])
+    assert code == 0, err
+    shutil.copytree(runs / "first", tmp_path / "shared-copy")
+    (tmp_path / "shared-copy" / "report.html").unlink()
+    code, out, err = run_cli(["report", str(tmp_path / "shared-copy")])
+    assert code == 0, err
+    assert (tmp_path / "shared-copy" / "report.html").is_file()

@@ -317,7 +317,8 @@ def study_summary(study: optuna.Study) -> dict[str, Any]:
 
 
 def load_study(run_dir: str | Path, storage: str | None = None) -> optuna.Study:
-    """The study of a finished run folder (named after the folder; in its study.db unless ``storage`` says otherwise)."""
+    """The study of a finished run folder (named after the folder; in its study.db unless ``storage`` says otherwise).
+    A folder renamed or copied under another name still holds its one study, which is read."""
     run_dir = Path(run_dir)
     if storage is None and not run_dir.is_dir():
         raise ValueError(f"{run_dir}: no such folder; expected a run folder written by `judgetune tune`")
@@ -325,9 +326,13 @@ def load_study(run_dir: str | Path, storage: str | None = None) -> optuna.Study:
         raise ValueError(f"{run_dir}: no study.db here; expected a run folder written by `judgetune tune`")
     if storage is not None:
         require_existing_storage(storage)
+    where = storage_for(storage or default_storage(run_dir))
     try:
-        return optuna.load_study(study_name=run_dir.name, storage=storage_for(storage or default_storage(run_dir)))
+        return optuna.load_study(study_name=run_dir.name, storage=where)
     except KeyError:
+        names = optuna.get_all_study_names(where) if storage is None else []
+        if len(names) == 1:  # the folder's own study.db, under the name the run had
+            return optuna.load_study(study_name=names[0], storage=where)
         raise ValueError(f"{run_dir}: the storage holds no study named {run_dir.name!r}") from None
 
 
