@@ -53,7 +53,12 @@ def check_endpoint(api_base: str, what: str = "api base", role: str = "an LM ser
     Raises:
         EndpointError: naming the address and why.
     """
-    parts = urlsplit(api_base)
+    try:
+        parts = urlsplit(api_base)
+        _ = parts.port  # read, to refuse a port that is no number or out of range
+    except ValueError as err:  # an unclosed [IPv6 bracket, a port such as 'abc' or 99999
+        raise EndpointError(f"{what} {api_base!r}: expected an http(s) URL such as http://127.0.0.1:8000/v1, found "
+                            f"a malformed one ({err})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EndpointError(f"{what} {api_base!r}: expected an http(s) URL such as http://127.0.0.1:8000/v1")
     host = parts.hostname.rstrip(".").lower()

@@ -288,7 +288,8 @@ def test_a_dspy_lm_sends_its_own_key_to_its_endpoint_never_the_environments(tmp_
 
 @pytest.mark.parametrize("api_base", ["http://169.254.169.254/v1", "http://[fe80::1]/v1", "http://metadata.google.internal/",
                                       "file:///etc/passwd", "gopher://127.0.0.1/", "http://[::ffff:169.254.169.254]/v1",
-                                      "http://2852039166/v1"])
+                                      "http://2852039166/v1", "http://[::1", "http://127.0.0.1:abc/v1",
+                                      "http://127.0.0.1:99999/v1"])
 def test_link_local_metadata_and_other_schemes_are_refused(tmp_path, run_cli, api_base):
     data = jsonl(tmp_path / "d.jsonl", rows(24))
     config = tmp_path / "judge.json"

@@ -100,11 +100,11 @@ def parse_lm_spec(text: str, *, api_base: str | None = None, reasoning: bool | N
         if kind == "llamacpp" and not model.endswith(".gguf"):
             raise LMSpecError(f"LM spec {text!r}: expected a path to a .gguf file")
     if spec.api_base is not None:
-        parts = urlsplit(spec.api_base)
         try:  # http(s) only; never a link-local or cloud metadata address
             check_endpoint(spec.api_base)
         except EndpointError as err:
             raise LMSpecError(str(err)) from None
+        parts = urlsplit(spec.api_base)
         if parts.username or parts.password or parts.query:
             raise LMSpecError("api base: credentials or query strings do not belong in the URL (they would be "
                               f"recorded in run folders); put the key in ${API_KEY_ENV}")
