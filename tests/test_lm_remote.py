@@ -115,3 +115,18 @@ def test_a_judge_keeps_items_whose_server_calls_failed_as_counted_failures():
             verdicts = RubricJudge(lm, reasoning=reasoning).judge_all(examples)
             assert [v.parsed for v in verdicts] == [False] * 4
             assert all("500" in v.raw for v in verdicts)
+
+
+def test_a_404_from_the_chat_endpoint_stops_at_once_naming_the_url(tmp_path, run_cli):
+    from judgetune.lm._remote import ServerError
+
+    with FaultServer(fault_rate=1.0, faults=("404",)) as server:
+        with pytest.raises(ServerError, match=r"no chat endpoint there, or no model 'fake' \(HTTP 404: .*check "
+                                              r"--api-base"):
+            ask(client(server), "item")
+        assert len(server.log) == 1  # not retried: no attempt can succeed at a wrong address
+        data = tmp_path / "d.csv"
+        data.write_text("answer,reference,label\n" + "".join(f"a{i},r{i},{i % 3}\n" for i in range(8)))
+        code, out, err = run_cli(["evaluate", "--judge", "rubric", "--lm", "openai/m", "--api-base", server.base_url,
+                                  "--data", str(data), "--limit", "2", "--timeout", "2"])
+    assert code == 2 and "Traceback" not in err and "no chat endpoint there, or no model 'm'" in err, err

@@ -407,6 +407,13 @@ class OpenAICompatibleClient:
             with self._lock:
                 self._fatal = self._fatal or error
             raise self._fatal
+        if response.status_code == 404 and path == "chat/completions":  # every judge needs it: a wrong URL or model
+            error = ServerError(f"{self.spec} at {self.spec.endpoint}: no chat endpoint there, or no model "
+                                f"{self.spec.model!r} (HTTP 404: {printable(response.text[:200])}); check --api-base "
+                                "(the server's URL, most often ending in /v1) and the model's name")
+            with self._lock:
+                self._fatal = self._fatal or error
+            raise self._fatal
         if response.status_code != 200:
             header = response.headers.get("retry-after")
             raise StatusError(response.status_code, response.text, retry_after(header), header)
