@@ -347,3 +347,22 @@ def test_the_incumbent_is_every_searched_knob_at_its_declared_default(fixed):
             if any(p.name == "k" for p in declared) and {**expected, **fixed}.get("k") and "demo_seed" not in fixed:
                 expected["demo_seed"] = 0
             assert params == expected, kind
+
+
+def test_a_trial_line_says_its_failed_judgments_and_never_shows_stand_in_figures_as_measured():
+    import io
+
+    from judgetune.tuning._study import TrialProgress
+
+    study = optuna.create_study(directions=["minimize", "maximize"])
+    attrs = [{"parse_failure_rate": 1.0, "note": "too many parse failures"}, {"parse_failure_rate": 0.25}, {}]
+    for values, user_attrs in zip([(4.0, -1.0), (0.8, 0.41), (0.7, 0.52)], attrs):
+        study.add_trial(optuna.trial.create_trial(values=list(values), user_attrs=user_attrs))
+    stream = io.StringIO()
+    progress = TrialProgress(3, stream=stream)
+    for trial in study.trials:
+        progress(study, trial)
+    assert stream.getvalue().splitlines() == [
+        "trial 0: 100% of its judgments failed, scored as the worst (MAE 4.000, Spearman -1.000) (3/3 finished)",
+        "trial 1: MAE 0.800, Spearman +0.410, 25% of its judgments failed (3/3 finished)",
+        "trial 2: MAE 0.700, Spearman +0.520 (3/3 finished)"]

@@ -277,6 +277,11 @@ class TrialProgress:
         done = finished_trials(study)
         figures = (f"MAE {trial.values[0]:.3f}, Spearman {trial.values[1]:+.3f}" if trial.values
                    else trial.state.name.lower())
+        failed = trial.user_attrs.get("parse_failure_rate")
+        if trial.user_attrs.get("note") == "too many parse failures":  # the worst values stand in: none measured
+            figures = f"{100 * failed:.0f}% of its judgments failed, scored as the worst ({figures})"
+        elif failed:
+            figures += f", {100 * failed:.0f}% of its judgments failed"
         if self.bar is not None:
             self.bar.n = min(done, self.total)
             self.bar.set_postfix_str(figures)
