@@ -113,3 +113,14 @@ def test_waiting_out_a_429_says_so_naming_the_server_why_and_until_when(monkeypa
     notices = [r.getMessage() for r in caplog.records if "waiting until" in r.getMessage()]
     assert 2 <= len(notices) <= 4  # about 1.6 s / 0.5 s, never one per request
     assert "rate limited for 1 s so far" in notices[-1] or "rate limited for 2 s so far" in notices[-1]
+
+
+def test_evaluate_takes_the_rate_limit_wait_its_notices_name(tmp_path, run_cli):
+    data = tmp_path / "d.csv"
+    data.write_text("answer,reference,label\n" + "".join(f"a{i},r{i},{i % 3}\n" for i in range(4)))
+    with FaultServer(fault_rate=1.0, faults=("429",), retry_after=1) as server:
+        start = time.monotonic()
+        code, _, err = run_cli(["evaluate", "--judge", "rubric", "--lm", "openai/m", "--api-base", server.base_url,
+                                "--data", str(data), "--rate-limit-wait", "3", "--timeout", "2", "--resamples", "20"])
+    assert code == 3 and "rate limited for 3 s, --rate-limit-wait" in err, err
+    assert time.monotonic() - start < 120  # bounded by the wait asked for, not the default 600 s per item

@@ -323,6 +323,16 @@ def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) 
         parser.add_argument("--no-cache", action="store_true", help="compute every LM answer afresh")
 
 
+DEFAULT_RATE_LIMIT_WAIT = 600.0  # seconds, as load_lm's
+
+
+def _rate_limit_option(parser: argparse.ArgumentParser) -> None:
+    """``--rate-limit-wait``: how long an item may wait out a served model's rate limit."""
+    parser.add_argument("--rate-limit-wait", type=_seconds, default=DEFAULT_RATE_LIMIT_WAIT, metavar="SECONDS",
+                        help="seconds an item may wait out a server's rate limit (429/503, Retry-After honoured) "
+                             "before it fails (default 600)")
+
+
 def _endpoint_option(parser: argparse.ArgumentParser) -> None:
     """``--api-base`` for a command that loads judge.json: the server to use instead of the config's (and
     the one the key may go to: a judge.json's own endpoint gets the key only when trusted)."""

@@ -33,9 +33,9 @@ from judgetune.cli._options import (
     _positive,
     _price,
     _protocol_option,
+    _rate_limit_option,
     _run_name,
     _scale,
-    _seconds,
     _seed,
     _timeout_option,
 )
@@ -120,6 +120,7 @@ def _add_data_evaluate(commands: argparse._SubParsersAction) -> None:
     output.add_argument("--show-prompt", action="store_true", help="print the prompts sent for the first item "
                         "(stderr)")
     _timeout_option(model, no_cache=True)
+    _rate_limit_option(model)
     data.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch catalog data from when it is missing "
                       "(default $JUDGETUNE_DATA_MIRROR)")
     output.add_argument("--json", action="store_true", help='print {"rows": [{name, n, mae, spearman, ...}]}')
@@ -221,6 +222,7 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     gate.add_argument("--pick", default="spearman", choices=PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
     _timeout_option(model)
+    _rate_limit_option(model)
     search.add_argument("--heartbeat", type=_count, default=10, metavar="N",
                         help="seconds between a trial's heartbeats; a trial silent for three is retried")
     output.add_argument("--json", action="store_true", help='print {"run", "config", "metrics"} as JSON')
@@ -271,9 +273,7 @@ def _add_demo_worker_score(commands: argparse._SubParsersAction) -> None:
     server.add_argument("--rps", type=_positive, metavar="N",
                         help="at most this many server requests per second (default: no "
                              "bound)")
-    server.add_argument("--rate-limit-wait", type=_seconds, default=600.0, metavar="SECONDS",
-                        help="seconds an item may wait out a server's rate limit (429/503, Retry-After honoured) "
-                             "before it fails (default 600)")
+    _rate_limit_option(server)
     server.add_argument("--max-tokens", type=_count, metavar="N",
                         help="stop before the run's prompt + completion tokens would pass N, keeping what was scored "
                              "(default: no bound)")
