@@ -124,3 +124,11 @@ def test_evaluate_takes_the_rate_limit_wait_its_notices_name(tmp_path, run_cli):
                                 "--data", str(data), "--rate-limit-wait", "3", "--timeout", "2", "--resamples", "20"])
     assert code == 3 and "rate limited for 3 s, --rate-limit-wait" in err, err
     assert time.monotonic() - start < 120  # bounded by the wait asked for, not the default 600 s per item
+
+
+def test_a_hanging_server_is_said_between_attempts_not_waited_on_in_silence(caplog):
+    with FaultServer(fault_rate=1.0, faults=("timeout",), hang=1.5) as server:
+        with caplog.at_level(logging.WARNING, logger="judgetune.lm._remote"), pytest.raises(LMCallError):
+            ask(client(server, timeout=0.5, max_retries=2, backoff=0.01), "item")
+    notices = [r.getMessage() for r in caplog.records if "no answer in" in r.getMessage()]
+    assert notices == [f"openai/fake at {server.base_url}: no answer in 0.5 s (--timeout), attempt 1 of 3; trying again"]

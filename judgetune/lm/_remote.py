@@ -242,6 +242,8 @@ class OpenAICompatibleClient:
                 if faults > self.max_retries:
                     raise LMCallError(f"{self.spec} at {self.spec.endpoint}: gave up after {attempts} attempts: "
                                       f"{_describe(err)}") from err
+                if isinstance(err, httpx.TimeoutException):
+                    self._say_timed_out(attempts)
                 time.sleep(self._backoff(faults))
 
     def _late_error(self, err: StatusError | None, until: float, attempts: int) -> LMCallError:
@@ -286,6 +288,17 @@ class OpenAICompatibleClient:
             wait = max(err.retry_after or 0.0, self._backoff(self._overloads))
             self._not_before = max(self._not_before, now + wait)
             return self._not_before - now
+
+    def _say_timed_out(self, attempts: int) -> None:
+        """Log that a call got no answer in ``--timeout`` and is tried again, at most every ``WAIT_NOTICE_SECONDS``
+        (a hanging server is otherwise silent for the attempts' whole time)."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last_notice < WAIT_NOTICE_SECONDS:
+                return
+            self._last_notice = now
+        log.warning("%s", printable(f"{self.spec} at {self.spec.endpoint}: no answer in {self.timeout:g} s (--timeout), "
+                                    f"attempt {attempts} of {self.max_retries + 1}; trying again"))
 
     def _say_waiting(self, err: StatusError, left: float) -> None:
         """Log that the run waits out the server's pause, at most every ``WAIT_NOTICE_SECONDS``."""
