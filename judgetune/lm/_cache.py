@@ -35,7 +35,8 @@ class ResponseCache:
             self._store = diskcache.Cache(str(self.directory), size_limit=2**33)
         except (OSError, sqlite3.Error) as err:  # a file or a device where the folder should be, no permission
             raise JudgetuneError(f"the answer cache {self.directory} ($JUDGETUNE_CACHE_DIR) cannot be used "
-                                 f"({err}): point $JUDGETUNE_CACHE_DIR at a writable folder, or pass --no-cache") from None
+                                 f"({err}): point $JUDGETUNE_CACHE_DIR at a writable folder (or pass --no-cache, where "
+                                 "the command takes it)") from None
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
