@@ -130,14 +130,3 @@ def test_a_404_from_the_chat_endpoint_stops_at_once_naming_the_url(tmp_path, run
         code, out, err = run_cli(["evaluate", "--judge", "rubric", "--lm", "openai/m", "--api-base", server.base_url,
                                   "--data", str(data), "--limit", "2", "--timeout", "2"])
     assert code == 2 and "Traceback" not in err and "no chat endpoint there, or no model 'm'" in err, err
-
-
-def test_a_server_that_fails_the_label_position_probe_stops_the_run_in_one_line(tmp_path, run_cli):
-    data = tmp_path / "d.csv"
-    data.write_text("answer,reference,label\n" + "".join(f"a{i},r{i},{i % 3}\n" for i in range(4)))
-    with FaultServer(fault_rate=1.0, faults=("malformed",)) as server:
-        code, out, err = run_cli(["evaluate", "--judge", "rubric", "--lm", "openai/m", "--api-base", server.base_url,
-                                  "--data", str(data), "--timeout", "2"])
-    assert code == 2 and "Traceback" not in err and out == "", err
-    assert "error: probing whether labels can be read at label position prefill failed: openai/m at " in err
-    assert "invalid JSON" in err and "pass --label-position generated to skip the probe" in err

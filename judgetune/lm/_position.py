@@ -62,8 +62,7 @@ TEXT_SOURCE = "text"  # the source recorded for a chat template given as Jinja t
 
 
 class LabelPositionError(JudgetuneError):
-    """A label position asked for, or frozen in a judge.json, that the server (or this machine) does not offer; or
-    a probe of one that the server failed."""
+    """A label position asked for, or frozen in a judge.json, that the server (or this machine) does not offer."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -192,12 +191,7 @@ class ServerLabelReader:
         for way, offered in (("completions", self._completions), ("prefill", self._prefill)):
             if asked not in (None, way):
                 continue
-            try:
-                found, why = offered()
-            except LMCallError as err:  # the server failed the probe itself, retries and all
-                raise LabelPositionError(f"probing whether labels can be read at label position {way} failed: {err}; "
-                                         "check the server, or pass --label-position generated to skip the probe"
-                                         ) from None
+            found, why = offered()
             if found:
                 return way, f"{why}" + (f" ({self._by()})" if asked else "")
             if asked:
