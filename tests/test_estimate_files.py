@@ -197,8 +197,8 @@ def _labeled_data(tmp_path: Path) -> Path:
     ("id,rating\nr6,3\nr7,4\n", r"label: expected a label on at least one row, found none in any row "
                                   r"\(columns: 'id', 'rating'\); .* --label COLUMN"),
     ("", r"label: expected a label on at least one row, found none in a row: the file is empty"),
-    ("id;label\nr6;3\nr7;4\n", r"id: expected an id column .*found 'id;label'; the file looks separated by "
-                                 r"semicolons"),
+    ("id;label\nr6;3\nr7;4\n", r"id: expected an id column .*found 'id;label'; the header looks ';'-delimited, "
+                                 r"not comma-delimited"),
 ])
 def test_a_labels_file_that_adds_no_label_is_refused_not_ignored(run_cli, length_judge, tmp_path, text, expected):
     labeled = tmp_path / "labels.csv"

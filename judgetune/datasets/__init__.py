@@ -25,6 +25,7 @@ from judgetune.datasets._mapping import MAPPABLE, FieldMap
 from judgetune.datasets._rag import RagItem, read_rag_items
 from judgetune.datasets._readers import (
                                          MAX_ROW_BYTES,
+                                         delimiter_hint,
                                          example_from_record,
                                          jsonl_rows,
                                          read_examples,
@@ -48,7 +49,7 @@ from judgetune.datasets._validation import Cell, describe, expected, location, p
 __all__ = ["CATALOG", "JSONShapeError", "MAPPABLE", "MAX_DEPTH", "MAX_FILE_BYTES", "MAX_ROW_BYTES", "Cell", "Example",
            "ExampleRow",
            "FieldMap", "RagItem", "Reference", "Scale", "Source", "ascii_number", "clef_judgments",
-           "clef_top1_rows", "data_dir", "data_fingerprint", "describe", "ensure_fetched",
+           "clef_top1_rows", "data_dir", "data_fingerprint", "delimiter_hint", "describe", "ensure_fetched",
            "example_from_record", "expected", "fetch", "generated_answer_llm", "get_source", "fold_of", "group_folds",
            "groups_of",
            "jsonl_rows", "limit_by_group", "load", "load_data", "location", "parse_json", "parse_scale", "problems_from",

@@ -243,7 +243,7 @@ def _header_problems(path: Path, header: list[str], kind: str, mapping: FieldMap
     unknown = [] if mapping else [h for h in header if h not in FIELDS or h == "meta"]
     absent = [(t, c) for t, c in mapping.targets.items()
               if c not in header and (require_label or t not in ("label", "preference"))]
-    hint = _delimiter_hint(header, kind)
+    hint = delimiter_hint(header, kind)
     if absent:
         problems.extend(f"{path}:1: header: expected a column {c!r} (mapped to {t}), found columns "
                         f"{', '.join(header)}{hint}" for t, c in absent)
@@ -350,7 +350,7 @@ def _undecodable(path: Path, err: UnicodeDecodeError) -> str:
     return f"{path}: file: expected UTF-8 text, found undecodable bytes ({err.reason}); save the file as UTF-8"
 
 
-def _delimiter_hint(header: list[str], kind: str) -> str:
+def delimiter_hint(header: list[str], kind: str) -> str:
     """``"; the header looks ...-delimited: ..."`` when a one-column header holds another delimiter, else ``""``."""
     if len(header) != 1:
         return ""

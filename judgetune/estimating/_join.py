@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from judgetune.datasets import describe
+from judgetune.datasets import delimiter_hint, describe
 from judgetune.errors import DataValidationError, JudgetuneError
 from judgetune.estimating._arrow import fast_scores
 from judgetune.estimating._rows import PROBABILITY, Observations, _number, _take, is_nan, no_gc, probability, records
@@ -123,7 +123,7 @@ def join_labels(obs: Observations, path: str | Path, *, fields: dict[str, str] |
     found = ", ".join(map(repr, columns)) or "no column"
     if rows and len(no_id) == rows:
         problems.insert(0, f"{path}: {key}: expected an id column (the picked file carries each row's id), found "
-                           f"{found}{_delimiter_hint(columns)}")
+                           f"{found}{_delimiter_hint(columns, path)}")
     else:
         problems[:0] = no_id
     if not problems and not labeled:
@@ -135,11 +135,10 @@ def join_labels(obs: Observations, path: str | Path, *, fields: dict[str, str] |
     return added
 
 
-def _delimiter_hint(columns: dict[str, None]) -> str:
-    """A hint when the one column read holds a semicolon or a tab: the file is not comma-separated."""
-    if len(columns) == 1 and any(mark in next(iter(columns)) for mark in ";\t"):
-        return "; the file looks separated by semicolons or tabs: save it with commas (CSV) or as a .tsv file"
-    return ""
+def _delimiter_hint(columns: dict[str, None], path: Path) -> str:
+    """The readers' hint for a CSV or TSV file whose one column holds another delimiter."""
+    kind = path.suffix.lower().lstrip(".")
+    return delimiter_hint(list(columns), kind) if kind in ("csv", "tsv") else ""
 
 
 def scored_by(scores: str | Path, config_dict: dict) -> bool | None:
