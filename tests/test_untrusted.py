@@ -175,6 +175,22 @@ def test_a_judge_json_endpoint_gets_no_key_unless_the_user_names_or_trusts_it(tm
         assert "sk-team-secret" not in err
 
 
+def test_an_unreachable_judge_json_endpoint_points_at_the_file_not_at_an_option_never_given(tmp_path, run_cli,
+                                                                                             monkeypatch):
+    from judgetune.testing.llama_server import free_port
+
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("JUDGETUNE_TRUSTED_ENDPOINTS", raising=False)
+    config = rubric_config(tmp_path / "judge.json", f"http://127.0.0.1:{free_port()}/v1")
+    argv = ["score", "--config", str(config), "--data", str(jsonl(tmp_path / "d.jsonl", rows(4))),
+            "--out", str(tmp_path / "o.jsonl"), "--timeout", "5"]
+    code, _, err = run_cli(argv)
+    assert code == 2 and "connection attempts in a row failed" in err
+    assert f"the endpoint {config} names (lm.api_base), or pass --api-base" in err
+    code, _, err = run_cli([*argv, "--api-base", f"http://127.0.0.1:{free_port()}/v1"])  # named: the option is meant
+    assert code == 2 and "or check --api-base" in err and "lm.api_base" not in err
+
+
 def test_the_python_api_sends_the_key_only_to_a_named_endpoint(tmp_path, monkeypatch):
     import judgetune
     from judgetune.lm import ServerAuthError

@@ -310,7 +310,8 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         spec, send_key, withheld = _remote_endpoint(spec, trust_endpoint, endpoint_source)
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries, rps=rps,
                                         rate_limit_wait=rate_limit_wait, send_key=send_key, withheld=withheld,
-                                        api_key=api_key)
+                                        api_key=api_key, endpoint_named_by="--api-base" if trust_endpoint else
+                                        f"the endpoint {endpoint_source} names (lm.api_base), or pass --api-base")
         return JudgeLM(spec, cache=cache, client=client, model_id=spec.model, concurrency=concurrency,
                        label_position=label_position, chat_template=chat_template)
     if spec.kind == "test":  # no weights: see judgetune/lm/_deterministic.py

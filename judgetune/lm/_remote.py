@@ -138,7 +138,7 @@ class OpenAICompatibleClient:
     def __init__(self, spec: LMSpec, *, timeout: float = 60.0, max_retries: int = 3, backoff: float = 0.5,
                  max_backoff: float = 8.0, api_key_env: str = API_KEY_ENV, rps: float | None = None,
                  rate_limit_wait: float = 600.0, send_key: bool = True, withheld: str | None = None,
-                 api_key: str | None = None):
+                 api_key: str | None = None, endpoint_named_by: str = "--api-base"):
         if spec.kind != "openai":
             raise ValueError(f"{spec} is not an openai/MODEL spec")
         if spec.api_base is not None:
@@ -159,6 +159,7 @@ class OpenAICompatibleClient:
         key = api_key if api_key is not None else os.environ.get(api_key_env) if send_key else None
         self.api_key_env = api_key_env
         self.withheld = withheld  # why the key is not sent (an endpoint the user did not name), or None
+        self.endpoint_named_by = endpoint_named_by  # where the endpoint is set, for the advice in errors
         self._refusals = 0  # refused connection attempts in a row
         self._failed_calls = 0  # calls in a row that gave up after their retries (the circuit breaker)
         self._fatal: ServerError | None = None  # once set, every call raises it at once
@@ -376,8 +377,8 @@ class OpenAICompatibleClient:
                 self._refusals += 1
                 if self._refusals >= REFUSALS_TO_STOP and self._fatal is None:
                     self._fatal = ServerUnreachableError(
-                        f"{self.spec} at {self.spec.endpoint}: {self._refusals} connection attempts in a row were "
-                        f"refused ({err}); stopping. Start the server, or check --api-base")
+                        f"{self.spec} at {self.spec.endpoint}: {self._refusals} connection attempts in a row failed "
+                        f"({err}); stopping. Start the server, or check {self.endpoint_named_by}")
                 if self._fatal is not None:
                     raise self._fatal from None
             raise
@@ -422,8 +423,9 @@ class OpenAICompatibleClient:
             raise self._fatal
         if response.status_code == 404 and path == "chat/completions":  # every judge needs it: a wrong URL or model
             error = ServerError(f"{self.spec} at {self.spec.endpoint}: no chat endpoint there, or no model "
-                                f"{self.spec.model!r} (HTTP 404: {printable(response.text[:200])}); check --api-base "
-                                "(the server's URL, most often ending in /v1) and the model's name")
+                                f"{self.spec.model!r} (HTTP 404: {printable(response.text[:200])}); check "
+                                f"{self.endpoint_named_by} (the server's URL, most often ending in /v1) and the "
+                                "model's name")
             with self._lock:
                 self._fatal = self._fatal or error
             raise self._fatal
