@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from judgetune import cli
 
@@ -98,6 +99,7 @@ def test_tune_says_the_scale_it_inferred_and_the_least_rows_it_needs(tmp_path, r
                               "--trials", "2"])
     assert code == 0, err
     assert f"human scale 4-5, inferred from the labels of {ceiling} (state it with --scale LOW-HIGH)" in out
+    assert re.search(r"^top: 2 trials( \(\d+ complete, \d+ pruned\))?, 0 LM calls, chosen: ", out, re.M), out
     code, out, err = run_cli(["tune", "--judge", "bm25", "--data", _graded_csv(tmp_path / "five.csv", range(5)),
                               "--run", "five", "--runs-dir", runs])
     assert code == 2 and "(search 3, dev 1, test 1; tuning needs at least 4, 4 and 2: label more rows" in err

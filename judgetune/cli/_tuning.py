@@ -73,6 +73,16 @@ def _tune_one(spec: tuning.RunSpec, args: argparse.Namespace):
     return config, run_dir
 
 
+def _trial_count(by_state: dict[str, int]) -> str:
+    """``"8 trials"``, or ``"8 trials (6 complete, 2 pruned)"`` when not every trial completed."""
+    total = sum(by_state.values())
+    words = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}
+    if set(by_state) <= {"COMPLETE"}:
+        return f"{total} trial{'s' * (total != 1)}"
+    parts = ", ".join(f"{n} {words.get(state, state.lower())}" for state, n in by_state.items() if n)
+    return f"{total} trial{'s' * (total != 1)} ({parts})"
+
+
 def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
     config, run_dir = _tune_one(spec, args)
     test, search = config.metrics["test"], config.metrics["study"]
@@ -90,7 +100,7 @@ def _tune_and_print(spec: tuning.RunSpec, args: argparse.Namespace) -> None:
         low, high = config.label_range
         print(f"human scale {low:g}-{high:g}, inferred from the labels of {shown(spec.data)} (state it with --scale "
               "LOW-HIGH)")
-    print(f"{spec.name}: {search['trials']} trials, {search['lm_calls']} LM calls, chosen: {shown(shipped)}")
+    print(f"{spec.name}: {_trial_count(search['trials'])}, {search['lm_calls']} LM calls, chosen: {shown(shipped)}")
     print(f"  settings: {json.dumps(config.params)}; calibrator {config.calibrator['kind']}")
     baselines = [{"name": f"{n} (test)", **_cost_free(r)} for n, r in config.metrics["baselines"].items()]
     print(evaluation.format_rows([{"name": "test (calibrated)", **_cost_free({**test, **config.metrics["cost"]["test"]})},
