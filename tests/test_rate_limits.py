@@ -132,3 +132,22 @@ def test_a_hanging_server_is_said_between_attempts_not_waited_on_in_silence(capl
             ask(client(server, timeout=0.5, max_retries=2, backoff=0.01), "item")
     notices = [r.getMessage() for r in caplog.records if "no answer in" in r.getMessage()]
     assert notices == [f"openai/fake at {server.base_url}: no answer in 0.5 s (--timeout), attempt 1 of 3; trying again"]
+
+
+@pytest.mark.parametrize("command", [["evaluate", "--no-cache"], ["tune", "--trials", "1", "--search-items", "4",
+                                                                  "--dev-items", "4", "--test-items", "4"]])
+def test_evaluate_and_tune_keep_to_the_rps_they_are_given(tmp_path, run_cli, monkeypatch, command):
+    """--rps bounds every command that calls a server, not only score: requests start at least 1/rps apart."""
+    from _kits import jsonl
+    from _kits import length_rows as rows
+
+    monkeypatch.setenv("JUDGETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    data = jsonl(tmp_path / "d.jsonl", rows(40))
+    with FaultServer() as server:
+        code, _, err = run_cli([command[0], "--judge", "rubric", "--data", str(data), "--lm", "openai/m", "--api-base",
+                                server.base_url, "--rps", "20", "--concurrency",
+                                "4", *command[1:], *(["--runs-dir", str(tmp_path / "runs")] * (command[0] == "tune"))])
+    arrivals = sorted(server.arrivals)
+    assert code in (0, 3) and "unrecognized" not in err, err  # the echo server's answers hold no label: 3 is fine
+    assert len(arrivals) >= 6
+    assert arrivals[-1] - arrivals[0] >= 0.8 * (len(arrivals) - 1) / 20  # paced (unpaced, 4 threads far outrun it)

@@ -66,7 +66,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         raise JudgetuneError(f"judge {args.judge} with these settings ({shown(params)}) compares an item with the other "
                              "answers of its question: pass --protocol group (or linkage)")
     lm = (load_lm(args.lm, api_base=args.api_base, use_cache=not args.no_cache, timeout=args.timeout,
-                  rate_limit_wait=args.rate_limit_wait,
+                  rate_limit_wait=args.rate_limit_wait, concurrency=args.concurrency, rps=args.rps,
                   label_position=args.label_position)
           if judges.judge_class(args.judge).needs_lm_with(params) else None)
     judge = _fitted_judge(args, lm, splits["train"], label_range, params)

@@ -324,6 +324,7 @@ def _timeout_option(parser: argparse.ArgumentParser, *, no_cache: bool = False) 
 
 
 DEFAULT_RATE_LIMIT_WAIT = 600.0  # seconds, as load_lm's
+DEFAULT_CONCURRENCY = 8  # server calls at a time, as load_lm's
 
 
 def _rate_limit_option(parser: argparse.ArgumentParser) -> None:
@@ -331,6 +332,14 @@ def _rate_limit_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate-limit-wait", type=_seconds, default=DEFAULT_RATE_LIMIT_WAIT, metavar="SECONDS",
                         help="seconds an item may wait out a server's rate limit (429/503, Retry-After honoured) "
                              "before it fails (default 600)")
+
+
+def _pace_options(parser: argparse.ArgumentParser) -> None:
+    """``--concurrency`` and ``--rps``: how hard a served model is pressed."""
+    parser.add_argument("--concurrency", type=_count, default=DEFAULT_CONCURRENCY, metavar="N",
+                        help=f"server calls at a time (default {DEFAULT_CONCURRENCY})")
+    parser.add_argument("--rps", type=_positive, metavar="N",
+                        help="at most this many server requests per second (default: no bound)")
 
 
 def _endpoint_option(parser: argparse.ArgumentParser) -> None:

@@ -28,9 +28,9 @@ from judgetune.cli._options import (
     _families,
     _groups,
     _labels,
+    _pace_options,
     _param,
     _Parser,
-    _positive,
     _price,
     _protocol_option,
     _rate_limit_option,
@@ -120,6 +120,7 @@ def _add_data_evaluate(commands: argparse._SubParsersAction) -> None:
     output.add_argument("--show-prompt", action="store_true", help="print the prompts sent for the first item "
                         "(stderr)")
     _timeout_option(model, no_cache=True)
+    _pace_options(model)
     _rate_limit_option(model)
     data.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch catalog data from when it is missing "
                       "(default $JUDGETUNE_DATA_MIRROR)")
@@ -222,6 +223,7 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
     gate.add_argument("--pick", default="spearman", choices=PICK_RULES,
                       help="rule to choose from the Pareto front: best Spearman (ties: MAE) or best MAE")
     _timeout_option(model)
+    _pace_options(model)
     _rate_limit_option(model)
     search.add_argument("--heartbeat", type=_count, default=10, metavar="N",
                         help="seconds between a trial's heartbeats; a trial silent for three is retried")
@@ -269,10 +271,7 @@ def _add_demo_worker_score(commands: argparse._SubParsersAction) -> None:
     _protocol_option(model)
     data.add_argument("--seed", type=_seed, metavar="N", default=0, help="seeds the linkage protocol's reference draw")
     _timeout_option(server)
-    server.add_argument("--concurrency", type=_count, default=8, metavar="N", help="server calls at a time (default 8)")
-    server.add_argument("--rps", type=_positive, metavar="N",
-                        help="at most this many server requests per second (default: no "
-                             "bound)")
+    _pace_options(server)
     _rate_limit_option(server)
     server.add_argument("--max-tokens", type=_count, metavar="N",
                         help="stop before the run's prompt + completion tokens would pass N, keeping what was scored "

@@ -14,6 +14,7 @@ from judgetune import datasets
 from judgetune._files import make_folder, write_text
 from judgetune.cli._judging import check_label_position
 from judgetune.cli._options import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_RATE_LIMIT_WAIT,
     _audit_bounds,
     _cost_free,
@@ -54,10 +55,11 @@ def _tune_one(spec: tuning.RunSpec, args: argparse.Namespace):
     from judgetune._api import run_tuning
 
     check_label_position(spec.lm, args.label_position)
-    lm = None  # run_tuning loads the run's LM, unless a label position or a rate-limit wait is asked for
-    if args.label_position or args.rate_limit_wait != DEFAULT_RATE_LIMIT_WAIT:
+    lm = None  # run_tuning loads the run's LM, unless a label position or a server's pace is asked for
+    if (args.label_position or args.rate_limit_wait != DEFAULT_RATE_LIMIT_WAIT or args.rps
+            or args.concurrency != DEFAULT_CONCURRENCY):
         lm = tuning.load_run_lm(spec, timeout=args.timeout, label_position=args.label_position,
-                                rate_limit_wait=args.rate_limit_wait)
+                                rate_limit_wait=args.rate_limit_wait, concurrency=args.concurrency, rps=args.rps)
     try:
         config, run_dir, _ = run_tuning(spec, runs_dir=args.runs_dir, storage=args.storage, heartbeat=args.heartbeat,
                                         timeout=args.timeout, lm=lm)

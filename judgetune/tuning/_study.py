@@ -299,16 +299,19 @@ class TrialProgress:
 
 
 def load_run_lm(spec: RunSpec, *, timeout: float = 60.0, trusted: bool = True,
-                label_position: str | None = None, rate_limit_wait: float = 600.0) -> JudgeLM | None:
+                label_position: str | None = None, rate_limit_wait: float = 600.0, concurrency: int = 8,
+                rps: float | None = None) -> JudgeLM | None:
     """The run's LM (None for a judge without one); ``timeout`` is per attempt of a server call. ``trusted``:
     False when the spec was read from a shared storage (a worker's), whose endpoint gets the key only when
     the user trusts it. ``label_position``: where a served model's labels are read (None: probed);
-    ``rate_limit_wait``: seconds an item may wait out a served model's rate limit."""
+    ``rate_limit_wait``: seconds an item may wait out a served model's rate limit; ``concurrency``, ``rps``: its
+    calls at a time and requests per second at most (None: no bound)."""
     if not (spec.stack or judge_class(spec.judge).needs_lm_with(spec.fixed)
             or any(judge_class(kind).needs_lm for kind in spec.also_families())):
         return None
     return load_lm(spec.lm, api_base=spec.api_base, timeout=timeout, trust_endpoint=trusted,
-                   endpoint_source=f"study {spec.name}", label_position=label_position, rate_limit_wait=rate_limit_wait)
+                   endpoint_source=f"study {spec.name}", label_position=label_position, rate_limit_wait=rate_limit_wait,
+                   concurrency=concurrency, rps=rps)
 
 
 def study_summary(study: optuna.Study) -> dict[str, Any]:
