@@ -115,6 +115,8 @@ def test_a_judge_keeps_items_whose_server_calls_failed_as_counted_failures():
             verdicts = RubricJudge(lm, reasoning=reasoning).judge_all(examples)
             assert [v.parsed for v in verdicts] == [False] * 4
             assert all("500" in v.raw for v in verdicts)
+            # reading labels needs the label position first: its probe's failure is named in each item's failure
+            assert all(("label-position probe failed" in v.raw) != reasoning for v in verdicts), verdicts[0].raw
 
 
 def test_a_404_from_the_chat_endpoint_stops_at_once_naming_the_url(tmp_path, run_cli):

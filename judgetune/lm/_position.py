@@ -155,7 +155,11 @@ class ServerLabelReader:
         """
         with _DECIDING:  # one probe, and one template load (llama.cpp swaps the process's stdout while loading)
             if self._way is None:
-                self._way = self._decide()
+                try:
+                    self._way = self._decide()
+                except LMCallError as err:  # each item that needs the way fails so, and the next item probes again
+                    raise LMCallError(f"the label-position probe failed, so this item's labels were not read: "
+                                      f"{err}") from err.__cause__
                 log.warning("label position %s: %s: %s", self._way[0], self.where, self._way[1])
         return self._way
 
