@@ -36,17 +36,23 @@ def join_scores(obs: Observations, path: str | Path) -> None:
     """Set ``obs.scores`` from a score file (JSONL, CSV or Parquet as ``judgetune score`` writes it).
 
     Raises:
-        DataValidationError: a score of no row, a row without a score, a repeated id, a score that is no number.
+        DataValidationError: a score of no row, a row without a score, a repeated id, a score that is no number, a
+            file with no score at all (no score column, or every judgment failed).
     """
     fast = fast_scores(obs, path)
-    if fast is not None:
+    if fast is not None and not np.isnan(fast).all():  # no score at all: the row-by-row join says what is wrong
         obs.scores = fast
         return
     path, problems = Path(path), []
     index, scores, seen = _index(obs), np.full(len(obs), np.nan), np.zeros(len(obs), dtype=bool)
     strangers: list[str] = []
+    columns: dict[str, None] | None = {}  # the fields of the rows while none has a score, to name then
     with no_gc():
         for line, record in records(path, problems):
+            if columns is not None and "score" in record:
+                columns = None
+            elif columns is not None and len(columns) < 40:
+                columns.update(dict.fromkeys(record))
             row_id, score = record.get("id"), record.get("score")
             i = index.get(row_id if row_id.__class__ is str else str(row_id))
             if i is None:
@@ -56,6 +62,12 @@ def join_scores(obs: Observations, path: str | Path) -> None:
                 problems.append(f"{path}:{line}: id: expected each id once, found {row_id!r} again")
             seen[i] = True
             scores[i] = score if score.__class__ is float else _number(score, (path, line), "score", problems)
+    if not problems and seen.any() and np.isnan(scores[seen]).all():
+        found = ("no score on any row (every judgment failed)" if columns is None else  # a null read as none
+                 f"no score field on any row (fields: {', '.join(map(repr, columns))})")
+        problems.insert(0, f"{path}: score: expected the scores `judgetune score` writes, found {found}: give the "
+                           "file judgetune score wrote for this data (a judge whose every judgment failed has no "
+                           "estimate to add)")
     if strangers:
         problems.append(f"{path}: id: expected the ids of {obs.where}, found {len(strangers)} score(s) of no row "
                         f"there ({_named(strangers)}): score this data file, or give the data file that was scored")
