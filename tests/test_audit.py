@@ -96,6 +96,18 @@ def test_minimum_detectable_effect_shrinks_with_n():
     assert audit.minimum_detectable_effect(1.0, 100) == pytest.approx(0.28016, abs=1e-4)
     assert audit.minimum_detectable_effect(1.0, 400) < audit.minimum_detectable_effect(1.0, 100)
     assert audit.minimum_detectable_effect(1.0, 1) is None
+    # the sign-flip test's smallest p is 2 / 2^k: at 5 clusters 0.0625, so nothing is ever detected there
+    assert audit.minimum_detectable_effect(1.0, 5) is None and audit.minimum_detectable_effect(0.0, 6) == 0.0
+
+
+def test_a_large_effect_on_too_few_items_reads_too_few_not_no_effect():
+    """Every item moved by +4 on 3 or 5 items: p cannot pass 0.05, so the reading is 'too few items to tell'."""
+    for n in (3, 5):
+        effect = audit.paired_effect(np.full(n, 4.0))
+        assert effect.p > 0.05 and effect.mde is None
+        row = {"q": effect.p, "mde": effect.mde}
+        assert audit.reading(row, 0.4) == "too few items to tell"
+    assert audit.paired_effect(np.zeros(3)).mde is None  # no move on 3 items: not proof of no effect either
 
 
 def test_bounds_reject_only_significant_excess(planted):

@@ -23,8 +23,8 @@ POWER = 0.8
 @dataclass(frozen=True)
 class Effect:
     """A probe's figure: ``effect`` (mean per-item difference) with its 95% interval ``[low, high]``,
-    the two-sided ``p`` against no effect, the ``mde`` at this n and power 0.8 (None with fewer than two
-    clusters: no spread to estimate), ``n`` items in ``clusters`` groups."""
+    the two-sided ``p`` against no effect, the ``mde`` at this n and power 0.8 (None when the test cannot
+    detect any effect: see :func:`minimum_detectable_effect`), ``n`` items in ``clusters`` groups."""
 
     effect: float
     low: float
@@ -47,8 +47,10 @@ def minimum_detectable_effect(sd: float, n_clusters: int, *, alpha: float = ALPH
                               power: float = POWER) -> float | None:
     """The smallest true mean difference a two-sided test at ``alpha`` detects with probability ``power``:
     ``(z_{1-alpha/2} + z_{power}) * sd / sqrt(n_clusters)``, ``sd`` the spread of the cluster values
-    (the normal approximation of a paired test); None with fewer than two clusters."""
-    if n_clusters < 2:
+    (the normal approximation of a paired test). None when the sign-flip test cannot reach ``alpha`` at all:
+    fewer than two clusters, or so few that its smallest p, 2 / 2^n_clusters, is ``alpha`` or more (at most 5
+    clusters at 0.05), where no effect, however large, is ever detected."""
+    if n_clusters < 2 or 2.0 / 2.0 ** n_clusters >= alpha:
         return None
     return float((sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)) * sd / np.sqrt(n_clusters))
 
@@ -86,7 +88,7 @@ def paired_effect(diffs: Sequence[float], clusters: Sequence | None = None, *, n
     values = _cluster_values(d, groups)
     k = values.size
     if np.allclose(d, 0.0, atol=1e-12):  # the judge did not move at all: nothing to resample or test
-        return Effect(0.0, 0.0, 0.0, 1.0, 0.0, int(d.size), k)
+        return Effect(0.0, 0.0, 0.0, 1.0, minimum_detectable_effect(0.0, k), int(d.size), k)
     means = [float(d[idx].mean()) for idx in resample_indices(d.size, groups, n_resamples=n_resamples, seed=seed)]
     tail = expanded_tail(k) * 100
     low, high = np.percentile(means, [tail, 100 - tail])
