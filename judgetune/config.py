@@ -330,7 +330,7 @@ class JudgeConfig(BaseModel):
         if self.calibrator is not None:
             calibrator = calibrator_from_dict(self.calibrator)
             mapped = calibrator.predict(values)
-            if not calibrator.is_flat():  # a flat map gives one score by design (said when it was fitted)
+            if not calibrator.is_flat() and calibrator.off_scale(values).all():  # a flat map: one score by design
                 _warn_if_pinned(mapped, values, self.label_range)
         else:
             (lo, hi) = self.label_range
@@ -362,14 +362,15 @@ def _field(problem: str, where: str) -> str:
 
 
 def _warn_if_pinned(mapped: np.ndarray, raw: np.ndarray, label_range: list[float]) -> None:
-    """Warn when a calibrator sends every item (two or more) to one end of the scale: its outputs lie off the
-    scale for them (a hand-edited or foreign calibrator), and every item would silently get that end."""
+    """Warn when a calibrator's map lies off the scale for every item (two or more), so that each is clipped to
+    the same end: a hand-edited or foreign calibrator, or items far beyond the raw scores it was fitted on. (An
+    isotonic map's last knot at an end is on the scale: items beyond it get that end by design.)"""
     for end, name in ((label_range[1], "top"), (label_range[0], "bottom")):
         if len(raw) > 1 and np.all(mapped == end):
             logging.getLogger(__name__).warning(
-                "the calibrator maps all %d items (raw scores %g to %g) to the %s of the scale, %g: its outputs "
-                "lie off the scale for them; check the calibrator in the judge config", len(raw), raw.min(), raw.max(),
-                name, end)
+                "the calibrator maps all %d items (raw scores %g to %g) off the scale, clipped to its %s, %g: check "
+                "the calibrator in the judge config, unless these items lie far beyond those it was fitted on",
+                len(raw), raw.min(), raw.max(), name, end)
 
 
 def read_config_json(path: Path) -> Any:

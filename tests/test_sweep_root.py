@@ -247,7 +247,20 @@ def test_a_calibrator_off_the_scale_is_warned_about(tmp_path, run_cli, caplog):
     path = config.save(tmp_path / "judge.json")
     code, _, err = run_cli(["score", "--config", str(path), "--data", str(jsonl(tmp_path / "d.jsonl", rows(6))),
                             "--out", str(tmp_path / "o.jsonl")])
-    assert code == 0 and "maps all 6 items" in caplog.text and "to the top of the scale, 5" in caplog.text
+    assert code == 0 and "maps all 6 items" in caplog.text and "off the scale, clipped to its top, 5" in caplog.text
+
+
+def test_items_beyond_an_isotonic_maps_last_knot_are_not_called_off_the_scale(tmp_path, run_cli, caplog):
+    """An isotonic map ends on the scale: items beyond its fitted raw scores get its top by design (the audit's
+    padded copies do), and nothing is said to lie off the scale."""
+    config = JudgeConfig(judge="length", params={}, lm=None, instruction=None, demos=[], label_range=[1.0, 5.0],
+                         calibrator={"kind": "isotonic", "label_range": [1.0, 5.0], "x": [0.0, 0.1], "y": [1.0, 5.0]})
+    path = config.save(tmp_path / "judge.json")
+    code, _, err = run_cli(["score", "--config", str(path), "--data", str(jsonl(tmp_path / "d.jsonl", rows(6))),
+                            "--out", str(tmp_path / "o.jsonl")])
+    scores = [json.loads(line)["score"] for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert code == 0 and scores == [5.0] * 6, err
+    assert "maps all" not in caplog.text and "off the scale" not in caplog.text + err
 
 
 @pytest.mark.parametrize("calibrator", [{"kind": "isotonic", "x": [0.2, 0.9], "y": [1.0, 1.0]},

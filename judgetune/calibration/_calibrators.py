@@ -60,6 +60,12 @@ class Calibrator(RegressorMixin, BaseEstimator):
     def predict(self, raw: Any) -> np.ndarray:
         return np.clip(self._map(_column(raw)), *self._range())
 
+    def off_scale(self, raw: Any) -> np.ndarray:
+        """Per raw score: whether the map lies off the scale there, so that ``predict`` clips it to an end."""
+        low, high = self._range()
+        mapped = self._map(_column(raw))
+        return (mapped < low) | (mapped > high)
+
     def _map(self, raw: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
