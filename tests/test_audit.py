@@ -188,6 +188,24 @@ def test_cli_audit_errors(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()  # nothing was run
 
 
+def test_cli_audit_refuses_other_scales_and_runs_each_probe_once(tmp_path, capsys):
+    """Labels off the judge's scale (another task's data) are refused as compare refuses them; a probe named twice
+    runs once; probes that all do not apply to the judge are an error, not an empty table with exit 0."""
+    from judgetune import cli
+
+    config, data = _length_judge(tmp_path)
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({**row, "label": 50.0}) + "\n" for row in rows), encoding="utf-8")
+    assert cli.main(["audit", "--config", str(config), "--data", str(other), "--split", "all"]) == 2
+    assert f"labels lie outside the scale 0-5 of {config}" in capsys.readouterr().err
+    assert cli.main(["audit", "--config", str(config), "--data", str(data), "--probe", "verbosity", "--probe",
+                     "verbosity", "--json"]) == 0
+    assert [r["probe"] for r in json.loads(capsys.readouterr().out)["probes"]] == ["verbosity"]
+    assert cli.main(["audit", "--config", str(config), "--data", str(data), "--probe", "position"]) == 2
+    assert "no probe ran on the length judge" in capsys.readouterr().err
+
+
 def test_report_shows_the_audit_table(planted):
     from judgetune.report import audit_section
 

@@ -41,7 +41,7 @@ def audit(config: JudgeConfig, examples: Sequence[Example], lm: Any = None, *, p
     Raises:
         JudgetuneError: an unknown probe name, or no item to audit.
     """
-    names = list(probes or PROBES)
+    names = list(dict.fromkeys(probes or PROBES))  # a probe named twice runs, and is corrected for, once
     unknown = [n for n in names if n not in PROBES]
     if unknown:
         raise JudgetuneError(f"unknown audit probe(s) {unknown}; known: {', '.join(PROBES)}")

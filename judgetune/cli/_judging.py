@@ -144,12 +144,19 @@ def _audit(args: argparse.Namespace) -> None:
         examples = datasets.read_examples(args.data, require_label=False, **mapping)
     if args.split != "all":
         examples = datasets.split_examples(examples, seed=config.seed)[args.split]
+        with warnings.catch_warnings():  # said once, by the log line on stderr
+            warnings.simplefilter("ignore", UserWarning)
+            evaluation.warn_other_data([config], args.data)
+    _refuse_other_scale({str(args.config): config}, [e for e in examples if e.judgment is not None], args.data)
     demos = {d.get("id") for d in config.demos}  # the judge's own demos are not audited
     pool = [e for e in examples if e.id not in demos]
     examples = datasets.limit_by_group(pool, args.limit, seed=args.seed)
     lm = load_config_lm(config, timeout=args.timeout, api_base=args.api_base, where=str(args.config))
     result = audit.audit(config, examples, lm, probes=args.probe, n_resamples=args.resamples,
                          seed=args.seed, progress=not args.json)
+    if not result["probes"]:
+        raise JudgetuneError(f"no probe ran on the {config.judge} judge {shown(args.config)}: " + "; ".join(
+            f"{r['probe']}: {r['why']}" for r in result["not_applicable"]))
     if args.json:
         print(json.dumps(result, indent=2))
         return
