@@ -92,8 +92,11 @@ _KEY_FIELDS = {"api_key", "apikey", "key", "authorization", "token"}
 
 
 def config_schema() -> dict[str, Any]:
-    """The JSON Schema of judge.json."""
-    return JudgeConfig.model_json_schema()
+    """The JSON Schema of judge.json; ``schema_version`` is required, as ``JudgeConfig.load`` requires it (its
+    default serves configs built in Python)."""
+    schema = JudgeConfig.model_json_schema()
+    schema["required"] = ["schema_version", *(name for name in schema["required"] if name != "schema_version")]
+    return schema
 
 
 def _non_finite(value: Any, path: str = "") -> list[str]:

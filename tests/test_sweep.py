@@ -242,6 +242,8 @@ def test_schema_prints_the_json_schema_of_judge_json(run_cli):
     schema = json.loads(out)
     assert code == 0 and schema["additionalProperties"] is False
     assert {"params", "calibrator", "lm", "instruction", "label_range"} <= set(schema["required"])
+    # what the loader requires, the schema requires: a judge.json without schema_version fails both
+    assert "schema_version" in schema["required"]
 
 
 # --- 6. per-item failure, exit codes, interruption, redaction -------------------------------------------
