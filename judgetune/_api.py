@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from judgetune._files import atomic_write, make_folder, write_text
 from judgetune._frozen import (
+    ROWS,
     FrozenJudge,
     JudgmentFailedError,
     Rows,
@@ -29,13 +30,16 @@ from judgetune._frozen import (
     TunedJudge,
     _is_frame,
     _pandas,
+    _real,
+    _refuse_non_rows,
     _rows_in_memory,
+    _whole,
     load,
     records_of,
 )
 from judgetune._offline import keep_litellm_offline
 from judgetune.config import JudgeConfig
-from judgetune.errors import DataValidationError, JudgetuneError, SettingsError
+from judgetune.errors import DataValidationError, JudgetuneError, SettingsError, shown
 
 if TYPE_CHECKING:
     import optuna
@@ -301,12 +305,16 @@ def estimate(judge: str | Path | FrozenJudge, data: Any, *, by: str | Sequence[s
 
     Raises:
         JudgetuneError: one system, no label, labels off the judge's scale, bad rows (one line each).
+        SettingsError: an argument of the wrong type or out of range, or a file that does not exist (checked
+            before anything is read).
 
     Example:
         >>> judgetune.estimate("runs/mine/judge.json", "outputs.jsonl", by="system")  # doctest: +SKIP
     """
     from judgetune.estimating import estimate_files
 
+    _check_estimate(judge, data, scores=scores, labeled=labeled, fields=fields, label=label, scale=scale,
+                    confidence=confidence, api_base=api_base, seed=seed)
     keep_litellm_offline()
     frozen = judge if isinstance(judge, FrozenJudge) else None
     config = judge.config if frozen is not None else judge
@@ -325,6 +333,37 @@ def estimate(judge: str | Path | FrozenJudge, data: Any, *, by: str | Sequence[s
                 raise
             raise _renamed(err, names) from None
     return result.to_pandas()
+
+
+def _check_estimate(judge: Any, data: Any, *, scores: Any, labeled: Any, fields: Any, label: Any, scale: Any,
+                    confidence: Any, api_base: Any, seed: Any) -> None:
+    """Refuse an argument of ``estimate`` of the wrong type or out of range, or a file that does not exist: one line
+    naming the argument, what was expected and what was found (``by`` and ``fit`` are checked where they are read)."""
+    from judgetune.datasets import CATALOG, describe
+
+    if not isinstance(judge, (str, Path, FrozenJudge)):
+        raise SettingsError(f"judge: expected a judge.json path or a FrozenJudge, found {type(judge).__name__}")
+    for name, rows in (("data", data), ("labeled", labeled)):
+        if rows is not None:
+            _refuse_non_rows(rows, name, ROWS)
+    if scores is not None and not isinstance(scores, (str, Path)):
+        raise SettingsError(f"scores: expected the path of the file judgetune score wrote, found {type(scores).__name__}")
+    for name, path in (("data", data), ("scores", scores), ("labeled", labeled)):
+        if isinstance(path, (str, Path)) and str(path) not in CATALOG and not Path(path).exists():
+            raise SettingsError(f"{name}: expected an existing file{' or a catalog name' if name != 'scores' else ''}, "
+                                f"found no file at {shown(path)}")
+    if fields is not None and not (isinstance(fields, Mapping) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in fields.items())):
+        raise SettingsError(f"fields: expected a dict of Example field to column name ({{'answer': 'response'}}), "
+                            f"found {describe(fields)}")
+    for name, text in (("label", label), ("api_base", api_base)):
+        if text is not None and not isinstance(text, str):
+            raise SettingsError(f"{name}: expected text, found {describe(text)}")
+    if scale is not None and not (isinstance(scale, (tuple, list)) and len(scale) == 2 and all(map(_real, scale))):
+        raise SettingsError(f"scale: expected (low, high), two numbers, found {describe(scale)}")
+    if not _real(confidence) or not 0 < confidence < 1:
+        raise SettingsError(f"confidence: expected a level between 0 and 1 such as 0.95, found {describe(confidence)}")
+    _whole("seed", seed, 0, 2**32 - 1)  # the folds' RandomState takes no more
 
 
 def _renamed(err: JudgetuneError, names: dict[str, str]) -> JudgetuneError:

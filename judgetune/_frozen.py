@@ -3,15 +3,18 @@ held in memory (lists of dicts, DataFrames) read as the same validated records a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from itertools import islice
+from numbers import Integral, Real
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judgetune._files import clashes
 from judgetune.config import JudgeConfig
-from judgetune.datasets import Example, Reference, example_from_record, unwritable
-from judgetune.errors import DataValidationError, JudgetuneError, SettingsError
+from judgetune.datasets import Example, Reference, describe, example_from_record, unwritable
+from judgetune.errors import DataValidationError, JudgetuneError, SettingsError, shown
 from judgetune.judges import Verdict
 from judgetune.scoring import ScoreRun, file_source, load_config_lm, score_protocol, score_stream, write_scored
 
@@ -91,12 +94,15 @@ class FrozenJudge:
         record: dict[str, Any] = {"answer": answer}  # checked as a data row is: the same errors as score_many
         record.update({name: value for name, value in (("question", question), ("reference", reference),
                                                        ("answer_b", answer_b), ("group", group)) if value is not None})
+        problems: list[str] = []
+        if reference is not None and not isinstance(reference, str):  # a row's reference may be a list; this is one text
+            problems.append(f"score(): reference: expected text (graded references go in references=), "
+                            f"found {describe(record.pop('reference'))}")
         if references is not None:
             record["references"] = ([{"text": r[0], "grade": r[1]} if isinstance(r, tuple) and len(r) == 2 else r
                                      for r in references] if isinstance(references, (list, tuple)) else references)
         if context is not None:
             record["context"] = list(context) if isinstance(context, tuple) else context
-        problems: list[str] = []
         example = example_from_record(record, where="score()", default_id="item", problems=problems,
                                       require_label=False)
         if problems or example is None:
@@ -118,7 +124,10 @@ class FrozenJudge:
 
         Raises:
             JudgetuneError: a protocol's requirement unmet, or a judge that needs one scored without it.
+            SettingsError: ``per_grade`` or ``seed`` not a whole number in range.
         """
+        _whole("per_grade", per_grade, 1)
+        _whole("seed", seed, 0)
         items = [self._example(e, i) for i, e in enumerate(records_of(examples))]
         _refuse_repeated_ids(items)
         scoring = score_protocol(self.config, items, self._lm, protocol=protocol, per_grade=per_grade, seed=seed,
@@ -127,7 +136,16 @@ class FrozenJudge:
 
     def score_iter(self, examples: Iterable[Example | Mapping[str, Any]], *, chunk_size: int = 1000) -> Iterator[Scored]:
         """Scored items one by one, in order, scoring ``chunk_size`` at a time: memory holds one chunk, whatever
-        the number of items (each item alone, no protocol)."""
+        the number of items (each item alone, no protocol); a DataFrame's rows too. A data file's path is refused:
+        score it with :meth:`score_to` (or :meth:`score_many`). The arguments are checked at the call."""
+        if isinstance(examples, (str, Path)):  # a str would be iterated as its characters
+            raise JudgetuneError(f"items: expected an iterable of Examples or dicts, found a path ({shown(examples)}); "
+                                 "score a data file with score_to(path, out) or score_many(path)")
+        _refuse_non_rows(examples, "items", "an iterable of Examples or dicts, or a DataFrame")
+        _whole("chunk_size", chunk_size, 1)
+        return self._scored_chunks(records_of(examples) if _is_frame(examples) else examples, chunk_size)
+
+    def _scored_chunks(self, examples: Iterable[Example | Mapping[str, Any]], chunk_size: int) -> Iterator[Scored]:
         items = (self._example(e, i) for i, e in enumerate(examples))
         seen: dict[str, int] = {}
         while True:
@@ -146,7 +164,25 @@ class FrozenJudge:
         one chunk, a call after an interruption resuming where the output stopped (``force``: start over).
         ``max_tokens`` and ``prices`` (per million prompt and completion tokens) as ``score``'s options;
         ``protocol`` as :meth:`score_many` (its rows are held in memory and written at the end). Returns the
-        run's record (rows, failures, tokens)."""
+        run's record (rows, failures, tokens).
+
+        Raises:
+            JudgetuneError: ``out`` is the input file, exists (without ``force``) or is being written by another run.
+            SettingsError: an option of the wrong type or out of range (checked before any scoring).
+        """
+        if not isinstance(out, (str, Path)):
+            raise SettingsError(f"out: expected the path of a .jsonl, .csv or .parquet file, found {type(out).__name__}")
+        _refuse_non_rows(examples, "items", ITEMS)
+        for name, value, low in (("chunk_size", chunk_size, 1), ("per_grade", per_grade, 1), ("seed", seed, 0)):
+            _whole(name, value, low)
+        if max_tokens is not None:
+            _whole("max_tokens", max_tokens, 1)
+        if prices is not None and not (isinstance(prices, (tuple, list)) and len(prices) == 2
+                                       and all(_real(p) and p >= 0 for p in prices)):
+            raise SettingsError(f"prices: expected (prompt, completion), two prices >= 0 per million tokens, "
+                                f"found {describe(prices)}")
+        if isinstance(examples, (str, Path)) and clashes(out, [examples]):  # links too; force never overwrites it
+            raise JudgetuneError(f"out {shown(out)}: that is the input file of this call; write the scores elsewhere")
         out = Path(out)
         if protocol is not None:
             items = [self._example(e, i) for i, e in enumerate(records_of(examples))]
@@ -235,6 +271,19 @@ def _refuse_repeated_ids(items: list[Example], seen: dict[str, int] | None = Non
             seen[item.id] = start + offset
     if problems:
         raise DataValidationError(problems)
+
+
+def _real(value: Any) -> bool:
+    """Whether ``value`` is a finite number (not a bool, not text)."""
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _whole(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """``value`` when it is a whole number from ``low`` (to ``high``), else a SettingsError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < low or high is not None and value > high:
+        bound = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise SettingsError(f"{name}: expected a whole number {bound}, found {describe(value)}")
+    return int(value)
 
 
 def load(path: str | Path, *, api_base: str | None = None) -> FrozenJudge:
@@ -331,11 +380,9 @@ def _rows_in_memory(data: Any) -> list[dict[str, Any]] | None:
             raise DataValidationError([f"data: columns: expected each column once, found {', '.join(map(repr, twice))} "
                                        "more than once"])
         rows = data.to_dict(orient="records")
-    elif isinstance(data, Iterable):
-        rows = list(data)
     else:
-        raise JudgetuneError(f"data: expected a catalog name, a file path, a list of dicts or a pandas DataFrame, "
-                             f"found {type(data).__name__}")
+        _refuse_non_rows(data, "data", ROWS)
+        rows = list(data)
     out, problems = [], []
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
@@ -349,6 +396,19 @@ def _rows_in_memory(data: Any) -> list[dict[str, Any]] | None:
     return out
 
 
+ROWS = "a catalog name, a file path, a list of dicts or a pandas DataFrame"
+ITEMS = "a list of Examples or dicts, a DataFrame, a data file or a catalog name"
+
+
+def _refuse_non_rows(data: Any, name: str, expected: str) -> None:
+    """Refuse ``data`` that is no collection of rows (a number, None, bytes, one dict): one line naming ``name``."""
+    if isinstance(data, (str, Path)) or _is_frame(data):
+        return
+    if not isinstance(data, Iterable) or isinstance(data, (bytes, Mapping)):
+        one = " (one row? give a list of rows)" if isinstance(data, Mapping) else ""
+        raise JudgetuneError(f"{name}: expected {expected}, found {type(data).__name__}{one}")
+
+
 def records_of(data: Any) -> list[Example | Mapping[str, Any]]:
     """Items to score from a list of Examples or dicts, a pandas DataFrame (one row per item, a missing cell left
     out), a data file or a catalog name (every row; labels not needed)."""
@@ -358,9 +418,7 @@ def records_of(data: Any) -> list[Example | Mapping[str, Any]]:
         return list(datasets.load_data(data)[0])
     if _is_frame(data):
         return list(_rows_in_memory(data) or [])
-    if not isinstance(data, Iterable) or isinstance(data, (bytes, Mapping)):
-        raise JudgetuneError(f"items: expected a list of Examples or dicts, a DataFrame, a data file or a catalog "
-                             f"name, found {type(data).__name__}")
+    _refuse_non_rows(data, "items", ITEMS)
     return list(data)
 
 

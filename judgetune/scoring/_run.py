@@ -213,7 +213,8 @@ def score_stream(config: Any, judge: Any, lm: Any, items: Iterable[Example] | No
         if prices is not None:  # per million prompt and completion tokens
             run.cost = (usage.get("prompt_tokens", 0) * prices[0] + usage.get("completion_tokens", 0) * prices[1]) / 1e6
         if run.stopped is None:
-            if run.rows == 0:
+            if run.rows == 0:  # no item given: no part folder is left behind
+                part.discard()
                 raise JudgetuneError("no items to score")
             part.finish(chunk_size=chunk_size)
     run.seconds = time.monotonic() - start
