@@ -153,8 +153,8 @@ def _download_missing(name: str, root: Path, missing: int) -> None:
     except FetchError as err:
         raise DataNotFoundError(f"{name}: {missing} file(s) missing under {root} and the download failed "
                                 f"({err.cause}); connect to the network and re-run (or `judgetune data fetch "
-                                f"{name}`), or point JUDGETUNE_DATA_MIRROR at a copy (or --mirror DIR, for a command that takes "
-                                "it)") from None
+                                f"{name}`), or point JUDGETUNE_DATA_MIRROR at a copy (or --mirror DIR, for a "
+                                "command that takes it)") from None
 
 
 def load(name: str, *, root: str | Path | None = None, mirror: str | Path | None = None) -> list[Example]:
