@@ -280,6 +280,29 @@ def test_promptfoo_runs_the_exported_assertion(judges, expected, run_cli, tmp_pa
     assert passed == {i: s is not None and s >= 3 for i, s in want.items()}
 
 
+def test_export_refuses_what_it_would_ignore_and_the_assertion_checks_its_threshold(judges, run_cli, tmp_path):
+    """--threshold with --to dspy (unused there) and a promptfoo assertion named other than .py are refused; the
+    assertion refuses a config threshold that is no number on the judge's scale, where it would fail every output."""
+    code, _, err = run_cli(["export", "--config", str(judges["v1"]), "--to", "dspy", "--out", str(tmp_path / "p.json"),
+                            "--threshold", "3"])
+    assert code == 2 and "--threshold: only --to promptfoo takes a threshold" in err
+    code, _, err = run_cli(["export", "--config", str(judges["v1"]), "--to", "promptfoo", "--out",
+                            str(tmp_path / "a.json"), "--threshold", "3"])
+    assert code == 2 and "a.json: --to promptfoo writes a Python assertion: name it with .py" in err
+    assert not (tmp_path / "a.json").exists() and not (tmp_path / "p.json").exists()
+    out = tmp_path / "sub" / "a.py"
+    out.parent.mkdir()
+    code, stdout, err = run_cli(["export", "--config", str(judges["v1"]), "--to", "promptfoo", "--out", str(out),
+                                 "--threshold", "3"])
+    assert code == 0 and f"file://{out}" in stdout, err
+    namespace = {"__file__": str(out)}
+    exec(compile(out.read_text(encoding="utf-8"), str(out), "exec"), namespace)
+    assert namespace["_threshold"](4) == 4.0 and namespace["_threshold"]("2.5") == 2.5
+    for bad in (99, "abc", float("nan"), None):
+        with pytest.raises(ValueError, match=r"config threshold .*: expected a number on the judge's human scale"):
+            namespace["_threshold"](bad)
+
+
 def test_a_judge_file_name_cannot_add_code_to_the_exported_assertion(judges, tmp_path):
     """The judge.json's file name and the vars' names enter the generated module's docstring escaped: a name that
     closes the docstring and adds a statement stays text (the module's top level is what the template writes)."""

@@ -188,13 +188,19 @@ def _export(args: argparse.Namespace) -> None:
         raise JudgetuneError(f"--out {shown(args.out)}: expected a file to write in an existing folder")
     if args.out.exists() and not args.force:
         raise JudgetuneError(f"--out {shown(args.out)}: the file exists; pass --force to replace it")
+    suffix = ".py" if args.to == "promptfoo" else None
+    if suffix and args.out.suffix != suffix:
+        raise JudgetuneError(f"--out {shown(args.out)}: --to promptfoo writes a Python assertion: name it with {suffix}")
+    if args.to != "promptfoo" and args.threshold is not None:
+        raise JudgetuneError(f"--threshold: only --to promptfoo takes a threshold (--to {args.to} exports the judge's "
+                             "predictors, which score without one)")
     if args.to == "promptfoo":
         if args.threshold is None:
             raise JudgetuneError("--to promptfoo needs --threshold SCORE (on the judge's human scale): an output "
                                  "passes when its calibrated score is at least this")
         integrations.write_promptfoo_assertion(args.config, args.out, threshold=args.threshold)
         print(f"written: {shown(args.out)} (use it in promptfooconfig.yaml as `type: python`, "
-              f"`value: file://{shown(args.out.name)}`)")
+              f"`value: file://{shown(args.out)}`, the path as seen from promptfooconfig.yaml's folder)")
     else:
         integrations.save_dspy_program(args.config, args.out)
         print(f"written: {shown(args.out)} (DSPy's JSON state of the judge's predictors; load with program.load)")

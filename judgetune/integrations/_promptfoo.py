@@ -37,6 +37,7 @@ from pathlib import Path
 JUDGE = Path(__file__).resolve().parent / {judge_rel!r}
 SHA256 = {sha256!r}  # of judge.json at export: a changed judge is refused, never used unnoticed
 THRESHOLD = {threshold!r}
+LOW, HIGH = {low!r}, {high!r}  # the judge's human scale
 QUESTION, REFERENCE, CONTEXT = {question!r}, {reference!r}, {context!r}
 _loaded = []
 
@@ -56,12 +57,24 @@ def _judge():
     return _loaded[0]
 
 
+def _threshold(given):
+    """The assertion's threshold: a number on the judge's scale (an error otherwise, never every output failed)."""
+    try:
+        value = float(given)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not LOW <= value <= HIGH:  # NaN too
+        raise ValueError(f"judgetune assertion: config threshold {{given!r}}: expected a number on the judge's human "
+                         f"scale {{LOW:g}}-{{HIGH:g}}")
+    return value
+
+
 def get_assert(output, context):
     from judgetune.integrations import harness_item
 
     judge = _judge()
     values = context.get("vars") or {{}}
-    threshold = float((context.get("config") or {{}}).get("threshold", THRESHOLD))
+    threshold = _threshold((context.get("config") or {{}}).get("threshold", THRESHOLD))
     item = harness_item(answer=output, question=values.get(QUESTION), reference=values.get(REFERENCE),
                         context=values.get(CONTEXT))
     scored = judge.score_many([item])[0]
