@@ -33,6 +33,7 @@ from judgetune.nrp import (
     ranks_in_sorted,
     read_clef_ehealth,
     read_folder,
+    read_scores,
     run_nrp,
     score_documents,
     summarize,
@@ -139,6 +140,80 @@ def test_answers_of_a_query_without_documents_and_unknown_expert_items_are_refus
         read_folder(folder)
     text = str(caught.value)
     assert "query q9: answers but no judged documents" in text and "unknown item(s) ['zz']" in text
+
+
+def test_an_empty_answers_file_is_refused_up_front_and_nothing_is_written(tmp_path, run_cli):
+    (tmp_path / "data").mkdir()
+    folder = hand_made_folder(tmp_path / "data")
+    (folder / "answers.jsonl").write_text("\n")
+    code, _, err = run_cli(["nrp", "--data", str(folder), "--ranker", "bm25", "--out", str(tmp_path / "out")])
+    assert code == 2 and err.strip().endswith(f"{folder / 'answers.jsonl'}: no answers (expected one JSON object a "
+                                              "line with query_id, system, prompt, text)")
+    assert not (tmp_path / "out").exists()
+    c = read_folder(hand_made_folder(tmp_path / "data"))
+    with pytest.raises(JudgetuneError, match="no answers to place"):
+        run_nrp(Collection(c.queries, c.documents, []), [BM25Ranker().fit(c)])
+
+
+def test_a_repeated_query_document_ordering_or_score_is_refused_with_both_lines(tmp_path):
+    folder = hand_made_folder(tmp_path)
+    for name, row in (("queries.jsonl", {"query_id": "q1", "text": "another question"}),
+                      ("documents.jsonl", {"query_id": "2", "doc_id": "b", "text": "again", "judgments": {"relevance": 0}}),
+                      ("expert.jsonl", {"query_id": "q1", "ranking": ["a", "b"]})):
+        with (folder / name).open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+    with pytest.raises(DataValidationError) as caught:
+        read_folder(folder)
+    assert caught.value.problems == [
+        f"{folder / 'queries.jsonl'}:3: query_id: expected each query once, found 'q1' again (first on line 1)",
+        f"{folder / 'documents.jsonl'}:6: doc_id: expected each document of a query once, found 'b' of query 2 again "
+        "(first on line 5)",
+        f"{folder / 'expert.jsonl'}:2: query_id: expected one ordering per query, found 'q1' again (first on line 1)"]
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"query_id": "q1", "id": "a", "score": 1}, {"query_id": "q9", "id": "a", "score": 2},
+        {"query_id": "q1", "id": "a", "score": 3}, {"query_id": "q9", "id": "b", "score": 2}]))
+    with pytest.raises(DataValidationError) as caught:
+        read_scores(scores, ["q1", "2"])
+    assert caught.value.problems == [
+        f"{scores}:3: id: expected one score per query and id, found 'a' of query q1 again (first on line 1)",
+        f"{scores}:2: query_id: expected a query of the data, found 'q9' (and on 1 more line(s))"]
+
+
+def test_nrp_out_is_never_an_input_and_replaced_only_with_force(tmp_path, run_cli):
+    (tmp_path / "data").mkdir()
+    folder = hand_made_folder(tmp_path / "data")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    scores = kept / "answers.jsonl"  # a scores file named as an output would replace it
+    scores.write_text(json.dumps({"query_id": "q1", "id": "a", "score": 1}) + "\n")
+    for force in ([], ["--force"]):
+        code, _, err = run_cli(["nrp", "--data", str(folder), "--ranker", f"scores:{scores}", "--out", str(kept), *force])
+        assert code == 2 and f"--out {kept}: that is or holds {scores}, an input of this command" in err
+    assert scores.read_text() == json.dumps({"query_id": "q1", "id": "a", "score": 1}) + "\n"
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "nrp_vs_size.png").write_text("a previous run's")
+    argv = ["nrp", "--data", str(folder), "--ranker", "bm25", "--out", str(out), "--json"]
+    code, _, err = run_cli(argv)
+    assert code == 2 and f"--out {out}: the folder exists and is not empty; pass --force" in err
+    assert [p.name for p in out.iterdir()] == ["nrp_vs_size.png"]
+    (folder / "sizes.json").unlink()
+    assert run_cli([*argv, "--force"])[0] == 0
+    assert sorted(p.name for p in out.iterdir()) == ["answers.jsonl", "nrp_by_system.png", "summary.json"]
+
+
+def test_query_selections_that_keep_no_answer_are_refused(tmp_path, run_cli):
+    folder = hand_made_folder(tmp_path)
+    (folder / "expert.jsonl").unlink()
+    code, _, err = run_cli(["nrp", "--data", str(folder), "--ranker", "bm25", "--expert-queries"])
+    assert code == 2 and err.strip().endswith(f"--expert-queries: {folder} has no expert.jsonl, so no query has an "
+                                              "expert ordering to keep")
+    (folder / "expert.jsonl").write_text(json.dumps({"query_id": "2", "ranking": ["b", "a"]}) + "\n")
+    with (folder / "answers.jsonl").open("w", encoding="utf-8") as handle:  # query 2's answers gone
+        handle.write(json.dumps({"query_id": "q1", "system": "big", "prompt": "plain", "text": "Rest."}) + "\n")
+    code, _, err = run_cli(["nrp", "--data", str(folder), "--ranker", "bm25", "--expert-queries"])
+    assert code == 2 and "--expert-queries: the 1 query(ies) kept have no answers to place" in err
 
 
 @pytest.mark.parametrize("ties", ["answer-first", "document-first"])
@@ -252,7 +327,21 @@ def test_nrp_command_errors_are_clean(tmp_path, capsys):
     assert "missing queries.jsonl" in capsys.readouterr().err
     folder = hand_made_folder(tmp_path)
     assert main(["nrp", "--data", str(folder), "--ranker", "monot5"]) == 2
-    assert "unknown ranker 'monot5'" in capsys.readouterr().err
+    assert "--ranker monot5: its scores ship only with --data nrp-clef-ehealth" in capsys.readouterr().err
+    assert main(["nrp", "--data", str(folder), "--ranker", "bogus"]) == 2
+    assert "unknown ranker 'bogus'" in capsys.readouterr().err
+    assert main(["nrp", "--data", str(folder), "--ranker", "bm25", "--answers", "multimedqa"]) == 2
+    assert "--answers multimedqa: only for --data nrp-clef-ehealth" in capsys.readouterr().err
+    assert main(["nrp", "--data", str(folder), "--ranker", f"scores:{tmp_path / 'nope.jsonl'}"]) == 2
+    assert f"--ranker scores:{tmp_path / 'nope.jsonl'}: no such file" in capsys.readouterr().err
+    (tmp_path / "scores.tsv").write_text("query_id\tid\tscore\nq1\ta\t1\n")
+    assert main(["nrp", "--data", str(folder), "--ranker", f"scores:{tmp_path / 'scores.tsv'}"]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"{tmp_path / 'scores.tsv'}: expected a .jsonl or .csv file of "
+                                                    "query_id, id, score, found suffix '.tsv'")
+    for p in ("0", "1.5", "nan"):
+        with pytest.raises(SystemExit) as caught:
+            main(["nrp", "--data", str(folder), "--ranker", "bm25", "--rbo-p", p])
+        assert caught.value.code == 2 and "argument --rbo-p: expected a persistence in (0, 1]" in capsys.readouterr().err
     assert main(["nrp", "--data", str(folder), "--ranker", "bm25", "--select-by", "credibility"]) == 2
     assert "expected mean or one of readability, relevance" in capsys.readouterr().err
     (tmp_path / "scores.jsonl").write_text(json.dumps({"query_id": "q1", "id": "a", "score": 1}) + "\n")

@@ -166,36 +166,70 @@ def _report(args: argparse.Namespace) -> None:
 
 
 def _nrp_collection(args: argparse.Namespace):
+    """The data read whole, and the part --expert-queries, --queries and --samples keep."""
     from judgetune import nrp
 
     if args.data == "nrp-clef-ehealth":
-        collection = nrp.read_clef_ehealth(answers=args.answers, mirror=args.mirror)
-    elif Path(args.data).is_dir():
-        collection = nrp.read_folder(args.data)
-    else:
+        collection = nrp.read_clef_ehealth(answers=args.answers or "top1", mirror=args.mirror)
+    elif not Path(args.data).is_dir():
         raise JudgetuneError(f"--data {shown(args.data)}: expected nrp-clef-ehealth or a folder with queries.jsonl, "
                              "documents.jsonl and answers.jsonl")
+    elif args.answers:
+        raise JudgetuneError(f"--answers {args.answers}: only for --data nrp-clef-ehealth; a folder's answers are "
+                             "its answers.jsonl")
+    else:
+        collection = nrp.read_folder(args.data)
+    if args.expert_queries and not collection.expert:
+        has = "an empty" if (Path(args.data) / "expert.jsonl").exists() else "no"
+        raise JudgetuneError(f"--expert-queries: {shown(args.data)} has {has} expert.jsonl, so no query has an "
+                             "expert ordering to keep")
     queries = set(collection.expert) if args.expert_queries else None
     if args.queries:
         queries = set(sorted(queries or collection.queries, key=lambda q: (len(q), q))[:args.queries])
-    return collection.subset(query_ids=queries, samples=args.samples)
+    kept = collection.subset(query_ids=queries, samples=args.samples)
+    if not kept.answers:
+        options = " and ".join(o for o, on in (("--expert-queries", args.expert_queries), ("--queries", args.queries))
+                               if on) or shown(args.data)
+        raise JudgetuneError(f"{options}: the {len(kept.queries)} query(ies) kept have no answers to place")
+    return collection, kept
+
+
+def _nrp_check_out(args: argparse.Namespace, outs: list[Path]) -> None:
+    """Each possible --out: never an input nor the folder of an input file; a non-empty folder only with --force."""
+    files = [Path(arg) for kind, _, arg in (spec.partition(":") for spec in args.ranker)
+             if kind in ("scores", "judge") and arg]
+    for out in outs:
+        name = f"--out {shown(out)}" if args.out else f"{shown(out)} (the default --out)"
+        if Path(args.data).is_dir() and clashes(out, [args.data]):
+            raise JudgetuneError(f"{name}: that is the --data folder (its answers.jsonl would be replaced); write the "
+                                 "results elsewhere")
+        held = clashes(out, files) or next((f for f in files if clashes(out, [f.parent])), None)
+        if held:
+            raise JudgetuneError(f"{name}: that is or holds {shown(held)}, an input of this command; write the "
+                                 "results elsewhere")
+        if out.exists() and not out.is_dir():
+            raise JudgetuneError(f"{name}: expected a folder, found a file")
+        if out.is_dir() and any(out.iterdir()) and not args.force:
+            raise JudgetuneError(f"{name}: the folder exists and is not empty; pass --force to replace its results")
 
 
 def _nrp(args: argparse.Namespace) -> None:
     from judgetune import nrp
     from judgetune.report import nrp_by_system, nrp_vs_size
 
-    if args.out is not None and Path(args.data).is_dir() and clashes(args.out, [args.data]):
-        raise JudgetuneError(f"--out {shown(args.out)}: that is the --data folder (its answers.jsonl would be replaced); "
-                             "write the results elsewhere")
-    collection = _nrp_collection(args)
-    rankers = [nrp.make_ranker(spec, collection) for spec in args.ranker]
+    if args.out is not None:
+        _nrp_check_out(args, [args.out])
+    whole, collection = _nrp_collection(args)
+    rankers = [nrp.make_ranker(spec, collection, query_ids=whole.queries) for spec in args.ranker]
+    default = {r.name: Path("runs") / f"nrp-{Path(args.data).name}-{r.name.replace(':', '-')}" for r in rankers}
+    if args.out is None:  # named by the ranker chosen: any of them may be
+        _nrp_check_out(args, list(default.values()))
     try:
         result = nrp.run_nrp(collection, rankers, select_by=args.select_by, ties=args.ties, rbo_p=args.rbo_p,
                              naive=args.naive, n_resamples=args.resamples, seed=args.seed, progress=not args.json)
     except ValueError as err:
         raise JudgetuneError(str(err)) from None
-    out = args.out or Path("runs") / f"nrp-{Path(args.data).name}-{result['chosen'].replace(':', '-')}"
+    out = args.out or default[result["chosen"]]
     make_folder(out)
     with atomic_write(out / "answers.jsonl") as handle:
         handle.writelines(json.dumps(a) + "\n" for a in result["answers"])
@@ -205,6 +239,8 @@ def _nrp(args: argparse.Namespace) -> None:
     by_size = nrp_vs_size(result["systems"], collection.sizes)
     if by_size:
         write_bytes(out / "nrp_vs_size.png", by_size)
+    else:  # not a previous run's, left behind by --force
+        (out / "nrp_vs_size.png").unlink(missing_ok=True)
     if args.json:
         print(json.dumps(summary, indent=2))
         return

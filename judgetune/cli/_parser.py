@@ -28,6 +28,7 @@ from judgetune.cli._options import (
     _families,
     _groups,
     _labels,
+    _number,
     _pace_options,
     _param,
     _Parser,
@@ -465,22 +466,24 @@ def _add_nrp_reproduce(commands: argparse._SubParsersAction) -> None:
     data, model, output = _groups(nrp_cmd, "data", "model", "output")
     data.add_argument("--data", required=True, metavar="nrp-clef-ehealth|FOLDER",
                       help="the catalog's CLEF eHealth files, or a folder with queries/documents/answers.jsonl")
-    data.add_argument("--answers", default="top1", choices=("top1", "multimedqa", "prompts"),
+    data.add_argument("--answers", choices=("top1", "multimedqa", "prompts"),
                       help="CLEF answers: each LLM's top one (8 LLMs), all 10 of 13 LLMs (MultiMedQA prompt), "
-                           "or all 10 of 8 LLMs under each of 4 prompts")
+                           "or all 10 of 8 LLMs under each of 4 prompts (default top1; only with nrp-clef-ehealth)")
     model.add_argument("--ranker", action="append", required=True, metavar="NAME",
                        help="embedding, bm25, judge:CONFIG.json, scores:FILE, or monot5 (CLEF); repeat to compare")
     model.add_argument("--select-by", default="relevance", metavar="DIMENSION|mean",
                        help="nDCG@10 dimension that picks the ranker (default relevance)")
     model.add_argument("--ties", default="answer-first", choices=("answer-first", "document-first"),
                        help="where an answer goes when it scores exactly as a document")
-    output.add_argument("--rbo-p", type=float, metavar="P", default=1.0, help="RBO persistence (1 = the paper's setting)")
+    output.add_argument("--rbo-p", type=_number(float, "a persistence in (0, 1]", lambda v: 0 < v <= 1), metavar="P",
+                        default=1.0, help="RBO persistence (1 = the paper's setting)")
     model.add_argument("--naive", action="store_true", help="re-rank |D_q|+1 items per answer (for comparison)")
     data.add_argument("--expert-queries", action="store_true", help="only the queries with an expert ordering")
     data.add_argument("--queries", type=_count, metavar="N", help="at most N queries (default all)")
     data.add_argument("--samples", type=_count, metavar="N",
                       help="at most N answers per system x prompt x query (default all)")
     output.add_argument("--out", type=Path, metavar="DIR", help="output folder (default runs/nrp-DATA-RANKER)")
+    output.add_argument("--force", action="store_true", help="replace the results in --out when it is not empty")
     output.add_argument("--resamples", type=_count, default=1000, metavar="N", help="bootstrap resamples for the intervals")
     data.add_argument("--seed", type=_seed, metavar="N", default=0, help="seeds the samples and the bootstrap")
     data.add_argument("--mirror", type=Path, metavar="DIR", help="local copy to fetch catalog data from when it is missing "

@@ -19,6 +19,7 @@ import json
 import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -211,14 +212,34 @@ class ScoreRecord(_Record):
     score: Annotated[float, BeforeValidator(_score)] = _REQUIRED
 
 
-def _records(path: Path, model: type[_Record], problems: list[str]):
-    """The valid records of a JSONL file; every problem of the others is added to ``problems``."""
+def _validated(path: Path, rows: Iterable[tuple[int, Any]], model: type[_Record], problems: list[str]):
+    """(line, record) for the valid ``rows`` (line, row); every problem of the others is added to ``problems``."""
     fields = ", ".join(model.model_fields)
-    for line, record in jsonl_rows(path, problems):
+    for line, row in rows:
         try:
-            yield model.model_validate(record)
+            yield line, model.model_validate(row)
         except ValidationError as err:
             problems.extend(problems_from(err, f"{path}:{line}", unknown=f"unknown field (expected only {fields})"))
+
+
+def _records(path: Path, model: type[_Record], problems: list[str]):
+    """(line, record) for the valid records of a JSONL file; every problem of the others is added to ``problems``."""
+    return _validated(path, jsonl_rows(path, problems), model, problems)
+
+
+def _unique(path: Path, records: Iterable[tuple[int, Any]], key: Callable[[Any], Any], field: str, what: str,
+            problems: list[str]):
+    """(line, record) for the records whose ``key`` comes first; a repeat is a problem naming both lines."""
+    first: dict[Any, int] = {}
+    for line, record in records:
+        k = key(record)
+        if k in first:
+            shown_key = f"{k[1]!r} of query {k[0]}" if isinstance(k, tuple) else repr(k)
+            problems.append(f"{path}:{line}: {field}: expected {what}, found {shown_key} again (first on line "
+                            f"{first[k]})")
+            continue
+        first[k] = line
+        yield line, record
 
 
 def read_folder(folder: str | Path) -> Collection:
@@ -229,17 +250,31 @@ def read_folder(folder: str | Path) -> Collection:
             raise JudgetuneError(f"{folder}: missing {name} (expected queries.jsonl, documents.jsonl, answers.jsonl "
                                  "and optionally expert.jsonl and sizes.json)")
     problems: list[str] = []
-    queries = {r.query_id: r.text for r in _records(folder / "queries.jsonl", QueryRecord, problems)}
-    documents = [Document(r.query_id, r.doc_id, r.text, r.judgments)
-                 for r in _records(folder / "documents.jsonl", DocumentRecord, problems)]
+    path = folder / "queries.jsonl"
+    rows = _unique(path, _records(path, QueryRecord, problems), lambda r: r.query_id, "query_id", "each query once",
+                   problems)
+    queries = {r.query_id: r.text for _, r in rows}
+    path = folder / "documents.jsonl"
+    rows = _unique(path, _records(path, DocumentRecord, problems), lambda r: (r.query_id, r.doc_id), "doc_id",
+                   "each document of a query once", problems)
+    documents = [Document(r.query_id, r.doc_id, r.text, r.judgments) for _, r in rows]
     answers, counters = [], Counter()
-    for r in _records(folder / "answers.jsonl", AnswerRecord, problems):
+    for _, r in _records(folder / "answers.jsonl", AnswerRecord, problems):
         counters[(r.system, r.query_id, r.prompt)] += 1
         answer_id = r.answer_id or f"{r.system}_{r.query_id}_{r.prompt}_{counters[(r.system, r.query_id, r.prompt)]}"
         answers.append(Answer(r.query_id, answer_id, r.system, r.prompt, r.text))
+    for found, name, fields in ((queries, "queries", "query_id, text"),
+                                (documents, "documents", "query_id, doc_id, text, judgments"),
+                                (answers, "answers", "query_id, system, prompt, text")):
+        path = folder / f"{name}.jsonl"
+        if not found and not any(p.startswith(f"{path}:") for p in problems):  # empty; a file of bad rows says why
+            problems.append(f"{path}: no {name} (expected one JSON object a line with {fields})")
     expert = {}
     if (folder / "expert.jsonl").exists():
-        expert = {r.query_id: r.ranking for r in _records(folder / "expert.jsonl", ExpertRecord, problems)}
+        path = folder / "expert.jsonl"
+        rows = _unique(path, _records(path, ExpertRecord, problems), lambda r: r.query_id, "query_id",
+                       "one ordering per query", problems)
+        expert = {r.query_id: r.ranking for _, r in rows}
     sizes = {}
     if (folder / "sizes.json").exists():
         try:  # the strict reader: repeated keys, deep nesting, bad bytes refused with the line
@@ -256,22 +291,25 @@ def read_folder(folder: str | Path) -> Collection:
     return collection
 
 
-def read_scores(path: str | Path) -> dict[tuple[str, str], float]:
-    """Precomputed ranker scores: JSONL or CSV rows with ``query_id``, ``id`` (a doc or answer id) and ``score``."""
+def read_scores(path: str | Path, query_ids: Iterable[str] | None = None) -> dict[tuple[str, str], float]:
+    """Precomputed ranker scores: a .jsonl or .csv file of rows with ``query_id``, ``id`` (a doc or answer id) and
+    ``score``. A repeated (query_id, id) is refused, and so is a query not in ``query_ids`` when given."""
     path = Path(path)
+    if path.suffix.lower() not in (".jsonl", ".csv"):
+        raise DataValidationError([f"{path}: expected a .jsonl or .csv file of query_id, id, score, found suffix "
+                                   f"{path.suffix!r}"])
     problems: list[str] = []
-    scores = {}
-    if path.suffix == ".csv":
-        rows = [(f"{path}:{i}", r) for i, r in enumerate(_read_csv(path), 2)]
-    else:
-        rows = [(f"{path}:{line}", r) for line, r in jsonl_rows(path, problems)]
-    for where, r in rows:
-        try:
-            record = ScoreRecord.model_validate(r)
-        except ValidationError as err:
-            problems.extend(problems_from(err, where, unknown="unknown field (expected only query_id, id, score)"))
-            continue
-        scores[(record.query_id, record.id)] = record.score
+    rows = enumerate(_read_csv(path), 2) if path.suffix.lower() == ".csv" else jsonl_rows(path, problems)
+    known = None if query_ids is None else set(query_ids)
+    scores, unknown = {}, defaultdict(list)
+    for line, r in _unique(path, _validated(path, rows, ScoreRecord, problems), lambda r: (r.query_id, r.id), "id",
+                           "one score per query and id", problems):
+        if known is not None and r.query_id not in known:
+            unknown[r.query_id].append(line)
+        scores[(r.query_id, r.id)] = r.score
+    for qid, lines in unknown.items():
+        more = f" (and on {len(lines) - 1} more line(s))" if len(lines) > 1 else ""
+        problems.append(f"{path}:{lines[0]}: query_id: expected a query of the data, found {qid!r}{more}")
     if problems:
         raise DataValidationError(problems)
     return scores

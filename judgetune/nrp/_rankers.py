@@ -7,7 +7,7 @@ lets NRP score each query's documents once and place every answer with one more 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from judgetune.datasets import Example
@@ -16,6 +16,7 @@ from judgetune.judges import BM25Scorer, JudgeSpec, build
 from judgetune.nrp._data import Collection
 
 Item = tuple[str, str]  # (item id, text)
+SHIPPED = ("monot5",)  # the precomputed rankers of the catalog's CLEF eHealth data
 
 
 class Ranker(ABC):
@@ -112,9 +113,10 @@ class BM25Ranker(Ranker):
         return list(self.scorer.scores(query, [text for _, text in items]))
 
 
-def make_ranker(spec: str, collection: Collection) -> Ranker:
+def make_ranker(spec: str, collection: Collection, *, query_ids: Iterable[str] | None = None) -> Ranker:
     """A ranker from its command-line name: ``embedding``, ``bm25``, ``judge:CONFIG.json``,
-    ``scores:FILE`` (precomputed, JSONL or CSV) or the name of scores shipped with the data (``monot5``)."""
+    ``scores:FILE`` (precomputed, JSONL or CSV; a query outside ``query_ids``, default the collection's, is
+    refused) or the name of scores shipped with the data (``monot5``)."""
     from judgetune.nrp._data import read_scores
 
     kind, _, arg = spec.partition(":")
@@ -125,9 +127,16 @@ def make_ranker(spec: str, collection: Collection) -> Ranker:
     elif kind == "judge" and arg:
         ranker = JudgeRanker.from_config(arg)
     elif kind == "scores" and arg:
-        ranker = PrecomputedRanker(f"scores:{Path(arg).name}", read_scores(arg))
+        if not Path(arg).is_file():
+            raise JudgetuneError(f"--ranker {spec}: no such file (expected a .jsonl or .csv file of query_id, id, "
+                                 "score)")
+        ranker = PrecomputedRanker(f"scores:{Path(arg).name}",
+                                   read_scores(arg, collection.queries if query_ids is None else query_ids))
     elif spec in collection.scores:
         ranker = PrecomputedRanker(spec, collection.scores[spec])
+    elif spec in SHIPPED:
+        raise JudgetuneError(f"--ranker {spec}: its scores ship only with --data nrp-clef-ehealth; for other data, "
+                             "pass precomputed scores as scores:FILE")
     else:
         shipped = "".join(f", {n}" for n in collection.scores)
         raise JudgetuneError(f"unknown ranker {spec!r}: expected embedding, bm25, judge:CONFIG.json, "

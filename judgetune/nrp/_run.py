@@ -173,6 +173,8 @@ def run_nrp(collection: Collection, rankers: Sequence[Ranker], *, select_by: str
     """
     if not rankers:
         raise JudgetuneError("no ranker given")
+    if not collection.answers:
+        raise JudgetuneError("no answers to place")
     if select_by != "mean" and select_by not in collection.dimensions:
         raise JudgetuneError(f"--select-by {select_by}: expected mean or one of {', '.join(collection.dimensions)}")
     table, document_scores = [], {}
