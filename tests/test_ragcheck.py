@@ -298,8 +298,9 @@ def test_cli_ragcheck(tmp_path, lm, monkeypatch, capsys):
     bad.write_text(json.dumps({"query": "q", "response": "r"}) + "\n")
     assert cli.main(["ragcheck", "--data", str(bad), "--lm", "local:smollm2"]) == 2
     assert f"{bad}:1: gt_answer: expected non-empty text" in capsys.readouterr().err
-    assert cli.main(["ragcheck", "--data", str(path), "--lm", "local:smollm2", "--max-claims", "40"]) == 2
-    assert "max_facts" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # refused by the parser, before any LM is loaded
+        cli.main(["ragcheck", "--data", str(path), "--lm", "local:smollm2", "--max-claims", "40"])
+    assert "argument --max-claims: expected a whole number from 2 to 12, got 40" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["ragcheck", "--data", str(path), "--threshold", "1.5"])
 

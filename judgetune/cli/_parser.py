@@ -401,7 +401,7 @@ def _add_estimate(commands: argparse._SubParsersAction) -> None:
                        "(cross-fitted over folds of every system's labels, so no label checks a model that saw it): "
                        "score, a model of --config's score; signals, of the score and the hybrid's cheap signals of "
                        "each row's texts (default: none, PPI++ with the frozen judge as it is)")
-    model.add_argument("--seed", type=int, default=0, help="with --fit: cuts the folds (default 0)")
+    model.add_argument("--seed", type=_seed, metavar="N", default=0, help="with --fit: cuts the folds (default 0)")
     output.add_argument("--confidence", type=_confidence, default=0.95, help="the intervals' level (default 0.95)")
     output.add_argument("--out", type=Path, metavar="FILE", help="write the estimates as JSON to this file (default: none)")
     output.add_argument("--force", action="store_true", help="replace --out when it exists")
@@ -435,7 +435,8 @@ def _add_export_ragcheck_install_schema_report(commands: argparse._SubParsersAct
                        "spec's own)")
     model.add_argument("--threshold", type=_threshold, default=0.5, help="a claim is entailed when p(entailed) >= "
                        "this")
-    model.add_argument("--max-claims", type=_count, default=12, metavar="N", help="claims extracted per text (2-12)")
+    model.add_argument("--max-claims", type=_number(int, "a whole number from 2 to 12", lambda v: 2 <= v <= 12),
+                       default=12, metavar="N", help="claims extracted per text (2-12)")
     _timeout_option(model, no_cache=True)
     data.add_argument("--mirror", type=Path, metavar="DIR",
                       help="local copy to fetch the catalog's RAGChecker files from (default "
