@@ -340,7 +340,7 @@ class JudgeConfig(BaseModel):
             mapped = []
             for i, value in zip(kept, values):
                 a, b = judge.range_for([examples[i]])
-                mapped.append(lo + (value - a) * (hi - lo) / (b - a))
+                mapped.append(min(hi, max(lo, lo + (value - a) * (hi - lo) / (b - a))))  # a raw score past its range
         for i, value in zip(kept, mapped):
             out[i] = float(value)
         return out

@@ -107,6 +107,16 @@ def test_the_demos_frozen_hybrid_scores_a_pair_the_same_alone_and_in_a_group(dat
     assert len({round(s.score, 6) for s in together}) == 4  # the items still score differently
 
 
+def test_an_uncalibrated_judges_score_stays_on_the_human_scale():
+    """Without a calibrator a raw score is mapped linearly from the judge's range; a raw score past that range (a
+    length judge on a 100,000-word answer) is the scale's end, never a 5.6 on a 1-5 scale."""
+    config = JudgeConfig(judge="length", params={}, lm=None, instruction=None, demos=[], calibrator=None,
+                         label_range=[1.0, 5.0])
+    frozen = FrozenJudge(config)
+    assert frozen.score(answer="word " * 100_000) == 5.0
+    assert 1.0 < frozen.score(answer="a few words here") < 5.0
+
+
 @pytest.mark.parametrize("change, message", [
     ({"seed": "3"}, "seed: input should be a valid integer"),
     ({"seed": True}, "seed: input should be a valid integer"),
