@@ -82,6 +82,21 @@ def test_fetch_verifies_checksums_and_reports_missing_files(tmp_path, mirror):
     assert placed == [tmp_path / "data/linkage/WEBGLM_50.json"]
 
 
+def test_a_file_given_as_the_data_folder_or_the_mirror_is_one_line(tmp_path, run_cli, mirror, monkeypatch):
+    a_file = tmp_path / "d.csv"
+    a_file.write_text("x\n", encoding="utf-8")
+    code, _, err = run_cli(["data", "fetch", "linkage-webglm", "--dir", str(a_file), "--mirror", str(mirror)])
+    assert code == 2 and f"{a_file}: expected a folder to put the data in, found a file" in err
+    for given, found in ((a_file, "a file"), (tmp_path / "none", "nothing")):
+        code, _, err = run_cli(["data", "fetch", "linkage-webglm", "--dir", str(tmp_path / "data"), "--mirror",
+                                str(given)])
+        assert code == 2 and f"--mirror {given}: expected a folder holding copies of the catalog's files, found " \
+                              f"{found} there" in err
+    monkeypatch.setenv("JUDGETUNE_DATA_MIRROR", str(a_file))
+    with pytest.raises(DataNotFoundError, match=r"^\$JUDGETUNE_DATA_MIRROR .*d.csv: expected a folder"):
+        datasets.fetch("linkage-webglm", root=tmp_path / "data")
+
+
 def test_load_without_data_says_how_to_fetch(tmp_path, monkeypatch, offline_catalog):
     """No mirror and no network: one error that names both ways to get the data, nothing half-written."""
     monkeypatch.delenv("JUDGETUNE_DATA_MIRROR", raising=False)

@@ -110,14 +110,25 @@ def get_source(name: str) -> Source:
 
 
 def _mirror(mirror: str | Path | None) -> Path | None:
-    mirror = mirror or os.environ.get("JUDGETUNE_DATA_MIRROR") or None
-    return None if mirror is None else Path(mirror)
+    """The mirror folder given (or ``$JUDGETUNE_DATA_MIRROR``), None for none; a path that is no folder is refused."""
+    given = mirror or os.environ.get("JUDGETUNE_DATA_MIRROR") or None
+    if given is None:
+        return None
+    path = Path(given)
+    if not path.is_dir():
+        named = "--mirror" if mirror else "$JUDGETUNE_DATA_MIRROR"
+        raise DataNotFoundError(f"{named} {path}: expected a folder holding copies of the catalog's files, found "
+                                f"{'a file' if path.exists() else 'nothing'} there")
+    return path
 
 
 def fetch(name: str, *, root: str | Path | None = None, mirror: str | Path | None = None) -> list[Path]:
     """Put a source's files under ``root``: copied from ``mirror`` (or ``$JUDGETUNE_DATA_MIRROR``)
     when one is set, else downloaded from their canonical location; every file is checksummed."""
-    return fetch_files(manifest_entries(get_source(name).files), Path(root) if root else data_dir(), _mirror(mirror))
+    folder = Path(root) if root else data_dir()
+    if folder.exists() and not folder.is_dir():
+        raise DataNotFoundError(f"{folder}: expected a folder to put the data in, found a file")
+    return fetch_files(manifest_entries(get_source(name).files), folder, _mirror(mirror))
 
 
 def ensure_fetched(name: str, *, root: str | Path | None = None, mirror: str | Path | None = None) -> Path:
