@@ -120,6 +120,8 @@ def test_the_folder_reader_reports_every_problem_with_file_line_and_field(tmp_pa
         handle.write(json.dumps({"query_id": "q1", "doc_id": "e", "txt": "typo", "judgments": {"relevance": 1}}) + "\n")
     with (folder / "answers.jsonl").open("a", encoding="utf-8") as handle:
         handle.write(json.dumps({"query_id": "q1", "prompt": "plain", "text": "no system"}) + "\n")
+        handle.write(json.dumps({"query_id": "q1", "system": " ", "prompt": "plain", "text": "  "}) + "\n")
+    (folder / "sizes.json").write_text('{"big": true, "small": 1e999}', encoding="utf-8")
     with pytest.raises(DataValidationError) as caught:
         read_folder(folder)
     problems = caught.value.problems
@@ -127,8 +129,12 @@ def test_the_folder_reader_reports_every_problem_with_file_line_and_field(tmp_pa
         in problems[0]
     assert any(p.startswith(f"{folder / 'documents.jsonl'}:7: row: expected a JSON object") for p in problems)
     assert any(p.startswith(f"{folder / 'documents.jsonl'}:8: txt: unknown field") for p in problems)
-    assert any(p.startswith(f"{folder / 'documents.jsonl'}:8: text: expected a string, found nothing") for p in problems)
-    assert any(p.startswith(f"{folder / 'answers.jsonl'}:6: system: expected a non-empty string") for p in problems)
+    assert any(p.startswith(f"{folder / 'documents.jsonl'}:8: text: expected a non-blank string, found nothing")
+               for p in problems)
+    assert any(p.startswith(f"{folder / 'answers.jsonl'}:6: system: expected a non-blank string") for p in problems)
+    assert any(p.startswith(f"{folder / 'answers.jsonl'}:7: system: expected a non-blank string") for p in problems)
+    assert any(p.startswith(f"{folder / 'answers.jsonl'}:7: text: expected a non-blank string") for p in problems)
+    assert any(p.startswith(f"{folder / 'sizes.json'}: expected an object of system -> parameters") for p in problems)
 
 
 def test_answers_of_a_query_without_documents_and_unknown_expert_items_are_refused(tmp_path):

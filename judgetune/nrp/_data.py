@@ -120,14 +120,14 @@ class Collection:
 
 
 def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise expected("a string")
+    if not isinstance(value, str) or not value.strip():  # a blank text would be ranked by nothing
+        raise expected("a non-blank string")
     return value
 
 
 def _name(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise expected("a non-empty string")
+    if not isinstance(value, str) or not value.strip():
+        raise expected("a non-blank string")
     return value
 
 
@@ -282,7 +282,8 @@ def read_folder(folder: str | Path) -> Collection:
         except DataValidationError as err:
             problems.extend(err.problems)
             sizes = {}
-        if not isinstance(sizes, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in sizes.values()):
+        if not isinstance(sizes, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                  and 0 < v < math.inf for v in sizes.values()):
             problems.append(f"{folder / 'sizes.json'}: expected an object of system -> parameters in billions (> 0)")
     if problems:
         raise DataValidationError(problems)
