@@ -148,25 +148,35 @@ def test_parquet_data_and_scores_give_the_jsonl_figures(run_cli, length_judge, t
     assert figures[0] == figures[1]
 
 
-def test_a_scores_file_without_scores_is_refused_not_filled_with_the_mean(run_cli, length_judge, tmp_path):
-    """The data file given as --scores (no score column), or a score file whose every judgment failed: refused, in
-    every format, not every row stood in at a mean of no score (the labels' figures printed as the judge's)."""
-    pq = pytest.importorskip("pyarrow.parquet")
-    import pyarrow as pa
+def test_a_scores_file_without_scores_is_refused_not_filled_with_the_mean(run_cli, length_judge, tmp_path,
+                                                                         monkeypatch):
+    """The data file given as --scores (no score column), or a score file whose every judgment failed, as
+    `judgetune score` writes it in each format: refused, not every row stood in at a mean of no score (the labels'
+    figures printed as the judge's). Scored here by a judge that fails every item: exit 3, no temporary file named."""
+    pytest.importorskip("pyarrow.parquet")
+    from judgetune.datasets import Example
+    from judgetune.judges import Verdict
+    from judgetune.scoring import write_scored
 
     rows = [{"answer": r["answer"], "system": r["meta"]["system"], "label": r["label"]} for r in _labeled_rows(12)]
     data = _write_csv(tmp_path / "d.csv", rows, ids=True)
-    failed = [{"id": f"r{k}", "score": None, "error": "timed out"} for k in range(len(rows))]
-    _jsonl(tmp_path / "failed.jsonl", failed)
-    pq.write_table(pa.Table.from_pylist(failed), tmp_path / "failed.parquet")
-    for scores, found in ((data, r"no score field on any row \(fields: 'id', 'answer', 'system', 'label'\)"),
-                          (tmp_path / "failed.jsonl", r"no score on any row \(every judgment failed\)"),
-                          (tmp_path / "failed.parquet", r"no score field on any row \(fields: 'id', 'error'\)")):
+    examples = [Example(id=f"r{k}", answer=row["answer"]) for k, row in enumerate(rows)]
+    failed = [Verdict(score=None, parsed=False, raw="timed out") for _ in examples]
+    cases = [(data, r"no score field on any row \(fields: 'id', 'answer', 'system', 'label'\)")]
+    for suffix in (".jsonl", ".csv", ".parquet"):
+        write_scored(tmp_path / f"failed{suffix}", examples, failed, [None] * len(examples))
+        cases.append((tmp_path / f"failed{suffix}", r"no score on any row \(every judgment failed\)"))
+    for scores, found in cases:
         code, out, err = run_cli(["estimate", "--config", str(length_judge), "--data", str(data), "--by", "system",
                                   "--scores", str(scores)])
         assert code == 2 and out == "", out
         assert re.search(rf"{re.escape(scores.name)}: score: expected the scores `judgetune score` writes, found "
                          rf"{found}", err), err
+    from judgetune.config import JudgeConfig
+
+    monkeypatch.setattr(JudgeConfig, "calibrated", lambda self, verdicts, judge, examples: [None] * len(verdicts))
+    code, out, err = run_cli(["estimate", "--config", str(length_judge), "--data", str(data), "--by", "system"])
+    assert code == 3 and "the judge failed on every one of the 12 rows" in err and "judgetune-estimate-" not in err
 
 
 def test_the_data_readers_rules_hold(length_judge, tmp_path):

@@ -23,6 +23,9 @@ __all__ = ["join_labels", "join_scores", "refuse_other_judge", "scored_by"]
 _SHOWN = 3  # rows named in a one-line error about many
 
 
+_FIELDS_ROWS = 100  # the rows whose fields a score file with no score at all is described by
+
+
 def _index(obs: Observations) -> dict[str, int]:
     return {row_id: i for i, row_id in enumerate(obs.ids)}
 
@@ -46,12 +49,10 @@ def join_scores(obs: Observations, path: str | Path) -> None:
     path, problems = Path(path), []
     index, scores, seen = _index(obs), np.full(len(obs), np.nan), np.zeros(len(obs), dtype=bool)
     strangers: list[str] = []
-    columns: dict[str, None] | None = {}  # the fields of the rows while none has a score, to name then
+    columns: dict[str, None] = {}  # the fields of the first rows, to name when no row has a score
     with no_gc():
         for line, record in records(path, problems):
-            if columns is not None and "score" in record:
-                columns = None
-            elif columns is not None and len(columns) < 40:
+            if line <= _FIELDS_ROWS:
                 columns.update(dict.fromkeys(record))
             row_id, score = record.get("id"), record.get("score")
             i = index.get(row_id if row_id.__class__ is str else str(row_id))
@@ -63,7 +64,8 @@ def join_scores(obs: Observations, path: str | Path) -> None:
             seen[i] = True
             scores[i] = score if score.__class__ is float else _number(score, (path, line), "score", problems)
     if not problems and seen.any() and np.isnan(scores[seen]).all():
-        found = ("no score on any row (every judgment failed)" if columns is None else  # a null read as none
+        # a score file's rows carry ``parsed`` (a CSV or Parquet reader leaves an empty score out of the row)
+        found = ("no score on any row (every judgment failed)" if "score" in columns or "parsed" in columns else
                  f"no score field on any row (fields: {', '.join(map(repr, columns))})")
         problems.insert(0, f"{path}: score: expected the scores `judgetune score` writes, found {found}: give the "
                            "file judgetune score wrote for this data (a judge whose every judgment failed has no "

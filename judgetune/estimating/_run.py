@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from judgetune.errors import JudgetuneError, shown
+from judgetune.errors import JudgetuneError, NothingJudgedError, shown
 from judgetune.estimating._arrow import fast_observations
 from judgetune.estimating._checks import check_rows, check_scale
 from judgetune.estimating._cross import FITS, fitted_estimates
@@ -71,7 +71,10 @@ def score_observations(obs: Observations, config: Any, *, api_base: str | None =
     try:
         with tempfile.TemporaryDirectory(prefix="judgetune-estimate-") as folder:
             out = Path(folder) / "scores.jsonl"
-            judge.score_to(obs.examples, out, progress=progress)
+            run = judge.score_to(obs.examples, out, progress=progress)
+            if run.rows and run.failed >= run.rows:
+                raise NothingJudgedError(f"the judge failed on every one of the {run.rows} rows, so it adds nothing "
+                                         f"to the labels; the first because: {run.first_failure}")
             join_scores(obs, out)
     finally:
         if frozen is None:
