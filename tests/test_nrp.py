@@ -209,6 +209,21 @@ def test_nrp_out_is_never_an_input_and_replaced_only_with_force(tmp_path, run_cl
     assert sorted(p.name for p in out.iterdir()) == ["answers.jsonl", "nrp_by_system.png", "summary.json"]
 
 
+def test_the_default_out_folder_of_nrps_own_results_is_replaced_by_a_rerun(tmp_path, run_cli, monkeypatch):
+    """runs/nrp-DATA-RANKER holding only what nrp writes is replaced by the same command again (and a second ranker
+    may be added); a file of the user's there is refused, as in any --out."""
+    (tmp_path / "data").mkdir()
+    folder = hand_made_folder(tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    argv = ["nrp", "--data", str(folder), "--ranker", "bm25", "--json"]
+    assert run_cli(argv)[0] == 0 and run_cli(argv)[0] == 0
+    assert run_cli([*argv, "--ranker", "scores:" + str(tmp_path / "none.jsonl")])[0] == 2  # (a missing file)
+    default = tmp_path / "runs" / f"nrp-{folder.name}-bm25"
+    (default / "notes.txt").write_text("mine")
+    code, _, err = run_cli(argv)
+    assert code == 2 and "(the default --out): the folder exists and is not empty; pass --force" in err
+
+
 def test_query_selections_that_keep_no_answer_are_refused(tmp_path, run_cli):
     folder = hand_made_folder(tmp_path)
     (folder / "expert.jsonl").unlink()

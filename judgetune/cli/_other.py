@@ -194,8 +194,12 @@ def _nrp_collection(args: argparse.Namespace):
     return collection, kept
 
 
+NRP_OUTPUTS = {"answers.jsonl", "summary.json", "nrp_by_system.png", "nrp_vs_size.png"}  # what nrp writes
+
+
 def _nrp_check_out(args: argparse.Namespace, outs: list[Path]) -> None:
-    """Each possible --out: never an input nor the folder of an input file; a non-empty folder only with --force."""
+    """Each possible --out: never an input nor the folder of an input file; a folder with other files than nrp's own
+    results (an --out given with any files) only with --force."""
     files = [Path(arg) for kind, _, arg in (spec.partition(":") for spec in args.ranker)
              if kind in ("scores", "judge") and arg]
     for out in outs:
@@ -209,7 +213,10 @@ def _nrp_check_out(args: argparse.Namespace, outs: list[Path]) -> None:
                                  "results elsewhere")
         if out.exists() and not out.is_dir():
             raise JudgetuneError(f"{name}: expected a folder, found a file")
-        if out.is_dir() and any(out.iterdir()) and not args.force:
+        found = {p.name for p in out.iterdir()} if out.is_dir() else set()
+        if args.out is None and found <= NRP_OUTPUTS:  # a default folder of nrp's own results: a re-run replaces them
+            continue
+        if found and not args.force:
             raise JudgetuneError(f"{name}: the folder exists and is not empty; pass --force to replace its results")
 
 
