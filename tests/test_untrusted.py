@@ -186,9 +186,14 @@ def test_an_unreachable_judge_json_endpoint_points_at_the_file_not_at_an_option_
             "--out", str(tmp_path / "o.jsonl"), "--timeout", "5"]
     code, _, err = run_cli(argv)
     assert code == 2 and "connection attempts in a row failed" in err
-    assert f"the endpoint {config} names (lm.api_base), or pass --api-base" in err
+    assert f"the endpoint {config} names, or pass --api-base" in err
     code, _, err = run_cli([*argv, "--api-base", f"http://127.0.0.1:{free_port()}/v1"])  # named: the option is meant
-    assert code == 2 and "or check --api-base" in err and "lm.api_base" not in err
+    assert code == 2 and "or check --api-base" in err and f"{config} names" not in err
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")  # the environment's, named by the user
+    config = JudgeConfig(judge="rubric", params={}, lm={"spec": "openai/m"}, instruction=None, demos=[],
+                         calibrator=None, label_range=[1.0, 5.0]).save(tmp_path / "env.json")
+    code, _, err = run_cli(["score", "--config", str(config), *argv[3:]])
+    assert code == 2 and "or check $OPENAI_BASE_URL" in err
 
 
 def test_the_python_api_sends_the_key_only_to_a_named_endpoint(tmp_path, monkeypatch):

@@ -307,11 +307,12 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
         spec = parse_lm_spec(spec, api_base=api_base, reasoning=reasoning)
     cache = (cache or ResponseCache()) if use_cache else None
     if spec.kind == "openai":
+        given = spec.api_base
         spec, send_key, withheld = _remote_endpoint(spec, trust_endpoint, endpoint_source)
         client = OpenAICompatibleClient(spec, timeout=timeout, max_retries=max_retries, rps=rps,
                                         rate_limit_wait=rate_limit_wait, send_key=send_key, withheld=withheld,
-                                        api_key=api_key, endpoint_named_by="--api-base" if trust_endpoint else
-                                        f"the endpoint {endpoint_source} names (lm.api_base), or pass --api-base")
+                                        api_key=api_key,
+                                        endpoint_named_by=_endpoint_origin(given, spec, trust_endpoint, endpoint_source))
         return JudgeLM(spec, cache=cache, client=client, model_id=spec.model, concurrency=concurrency,
                        label_position=label_position, chat_template=chat_template)
     if spec.kind == "test":  # no weights: see judgetune/lm/_deterministic.py
@@ -324,6 +325,16 @@ def load_lm(spec: str | LMSpec, *, api_base: str | None = None, cache: ResponseC
     model = _in_process_model(path, backend, n_ctx=n_ctx, n_threads=n_threads or embedded_threads())
     fingerprint = cache.file_fingerprint(path) if cache is not None and path.is_file() else str(path.resolve())
     return JudgeLM(spec, cache=cache, model=model, model_id=f"{backend}:{fingerprint}")
+
+
+def _endpoint_origin(given: str | None, spec: LMSpec, trusted: bool, source: str) -> str:
+    """Where the endpoint in use was set, for the advice of a server error: ``--api-base``, the environment's
+    base-URL variable, or the file ``source`` (a judge.json, a study) that named it."""
+    if given is None and spec.api_base is not None:
+        return next(f"${n}" for n in BASE_URL_ENVS if os.environ.get(n, "").strip())
+    if given is None:
+        return "--api-base (none was given: OpenAI's endpoint)"
+    return "--api-base" if trusted else f"the endpoint {source} names, or pass --api-base"
 
 
 def _remote_endpoint(spec: LMSpec, trusted: bool, source: str) -> tuple[LMSpec, bool, str | None]:
