@@ -305,8 +305,8 @@ def estimate(judge: str | Path | FrozenJudge, data: Any, *, by: str | Sequence[s
 
     Raises:
         JudgetuneError: one system, no label, labels off the judge's scale, bad rows (one line each).
-        SettingsError: an argument of the wrong type or out of range, or a file that does not exist (checked
-            before anything is read).
+        SettingsError: a setting of the wrong type or out of range, or a file that does not exist (checked before
+            anything is read; ``data`` or ``labeled`` that is no collection of rows is a JudgetuneError).
 
     Example:
         >>> judgetune.estimate("runs/mine/judge.json", "outputs.jsonl", by="system")  # doctest: +SKIP
@@ -349,9 +349,10 @@ def _check_estimate(judge: Any, data: Any, *, scores: Any, labeled: Any, fields:
     if scores is not None and not isinstance(scores, (str, Path)):
         raise SettingsError(f"scores: expected the path of the file judgetune score wrote, found {type(scores).__name__}")
     for name, path in (("data", data), ("scores", scores), ("labeled", labeled)):
-        if isinstance(path, (str, Path)) and str(path) not in CATALOG and not Path(path).exists():
-            raise SettingsError(f"{name}: expected an existing file{' or a catalog name' if name != 'scores' else ''}, "
-                                f"found no file at {shown(path)}")
+        catalog = name == "data"  # only the data may be a catalog source; labels and scores are the user's files
+        if isinstance(path, (str, Path)) and not (catalog and str(path) in CATALOG) and not Path(path).is_file():
+            raise SettingsError(f"{name}: expected an existing file{' or a catalog name' if catalog else ''}, "
+                                f"found {'a folder' if Path(path).is_dir() else 'no file'} at {shown(path)}")
     if fields is not None and not (isinstance(fields, Mapping) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in fields.items())):
         raise SettingsError(f"fields: expected a dict of Example field to column name ({{'answer': 'response'}}), "

@@ -111,7 +111,8 @@ def test_score_says_its_reference_is_one_text(judge):
     ({"api_base": 5}, r"^api_base: expected text, found 5$"),
     ({"scores": "nope.csv"}, r"^scores: expected an existing file, found no file at nope.csv$"),
     ({"scores": 5}, r"^scores: expected the path of the file judgetune score wrote, found int$"),
-    ({"labeled": "nope.csv"}, r"^labeled: expected an existing file or a catalog name, found no file at nope.csv$"),
+    ({"labeled": "nope.csv"}, r"^labeled: expected an existing file, found no file at nope.csv$"),
+    ({"labeled": "stsb"}, r"^labeled: expected an existing file, found no file at stsb$"),
     ({"labeled": 3}, r"^labeled: expected a catalog name, a file path, a list of dicts or a pandas DataFrame, "
                      r"found int$"),
     ({"data": "nope.csv"}, r"^data: expected an existing file or a catalog name, found no file at nope.csv$"),
