@@ -206,6 +206,17 @@ def test_cli_audit_refuses_other_scales_and_runs_each_probe_once(tmp_path, capsy
     assert "no probe ran on the length judge" in capsys.readouterr().err
 
 
+def test_cli_audit_whose_every_changed_judgment_failed_exits_3(tmp_path, capsys, monkeypatch):
+    """Fault injection: every judgment of the changed items failed. The judge failed, not the request: exit 3."""
+    from judgetune import cli
+    from judgetune.audit import _probes
+
+    config, data = _length_judge(tmp_path)
+    monkeypatch.setitem(_probes.PROBES, "verbosity", lambda scorer: _probes.Paired([], [], failed=7))
+    assert cli.main(["audit", "--config", str(config), "--data", str(data), "--probe", "verbosity"]) == 3
+    assert "verbosity: every one of 7 judgments failed on a side" in capsys.readouterr().err
+
+
 def test_report_shows_the_audit_table(planted):
     from judgetune.report import audit_section
 

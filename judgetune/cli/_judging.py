@@ -147,7 +147,8 @@ def _audit(args: argparse.Namespace) -> None:
         with warnings.catch_warnings():  # said once, by the log line on stderr
             warnings.simplefilter("ignore", UserWarning)
             evaluation.warn_other_data([config], args.data)
-    _refuse_other_scale({str(args.config): config}, [e for e in examples if e.judgment is not None], args.data)
+    _refuse_other_scale({str(args.config): config}, [e for e in examples if e.judgment is not None], args.data,
+                        advice="audit the judge on data of its own task")
     demos = {d.get("id") for d in config.demos}  # the judge's own demos are not audited
     pool = [e for e in examples if e.id not in demos]
     examples = datasets.limit_by_group(pool, args.limit, seed=args.seed)
@@ -155,8 +156,11 @@ def _audit(args: argparse.Namespace) -> None:
     result = audit.audit(config, examples, lm, probes=args.probe, n_resamples=args.resamples,
                          seed=args.seed, progress=not args.json)
     if not result["probes"]:
-        raise JudgetuneError(f"no probe ran on the {config.judge} judge {shown(args.config)}: " + "; ".join(
-            f"{r['probe']}: {r['why']}" for r in result["not_applicable"]))
+        skipped = result["not_applicable"]
+        failed = all(r["why"].startswith("every one of") for r in skipped)  # the judge failed, not the request
+        raise (NothingJudgedError if failed else JudgetuneError)(
+            f"no probe ran on the {config.judge} judge {shown(args.config)}: "
+            + "; ".join(f"{r['probe']}: {r['why']}" for r in skipped))
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -206,8 +210,10 @@ def _compare(args: argparse.Namespace) -> None:
               f"Wilcoxon p on the errors = {'-' if p is None else f'{p:.3g}'}")
 
 
-def _refuse_other_scale(configs: dict, examples: list, data: str) -> None:
-    """Refuse labels off a judge's scale: its errors would be measured across two scales."""
+def _refuse_other_scale(configs: dict, examples: list, data: str, *,
+                        advice: str = "compare judges tuned on this data's scale") -> None:
+    """Refuse labels off a judge's scale: its errors would be measured across two scales (or the data is another
+    task's)."""
     labels = [e.judgment for e in examples]
     for path, config in configs.items():
         low, high = config.label_range
@@ -215,7 +221,7 @@ def _refuse_other_scale(configs: dict, examples: list, data: str) -> None:
         if off:
             raise JudgetuneError(f"{shown(data)}: {len(off)} of {len(labels)} labels lie outside the scale "
                                  f"{low:g}-{high:g} of {shown(path)} (labels {min(labels):g} to {max(labels):g}); "
-                                 "compare judges tuned on this data's scale")
+                                 f"{advice}")
 
 
 def _signed(value: float | None) -> str:
