@@ -5,6 +5,7 @@ judge on the embedded model as a ranker."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -161,7 +162,7 @@ def test_an_empty_answers_file_is_refused_up_front_and_nothing_is_written(tmp_pa
         run_nrp(Collection(c.queries, c.documents, []), [BM25Ranker().fit(c)])
 
 
-def test_a_repeated_query_document_ordering_or_score_is_refused_with_both_lines(tmp_path):
+def test_a_repeated_query_document_ordering_or_score_is_refused_with_both_lines(tmp_path, caplog):
     folder = hand_made_folder(tmp_path)
     for name, row in (("queries.jsonl", {"query_id": "q1", "text": "another question"}),
                       ("documents.jsonl", {"query_id": "2", "doc_id": "b", "text": "again", "judgments": {"relevance": 0}}),
@@ -182,8 +183,14 @@ def test_a_repeated_query_document_ordering_or_score_is_refused_with_both_lines(
     with pytest.raises(DataValidationError) as caught:
         read_scores(scores, ["q1", "2"])
     assert caught.value.problems == [
-        f"{scores}:3: id: expected one score per query and id, found 'a' of query q1 again (first on line 1)",
-        f"{scores}:2: query_id: expected a query of the data, found 'q9' (and on 1 more line(s))"]
+        f"{scores}:3: id: expected one score per query and id, found 'a' of query q1 again (first on line 1)"]
+    # a file made for a larger collection: its other queries' rows are left out, and said
+    scores.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"query_id": "q1", "id": "a", "score": 1}, {"query_id": "q9", "id": "a", "score": 2},
+        {"query_id": "q9", "id": "b", "score": 2}]))
+    with caplog.at_level(logging.WARNING, logger="judgetune.nrp"):
+        assert read_scores(scores, ["q1", "2"]) == {("q1", "a"): 1.0}
+    assert "2 row(s) of 1 query id(s) not in the data are left out (the first, 'q9', on line 2)" in caplog.text
 
 
 def test_nrp_out_is_never_an_input_and_replaced_only_with_force(tmp_path, run_cli):

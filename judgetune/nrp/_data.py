@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import re
 from collections import Counter, defaultdict
@@ -38,6 +39,8 @@ from judgetune.datasets import (
     read_json,
 )
 from judgetune.errors import DataValidationError, JudgetuneError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -293,10 +296,11 @@ def read_folder(folder: str | Path) -> Collection:
 
 
 def read_scores(path: str | Path, query_ids: Iterable[str] | None = None) -> dict[tuple[str, str], float]:
-    """Precomputed ranker scores: a .jsonl or .csv file of rows with ``query_id``, ``id`` (a doc or answer id) and
-    ``score``. A repeated (query_id, id) is refused, and so is a query not in ``query_ids`` when given."""
+    """Precomputed ranker scores: a .jsonl (.ndjson) or .csv file of rows with ``query_id``, ``id`` (a doc or answer
+    id) and ``score``. A repeated (query_id, id) is refused; rows of a query not in ``query_ids`` (when given: a file
+    made for a larger collection) are left out, with a warning naming how many."""
     path = Path(path)
-    if path.suffix.lower() not in (".jsonl", ".csv"):
+    if path.suffix.lower() not in (".jsonl", ".ndjson", ".csv"):
         raise DataValidationError([f"{path}: expected a .jsonl or .csv file of query_id, id, score, found suffix "
                                    f"{path.suffix!r}"])
     problems: list[str] = []
@@ -307,12 +311,14 @@ def read_scores(path: str | Path, query_ids: Iterable[str] | None = None) -> dic
                            "one score per query and id", problems):
         if known is not None and r.query_id not in known:
             unknown[r.query_id].append(line)
+            continue
         scores[(r.query_id, r.id)] = r.score
-    for qid, lines in unknown.items():
-        more = f" (and on {len(lines) - 1} more line(s))" if len(lines) > 1 else ""
-        problems.append(f"{path}:{lines[0]}: query_id: expected a query of the data, found {qid!r}{more}")
     if problems:
         raise DataValidationError(problems)
+    if unknown:
+        first = min(unknown.items(), key=lambda item: item[1][0])
+        log.warning("%s: %d row(s) of %d query id(s) not in the data are left out (the first, %r, on line %d)", path,
+                    sum(map(len, unknown.values())), len(unknown), first[0], first[1][0])
     return scores
 
 
