@@ -96,7 +96,7 @@ class FrozenJudge:
                                                        ("answer_b", answer_b), ("group", group)) if value is not None})
         problems: list[str] = []
         if reference is not None and not isinstance(reference, str):  # a row's reference may be a list; this is one text
-            problems.append(f"score(): reference: expected text (graded references go in references=), "
+            problems.append(f"score(): reference: expected one text (several, or graded ones, go in references=), "
                             f"found {describe(record.pop('reference'))}")
         if references is not None:
             record["references"] = ([{"text": r[0], "grade": r[1]} if isinstance(r, tuple) and len(r) == 2 else r

@@ -90,10 +90,10 @@ def test_score_to_of_no_items_leaves_no_part_folder(judge, tmp_path):
 
 
 def test_score_says_its_reference_is_one_text(judge):
-    with pytest.raises(DataValidationError, match=r"^score\(\): reference: expected text \(graded references go in "
-                                                  r"references=\), found 3$"):
+    with pytest.raises(DataValidationError, match=r"^score\(\): reference: expected one text \(several, or graded "
+                                                  r"ones, go in references=\), found 3$"):
         judge.score(answer="x", reference=3)
-    with pytest.raises(DataValidationError, match=r"2 problem.*\n.*reference: expected text.*\n.*answer: expected"):
+    with pytest.raises(DataValidationError, match=r"2 problem.*\n.*reference: expected one text.*\n.*answer: expected"):
         judge.score(answer=None, reference=["a"])  # every problem at once, as before
     assert judge.score(answer="x", reference="a text") == judge.score(answer="x")  # the length judge reads no reference
 
