@@ -595,14 +595,20 @@ def test_estimate_fit_cross_fits_a_judge_on_the_same_labels(run_cli, overlap_jud
             assert s["labels_worth"] > 1.0  # a judge fitted on 60 labels, each predicted out of fold
 
 
-def test_estimate_fit_with_too_few_labels_is_refused_in_one_line(run_cli, overlap_judge, tmp_path):
+def test_estimate_fit_with_too_few_labels_is_refused_in_one_line(run_cli, overlap_judge, tmp_path, monkeypatch):
     from _kits import jsonl
 
+    from judgetune.estimating import _run
+
+    def scored(*args, **kwargs):
+        raise AssertionError("scored before the refusal")
+
+    monkeypatch.setattr(_run, "score_observations", scored)  # refused before the judge scores a row
     rows = _labeled_on(_system_rows(20), {"q0", "q1"})  # 6 labeled rows in all
     data = jsonl(tmp_path / "few.jsonl", rows)
     code, _, stderr = run_cli(["estimate", "--config", str(overlap_judge), "--data", str(data), "--by", "system",
                                "--fit", "score"])
-    assert code != 0 and "--fit: 6 labeled row(s)" in stderr and "Traceback" not in stderr
+    assert code == 2 and "--fit: 6 labeled row(s)" in stderr and "Traceback" not in stderr
 
 
 def test_the_coverage_table_in_the_docs_is_the_result_files():

@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from judgetune.errors import JudgetuneError, NothingJudgedError, shown
 from judgetune.estimating._arrow import fast_observations
 from judgetune.estimating._checks import check_rows, check_scale
-from judgetune.estimating._cross import FITS, fitted_estimates
+from judgetune.estimating._cross import FITS, MIN_FIT_LABELS, fitted_estimates
 from judgetune.estimating._estimate import Estimates, estimate_observations
 from judgetune.estimating._join import join_labels, join_scores, refuse_other_judge
 from judgetune.estimating._rows import Observations, from_examples, read_data
@@ -113,6 +115,10 @@ def estimate_files(config: str | Path | Any, data: str | Path, by: str | Sequenc
     if scale is not None:
         check_scale(obs, judge_scale, str(config), stated=scale)
     check_scale(obs, judge_scale, str(config), stated=obs.scale, stated_by=f"{data}'s scale")
+    labels = int(np.count_nonzero(~np.isnan(obs.labels)))
+    if fit is not None and labels < MIN_FIT_LABELS:  # before the judge scores anything
+        raise JudgetuneError(f"--fit: {labels} labeled row(s); a judge is fitted on at least {MIN_FIT_LABELS} (label "
+                             "more, or estimate without --fit)")
     if scores is not None:
         join_scores(obs, scores)
     else:
