@@ -234,8 +234,8 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_demo_worker_score(commands: argparse._SubParsersAction) -> None:
-    demo = commands.add_parser("demo", help="the embedded defaults end to end: likelihood, rubric, embedding and "
-                                            "hybrid judges tuned on MSRpar, one chosen on dev, held-out table")
+    demo = commands.add_parser("demo", help="the embedded defaults end to end: likelihood, embedding and hybrid "
+                                            "judges tuned on MSRpar, one chosen on dev, held-out table")
     demo.add_argument("--run", default="demo", type=_run_name, metavar="NAME",
                       help="run name: the demo's folder under --runs-dir")
     demo.add_argument("--runs-dir", default="runs", type=Path, metavar="DIR", help="the folder holding the runs")
