@@ -32,7 +32,7 @@ def test_data_fetch_from_mirror_and_errors(tmp_path, mirror, monkeypatch, capsys
     assert cli.main(["data", "show", "stsb"]) == 2
     assert "judgetune: error: stsb: 5 file(s) missing" in capsys.readouterr().err
     assert cli.main(["data", "fetch", "stsb", "--mirror", str(tmp_path / "nowhere")]) == 2
-    assert "not in mirror" in capsys.readouterr().err
+    assert "nowhere: expected a folder holding copies of the catalog's files, found nothing" in capsys.readouterr().err
 
 
 def test_import_writes_no_environment_and_the_entry_points_keep_litellm_offline(tmp_path):

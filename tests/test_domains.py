@@ -260,7 +260,7 @@ def inputs(tmp_path) -> dict[str, str]:
 
 ERROR_CASES = [
     (["data", "show", "nope"], "invalid choice: 'nope'"),
-    (["data", "fetch", "stsb", "--mirror", "T/nomirror", "--dir", "T/d"], "not in mirror"),
+    (["data", "fetch", "stsb", "--mirror", "T/nomirror", "--dir", "T/d"], "expected a folder holding copies"),
     (["evaluate", "--judge", "rougeL", "--data", "T/missing.csv"], "neither a catalog source"),
     (["evaluate", "--judge", "rougeL", "--data", "RATED"], "map your columns with --field"),
     (["evaluate", "--judge", "rougeL", "--data", "RATED", "--field", "answer=nope"], "expected a column 'nope'"),

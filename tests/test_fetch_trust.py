@@ -184,7 +184,7 @@ def test_a_failed_fetch_leaves_no_empty_folder(tmp_path, no_proxy):
 def test_a_manifest_row_outside_the_data_folder_is_refused(tmp_path, monkeypatch, path):
     """A mirror that holds the file where the row points: nothing is written outside the data folder."""
     inner_mirror, inner_root = tmp_path / "m" / "inner", tmp_path / "d" / "inner"
-    (tmp_path / "m").mkdir()
+    inner_mirror.mkdir(parents=True)  # a mirror folder; the row points out of it, at m/escaped.txt
     (tmp_path / "m" / "escaped.txt").write_bytes(BODY)
     path = str(tmp_path / "d" / "escaped.txt") if path == "ABSOLUTE" else path
     entry = replace(_entry("unused"), path=path)
