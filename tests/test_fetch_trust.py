@@ -237,16 +237,21 @@ def test_a_damaged_data_file_is_one_line_from_the_cli(tmp_path, mirror, monkeypa
     assert "llmbar_natural.json: expected the catalogued file" in err and "judgetune data fetch llmbar-natural" in err
 
 
-def test_checking_msrpar_on_every_read_stays_fast(tmp_path, mirror, monkeypatch):
+def test_checking_msrpar_on_every_read_hashes_each_file_once(tmp_path, mirror, monkeypatch):
     monkeypatch.delenv("JUDGETUNE_DATA_MIRROR", raising=False)
     root = tmp_path / "datasets"
     shutil.copytree(mirror / "sts/sts2012_msrpar", root / "sts/sts2012_msrpar")  # present, never verified yet
     monkeypatch.setattr(_fetch, "_verified", {})
-    start = time.monotonic()
+    hashed: list[Path] = []
+    real_sha256_of = _fetch.sha256_of
+    monkeypatch.setattr(_fetch, "sha256_of", lambda path: hashed.append(Path(path)) or real_sha256_of(path))
     assert len(datasets.load("sts2012-msrpar", root=root)) == 1500
-    cold = time.monotonic() - start
-    start = time.monotonic()
+    assert len(hashed) == len(set(hashed)) == 4  # the cold read hashes every file of the source once
     for _ in range(5):
         datasets.load("sts2012-msrpar", root=root)
-    assert cold < 1 and (time.monotonic() - start) / 5 < 1
-    assert len(_fetch._verified) == 4  # each file hashed once, then known by its size and modification time
+    assert len(hashed) == 4  # later reads know each file by its size and modification time
+    assert len(_fetch._verified) == 4
+    victim = sorted(hashed)[0]
+    os.utime(victim, ns=(victim.stat().st_atime_ns, victim.stat().st_mtime_ns + 1_000_000_000))
+    datasets.load("sts2012-msrpar", root=root)
+    assert hashed[4:] == [victim]  # a touched file is hashed again
