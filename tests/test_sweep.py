@@ -338,6 +338,17 @@ def test_bad_option_values_are_one_line_errors(data, run_cli, argv, message):
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--rounds", "0"], "argument --rounds: expected a whole number >= 1, got 0"),
+    (["--proposals", "-2"], "argument --proposals: expected a whole number >= 0, got -2"),
+    (["--demo-draws", "x"], "argument --demo-draws: expected a whole number >= 1, got 'x'"),
+    (["--rescore", "-1"], "argument --rescore: expected a whole number >= 1, got -1"),
+])
+def test_bad_search_and_gate_counts_are_one_line_errors_naming_the_option(data, run_cli, argv, message):
+    code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(data), *argv])
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_folder_as_config_and_verbose_tracebacks(run_cli, tmp_path, data):
     code, _, err = run_cli(["score", "--config", str(tmp_path), "--data", str(data), "--out", str(tmp_path / "o.jsonl")])
     assert code == 2 and err.strip() == f"judgetune: error: {tmp_path}: expected a judge config file (judge.json), " \

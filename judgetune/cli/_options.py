@@ -73,6 +73,7 @@ def _number(cast: type, what: str, ok) -> callable:
 
 
 _count = _number(int, "a whole number >= 1", lambda v: v >= 1)  # a count of items, trials, resamples...
+_count_from_zero = _number(int, "a whole number >= 0", lambda v: v >= 0)
 _seed = _number(int, "a whole number from 0 to 4294967295", lambda v: 0 <= v < 2**32)  # what NumPy's RandomState takes
 _seconds = _number(float, "seconds > 0", lambda v: 0 < v < float("inf"))
 _positive = _number(float, "a number > 0", lambda v: 0 < v < float("inf"))

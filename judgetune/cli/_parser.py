@@ -24,6 +24,7 @@ from judgetune.cli._options import (
     WIDE_FOLDS,
     _column_options,
     _count,
+    _count_from_zero,
     _endpoint_option,
     _families,
     _groups,
@@ -196,15 +197,15 @@ def _add_tune(commands: argparse._SubParsersAction) -> None:
                        "default: the judge's own wording)")
     search.add_argument("--proposer", metavar="SPEC", help="LM that writes candidate instructions (default: --lm); "
                         "turns proposals on")
-    search.add_argument("--proposals", type=int, metavar="N",
+    search.add_argument("--proposals", type=_count_from_zero, metavar="N",
                         help="candidate instructions per round (default 3 with --proposer, "
                              "else 0)")
-    search.add_argument("--rounds", type=int, metavar="N", default=2,
+    search.add_argument("--rounds", type=_count, metavar="N", default=2,
                         help="proposal rounds (the trials are shared out between "
                              "them)")
-    search.add_argument("--demo-draws", type=int, metavar="N", default=8,
+    search.add_argument("--demo-draws", type=_count, metavar="N", default=8,
                         help="seeded demo draws searched (the demo_seed knob)")
-    gate.add_argument("--rescore", type=int, metavar="N",
+    gate.add_argument("--rescore", type=_count, metavar="N",
                       help="strongest trials (by search figures) scored on every non-test item (at most "
                            "--gate-items) beside the default judge before choosing (default: one per "
                            f"{RESCORE_ITEMS} confirming items, at least {RESCORE}, at most every trial but one)")
