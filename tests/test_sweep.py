@@ -323,29 +323,23 @@ def test_a_storage_urls_password_is_never_printed(run_cli):
     assert redact("http://127.0.0.1:8080/v1 for user@example.com") == "http://127.0.0.1:8080/v1 for user@example.com"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--limit", "-1"], "argument --limit: expected a whole number >= 1, got -1"),
-    (["--limit", "0"], "argument --limit: expected a whole number >= 1, got 0"),
-    (["--resamples", "-5"], "argument --resamples: expected a whole number >= 1, got -5"),
-    (["--seed", "-1"], "argument --seed: expected a whole number from 0 to 4294967295, got -1"),
-    (["--seed", str(2**32)], "argument --seed: expected a whole number from 0 to 4294967295, got 4294967296"),
-    (["--timeout", "0"], "argument --timeout: expected seconds > 0, got 0"),
-    (["--timeout", "nan"], "argument --timeout: expected seconds > 0, got nan"),
-    (["--scale", "5-1"], "argument --scale: expected a scale LOW-HIGH with LOW below HIGH"),
+@pytest.mark.parametrize("command, argv, message", [
+    ("evaluate", ["--limit", "-1"], "argument --limit: expected a whole number >= 1, got -1"),
+    ("evaluate", ["--limit", "0"], "argument --limit: expected a whole number >= 1, got 0"),
+    ("evaluate", ["--resamples", "-5"], "argument --resamples: expected a whole number >= 1, got -5"),
+    ("evaluate", ["--seed", "-1"], "argument --seed: expected a whole number from 0 to 4294967295, got -1"),
+    ("evaluate", ["--seed", str(2**32)],
+     "argument --seed: expected a whole number from 0 to 4294967295, got 4294967296"),
+    ("evaluate", ["--timeout", "0"], "argument --timeout: expected seconds > 0, got 0"),
+    ("evaluate", ["--timeout", "nan"], "argument --timeout: expected seconds > 0, got nan"),
+    ("evaluate", ["--scale", "5-1"], "argument --scale: expected a scale LOW-HIGH with LOW below HIGH"),
+    ("tune", ["--rounds", "0"], "argument --rounds: expected a whole number >= 1, got 0"),
+    ("tune", ["--proposals", "-2"], "argument --proposals: expected a whole number >= 0, got -2"),
+    ("tune", ["--demo-draws", "x"], "argument --demo-draws: expected a whole number >= 1, got 'x'"),
+    ("tune", ["--rescore", "-1"], "argument --rescore: expected a whole number >= 1, got -1"),
 ])
-def test_bad_option_values_are_one_line_errors(data, run_cli, argv, message):
-    code, _, err = run_cli(["evaluate", "--judge", "rougeL", "--data", str(data), *argv])
-    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--rounds", "0"], "argument --rounds: expected a whole number >= 1, got 0"),
-    (["--proposals", "-2"], "argument --proposals: expected a whole number >= 0, got -2"),
-    (["--demo-draws", "x"], "argument --demo-draws: expected a whole number >= 1, got 'x'"),
-    (["--rescore", "-1"], "argument --rescore: expected a whole number >= 1, got -1"),
-])
-def test_bad_search_and_gate_counts_are_one_line_errors_naming_the_option(data, run_cli, argv, message):
-    code, _, err = run_cli(["tune", "--judge", "rougeL", "--data", str(data), *argv])
+def test_bad_option_values_are_one_line_errors(data, run_cli, command, argv, message):
+    code, _, err = run_cli([command, "--judge", "rougeL", "--data", str(data), *argv])
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
